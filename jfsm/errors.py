@@ -1,0 +1,123 @@
+"""One exception hierarchy with stable string codes.
+
+Every error the engine raises is a `JfsmError`. Its `code` is stable and is used verbatim on
+the conformance driver protocol; `state` says what the affected thing is in *after* the
+error (errors never leave a half-applied change behind, so this is the state before the
+call unless the error says otherwise). `details` carries the numbers a caller needs to act
+(for example the bytes of a refused quota preflight).
+
+```
+JfsmError
+├── InvalidInput          invalid_input
+├── QuotaExceeded         quota_exceeded
+├── CompressionPending    compression_pending   (retryable)
+├── InvalidTransition     invalid_transition
+├── StoreLocked           store_locked
+├── StoreCorrupted        store_corrupted
+└── TransportError        transport_error       (retryable)
+```
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+__all__ = [
+    "ERROR_CODES",
+    "CompressionPending",
+    "InvalidInput",
+    "InvalidTransition",
+    "JfsmError",
+    "QuotaExceeded",
+    "StoreCorrupted",
+    "StoreLocked",
+    "TransportError",
+]
+
+
+class JfsmError(Exception):
+    """Base of every jfsm error; `code` is the stable protocol code."""
+
+    code: ClassVar[str] = "error"
+    retryable: ClassVar[bool] = False
+
+    def __init__(self, message: str, *, state: str | None = None, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.state = state
+        self.details: dict[str, Any] = details
+
+    def to_json(self) -> dict[str, Any]:
+        """The error as the driver protocol carries it."""
+        out: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.retryable:
+            out["retryable"] = True
+        if self.state is not None:
+            out["state"] = self.state
+        if self.details:
+            out["details"] = self.details
+        return out
+
+
+class InvalidInput(JfsmError):
+    """The call's arguments are not acceptable (bad text, unknown id, reserved key...)."""
+
+    code = "invalid_input"
+
+
+class QuotaExceeded(JfsmError):
+    """The change would take the footprint over the quota; nothing was written.
+
+    `details` holds `current`, `would_be` and `quota`, all in bytes.
+    """
+
+    code = "quota_exceeded"
+
+
+class CompressionPending(JfsmError):
+    """A forced compression is still owed; the generation was refused. Retry later.
+
+    `details["cause"]` names the failure outcome that kept it pending.
+    """
+
+    code = "compression_pending"
+    retryable = True
+
+
+class InvalidTransition(JfsmError):
+    """The event is not allowed in the machine's current state; the state is unchanged."""
+
+    code = "invalid_transition"
+
+
+class StoreLocked(JfsmError):
+    """Another writer holds the store's lock."""
+
+    code = "store_locked"
+
+
+class StoreCorrupted(JfsmError):
+    """The durable store is damaged outside its tail; `details` names file and offset."""
+
+    code = "store_corrupted"
+
+
+class TransportError(JfsmError):
+    """compress.v2 could not be reached or answered outside its contract."""
+
+    code = "transport_error"
+    retryable = True
+
+
+ERROR_CODES: tuple[str, ...] = tuple(
+    cls.code
+    for cls in (
+        InvalidInput,
+        QuotaExceeded,
+        CompressionPending,
+        InvalidTransition,
+        StoreLocked,
+        StoreCorrupted,
+        TransportError,
+    )
+)
