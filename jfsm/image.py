@@ -18,11 +18,11 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from jfsm.errors import QuotaExceeded
+from jfsm.errors import InvalidInput, QuotaExceeded
 from jfsm.jcs import key_order, string_bytes
 from jfsm.projection import Projection
 
-__all__ = ["QUOTA_BYTES", "StoreImage", "log_entry_bytes"]
+__all__ = ["QUOTA_BYTES", "StoreImage", "log_entry_bytes", "seeded_image"]
 
 QUOTA_BYTES = 30 * 1024 * 1024
 
@@ -231,3 +231,23 @@ class StoreImage:
             self._key_sizes.pop(key, None)
         else:
             self._key_sizes[key] = ks
+
+
+def seeded_image(current: StoreImage, values: Mapping[str, bytes]) -> StoreImage:
+    """A new image holding `values` as checkpointed base, for seeding an empty store.
+
+    Raises `InvalidInput` if `current` is not empty and `QuotaExceeded` if the seeded
+    footprint exceeds `current.quota`; `current` is never changed.
+    """
+    if len(current) or current.footprint() != _container_size(0, 0) * 2:
+        raise InvalidInput("only an empty store can be seeded", keys=len(current))
+    image = StoreImage(values, quota=current.quota)
+    if image.footprint() > current.quota:
+        raise QuotaExceeded(
+            f"seeding would take the footprint to {image.footprint()} bytes, "
+            f"over the quota of {current.quota}",
+            current=current.footprint(),
+            would_be=image.footprint(),
+            quota=current.quota,
+        )
+    return image

@@ -12,7 +12,8 @@ owner carries out.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -201,3 +202,15 @@ class StateMachine:
                 event=event,
             )
         return self._fired
+
+    @contextmanager
+    def attempt(self, event: str) -> Iterator[Transition]:
+        """Fire `event` for a change that may still fail: if the body raises, the machine
+        returns to the state it had before the event, and the error propagates."""
+        before = self.current
+        row = self.fire(event)
+        try:
+            yield row
+        except BaseException:
+            self._machine.set_state(before, model=self)
+            raise

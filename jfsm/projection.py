@@ -46,7 +46,9 @@ class Projection:
             try:
                 encoded[key] = canonical_bytes(value)
             except ValueError as exc:
-                raise InvalidInput(f"value of {key!r} is not storable JSON: {exc}", key=key) from exc
+                raise InvalidInput(
+                    f"value of {key!r} is not storable JSON: {exc}", key=key
+                ) from exc
         gone = frozenset(require_text(key, "key") for key in deletes)
         both = gone.intersection(encoded)
         if both:

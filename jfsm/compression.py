@@ -1,0 +1,84 @@
+"""Judging a compress.v2 result and planning its publication (decisions D5 to D7, D11).
+
+Pure functions: given the stack as it is now and the in-flight request, say which outcome
+the result has and, for a valid one, which single projection publishes it. The publication
+sets the new summary, deletes exactly the chunks with `seq <= throughSeq` and updates the
+meta, so the summary never coexists with every represented chunk, not even in the quota
+arithmetic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from jfsm.compressor import CompressionRequest, CompressionResult
+from jfsm.errors import InvalidInput
+from jfsm.memory_index import StackState
+from jfsm.records import Summary
+from jfsm.text import require_text
+
+__all__ = ["InFlight", "judge", "plan_publication"]
+
+
+@dataclass(frozen=True, slots=True)
+class InFlight:
+    """A request in flight and what it represents."""
+
+    request: CompressionRequest
+    represented: frozenset[int]
+    summary_text: str | None
+    forced: bool
+
+
+def judge(flight: InFlight, result: CompressionResult, stack: StackState | None) -> str:
+    """The outcome of a result: `valid` or a failure outcome of D7 (not `quota`)."""
+    if stack is None or _is_stale(flight, stack):
+        return "stale"
+    if result.outcome != "ok":
+        return result.outcome
+    summary = result.summary
+    try:
+        require_text(summary, "summary")
+    except InvalidInput:
+        return "transport"
+    assert summary is not None
+    if not summary.strip():
+        return "empty"
+    if len(summary) >= flight.request.chars:
+        return "not_smaller"
+    if not result.call_id:
+        return "transport"
+    return "valid"
+
+
+def _is_stale(flight: InFlight, stack: StackState) -> bool:
+    meta_epoch = (stack.meta or {}).get("epoch", 0)
+    if meta_epoch != flight.request.epoch:
+        return True
+    current_summary = None if stack.summary is None else stack.summary.text
+    if current_summary != flight.summary_text:
+        return True
+    return not flight.represented.issubset(stack.chunks)
+
+
+def plan_publication(
+    flight: InFlight,
+    result: CompressionResult,
+    stack: StackState,
+    meta_update: dict[str, Any],
+) -> tuple[dict[str, Any], set[str]]:
+    """Sets and deletes of the one publication projection of a valid result."""
+    assert result.summary is not None and result.call_id is not None
+    summary = Summary(
+        text=result.summary,
+        through_seq=flight.request.through_seq,
+        compression_call_id=result.call_id,
+        kind=flight.request.kind,
+    )
+    sets: dict[str, Any] = {stack.keys.summary: summary.to_json()}
+    meta = dict(stack.meta or {})
+    meta.update(meta_update)
+    sets[stack.keys.meta] = meta
+    deletes = {stack.keys.chunk(seq) for seq in stack.chunks if seq <= flight.request.through_seq}
+    return sets, deletes

@@ -1,0 +1,123 @@
+"""The seam to compress.v2: request and result types and the `Compressor` protocol.
+
+The workflow owns stack shape, canonical text, thresholds and publication; a compressor only
+carries one request to compress.v2 and reports what came back (decisions D16 to D18). It
+never chooses payers, models or prompts. Beneficiaries are read from a participants source
+*immediately before each attempt*, retries included.
+
+A compressor never raises for a failed call: it returns a `CompressionResult` whose
+`outcome` is `ok`, `refused` or `transport`, with one `Attempt` per HTTP attempt. The engine
+then validates an ok summary (empty, not smaller) and checks staleness.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from jfsm.jcs import canonicalize
+from jfsm.records import Participant
+
+__all__ = [
+    "Attempt",
+    "CompressionRequest",
+    "CompressionResult",
+    "Compressor",
+    "ParticipantSource",
+    "beneficiaries",
+    "idempotency_key",
+]
+
+ParticipantSource = Callable[[], Sequence[Participant]]
+AttemptOutcome = Literal["ok", "refused", "transport"]
+
+
+def beneficiaries(participants: Iterable[Participant]) -> list[str]:
+    """Ids of the participants who are human and not spectators, sorted (D17)."""
+    return sorted({p.id for p in participants if p.human and not p.spectator})
+
+
+def idempotency_key(
+    game_id: str, catalyst_id: str | None, epoch: int, through_seq: int, text: str
+) -> str:
+    """The deterministic `Idempotency-Key` of one logical compression (D16).
+
+    SHA-256 over the JCS of `[gameId, catalystId, epoch, throughSeq, sha256(text)]`, hex.
+    """
+    text_hash = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    material = canonicalize([game_id, catalyst_id, epoch, through_seq, text_hash])
+    return "jfsm-" + hashlib.sha256(material.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class CompressionRequest:
+    """One logical compression: the represented prefix of one stack at one epoch."""
+
+    kind: str
+    game_id: str
+    catalyst_id: str | None
+    text: str
+    chars: int
+    through_seq: int
+    epoch: int
+
+    @property
+    def idempotency_key(self) -> str:
+        return idempotency_key(
+            self.game_id, self.catalyst_id, self.epoch, self.through_seq, self.text
+        )
+
+    def scope(self) -> dict[str, str]:
+        """The wire `scope` object."""
+        out = {"gameId": self.game_id}
+        if self.catalyst_id is not None:
+            out["catalystId"] = self.catalyst_id
+        return out
+
+    def body(self, beneficiary_ids: Sequence[str]) -> dict[str, Any]:
+        """The closed JSON body of `POST /v2/compress` (no payer, model or provider)."""
+        return {
+            "kind": self.kind,
+            "scope": self.scope(),
+            "input": {"text": self.text, "chars": self.chars, "throughSeq": self.through_seq},
+            "beneficiaries": list(beneficiary_ids),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One HTTP attempt, as telemetry records it: sizes and codes, never text."""
+
+    number: int
+    outcome: AttemptOutcome
+    call_id: str | None
+    duration_ms: float
+    output_chars: int | None = None
+    detail: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CompressionResult:
+    """What came back from compress.v2 after all attempts.
+
+    `summary` is set only when `outcome == "ok"`; `error_code` names the refusal or the
+    transport failure (`connect`, `timeout`, `http_500`, `malformed`...).
+    """
+
+    outcome: AttemptOutcome
+    attempts: tuple[Attempt, ...]
+    call_id: str | None = None
+    summary: str | None = None
+    error_code: str | None = None
+
+
+class Compressor(Protocol):
+    """Carries one compression request to compress.v2."""
+
+    async def compress(
+        self, request: CompressionRequest, participants: ParticipantSource
+    ) -> CompressionResult:
+        """Send `request`; never raises for a failed call (see `CompressionResult`)."""
+        ...

@@ -1,0 +1,106 @@
+"""An in-process compressor for tests and demos: scripted replies, hold and release.
+
+`FakeCompressor` follows the `Compressor` protocol without any network. By default it
+answers ok with a short deterministic summary that never quotes the input. A test can queue
+replies (`script`) and hold a call in flight until `release()`, to append while a compression
+is outstanding. Every request and the beneficiaries it would carry are recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from jfsm.compressor import (
+    Attempt,
+    CompressionRequest,
+    CompressionResult,
+    ParticipantSource,
+    beneficiaries,
+)
+
+__all__ = ["FakeCompressor", "Reply"]
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """One scripted reply: `ok` (with `summary`, or `chars` of generated text), `refused`
+    (with `code`) or `transport` (with `code`); `hold` keeps it in flight until released."""
+
+    outcome: str = "ok"
+    summary: str | None = None
+    chars: int | None = None
+    code: str | None = None
+    hold: bool = False
+
+
+def default_summary(request: CompressionRequest, chars: int | None = None) -> str:
+    """A deterministic summary derived from the request's hash, never from its words."""
+    digest = hashlib.sha256(request.text.encode("utf-8")).hexdigest()
+    size = max(1, request.chars // 10) if chars is None else chars
+    base = f"summary {digest} "
+    return (base * (size // len(base) + 1))[:size]
+
+
+@dataclass
+class FakeCompressor:
+    """A scripted, recording compressor (see module docs)."""
+
+    script: deque[Reply] = field(default_factory=deque)
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    calls: int = 0
+    _released: asyncio.Event | None = None
+    _held: int = 0
+
+    def queue(self, *replies: Reply) -> None:
+        """Append replies to the script (used in order, then the default policy)."""
+        self.script.extend(replies)
+
+    @property
+    def held(self) -> int:
+        """How many calls are being held now."""
+        return self._held
+
+    def release(self) -> None:
+        """Let every held call answer."""
+        if self._released is not None:
+            self._released.set()
+
+    async def compress(
+        self, request: CompressionRequest, participants: ParticipantSource
+    ) -> CompressionResult:
+        self.calls += 1
+        ids = beneficiaries(participants())
+        self.requests.append(
+            {
+                "body": request.body(ids),
+                "idempotencyKey": request.idempotency_key,
+                "epoch": request.epoch,
+            }
+        )
+        reply = self.script.popleft() if self.script else Reply()
+        if reply.hold:
+            if self._released is None or self._released.is_set():
+                self._released = asyncio.Event()
+            self._held += 1
+            try:
+                await self._released.wait()
+            finally:
+                self._held -= 1
+        call_id = "fake-" + request.idempotency_key[-16:] + f"-{self.calls}"
+        if reply.outcome == "ok":
+            summary = reply.summary
+            if summary is None:
+                summary = default_summary(request, reply.chars)
+            attempt = Attempt(1, "ok", call_id, 0.0, output_chars=len(summary))
+            return CompressionResult("ok", (attempt,), call_id=call_id, summary=summary)
+        if reply.outcome == "refused":
+            attempt = Attempt(1, "refused", call_id, 0.0, detail=reply.code)
+            return CompressionResult(
+                "refused", (attempt,), call_id=call_id, error_code=reply.code or "refused"
+            )
+        attempt = Attempt(1, "transport", None, 0.0, detail=reply.code or "connect")
+        return CompressionResult("transport", (attempt,), error_code=reply.code or "connect")

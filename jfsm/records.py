@@ -1,0 +1,164 @@
+"""The stored records of agent memory (decision D8), as frozen pydantic models.
+
+Field names on the wire and in the store are camelCase (`nextSeq`, `throughSeq`...). Texts
+are validated as Unicode scalar strings; a bad record raises `InvalidInput`.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic.alias_generators import to_camel
+
+from jfsm.errors import InvalidInput
+from jfsm.text import require_text
+
+__all__ = [
+    "ArchiveRecord",
+    "Chunk",
+    "Origin",
+    "Participant",
+    "Round",
+    "SceneMeta",
+    "SceneState",
+    "StackMeta",
+    "Summary",
+    "parse_record",
+]
+
+
+class Origin(StrEnum):
+    """Where an exact chunk came from."""
+
+    ROUND = "round"
+    CATALYST = "catalyst"
+    INTERVENE = "intervene"
+    SEED = "seed"
+
+
+class SceneState(StrEnum):
+    """States of the catalyst scene machine (see `spec/machines/catalyst_scene.json`)."""
+
+    CREATED = "created"
+    RUNNING = "running"
+    PUBLISHED = "published"
+    CANCELLED = "cancelled"
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(
+        frozen=True,
+        extra="forbid",
+        alias_generator=to_camel,
+        populate_by_name=True,
+        strict=True,
+    )
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as stored: camelCase keys, absent optionals omitted."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def _text(value: Any, info: Any) -> Any:
+    return require_text(value, info.field_name)
+
+
+class Chunk(_Record):
+    """One exact exchange of a stack, numbered by a `seq` never reused in that stack."""
+
+    seq: int = Field(ge=1)
+    user: str
+    assistant: str
+    origin: Literal["round", "catalyst", "intervene", "seed"]
+    round_id: int | None = Field(default=None, ge=1)
+    catalyst_id: str | None = None
+
+    _texts = field_validator("user", "assistant", mode="before")(_text)
+
+
+class Summary(_Record):
+    """The one summary of a stack: it represents every chunk with `seq <= through_seq`."""
+
+    text: str
+    through_seq: int = Field(ge=1)
+    compression_call_id: str
+    kind: str
+
+    _texts = field_validator("text", mode="before")(_text)
+
+
+class StackMeta(_Record):
+    """Bookkeeping of the game stack (`jfGameStack.meta`)."""
+
+    next_seq: int = Field(default=1, ge=1)
+    epoch: int = Field(default=0, ge=0)
+    forced_compression: bool = False
+
+
+class SceneMeta(_Record):
+    """Bookkeeping of a running scene's stack (`jfCatalystStack.<id>.meta`)."""
+
+    next_seq: int = Field(default=1, ge=1)
+    epoch: int = Field(default=0, ge=0)
+    state: Literal["created", "running"] = "created"
+
+
+class ArchiveRecord(_Record):
+    """What survives of a scene after its stack is removed (`jfCatalystArchives[<id>]`).
+
+    `after_round` is the number of canonical rounds recorded when the scene ended;
+    `outcome_seq` is the game chunk that carries a published outcome.
+    """
+
+    state: Literal["published", "cancelled"]
+    after_round: int = Field(ge=0)
+    closing_summary: str | None = None
+    meanwhile_event: str | None = None
+    outcome_seq: int | None = Field(default=None, ge=1)
+    order: int = Field(ge=1)
+
+    _texts = field_validator("closing_summary", "meanwhile_event", mode="before")(
+        lambda v, info: None if v is None else _text(v, info)
+    )
+
+
+class Round(_Record):
+    """One canonical game round (`jfRounds.<n>`): kept outside AI memory.
+
+    An intervened round stores only the revealed prefix as its output.
+    """
+
+    n: int = Field(ge=1)
+    input: str
+    output: str
+    intervened: bool = False
+
+    _texts = field_validator("input", "output", mode="before")(_text)
+
+
+class Participant(_Record):
+    """A game participant, as the executor sees it when choosing beneficiaries."""
+
+    id: str
+    human: bool
+    spectator: bool = False
+
+    _texts = field_validator("id", mode="before")(_text)
+
+
+R = TypeVar("R", bound=_Record)
+
+
+def parse_record(model: type[R], data: Any) -> R:
+    """Validate `data` as `model`; raise `InvalidInput` with pydantic's reasons."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        cause = exc.errors(include_url=False)
+        inner = [e.get("ctx", {}).get("error") for e in cause]
+        for err in inner:
+            if isinstance(err, InvalidInput):
+                raise InvalidInput(err.message, **err.details) from exc
+        raise InvalidInput(f"invalid {model.__name__}: {exc}", model=model.__name__) from exc

@@ -1,0 +1,6 @@
+"""Store backends behind one protocol: `MemoryStore` and the durable `FileStore`."""
+
+from jfsm.stores.base import Store
+from jfsm.stores.memory import MemoryStore
+
+__all__ = ["MemoryStore", "Store"]

@@ -1,0 +1,49 @@
+"""The store protocol: one game's workflowStore and its optimized change log.
+
+A store exposes its `StoreImage` for reading and changes only through `commit` (one
+projection, all or nothing, preflighted against the quota) and `checkpoint`. `commit`
+returns only once the projection is as durable as the backend promises; on any error
+nothing of the projection is visible, in memory or on disk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Protocol
+
+from jfsm.image import StoreImage
+from jfsm.projection import Projection
+
+__all__ = ["Store"]
+
+
+class Store(Protocol):
+    """One game's store."""
+
+    @property
+    def image(self) -> StoreImage:
+        """The current state, read-only by convention: change it only through `commit`."""
+        ...
+
+    @property
+    def durable(self) -> bool:
+        """Whether committed projections survive a process crash."""
+        ...
+
+    def commit(self, projection: Projection) -> None:
+        """Apply one projection atomically. Raises `QuotaExceeded` and writes nothing."""
+        ...
+
+    def seed(self, values: Mapping[str, bytes]) -> None:
+        """Fill an *empty* store with `values` (key -> JCS bytes) as its checkpointed base,
+        so its change log is empty (game duplication). Raises `InvalidInput` if the store is
+        not empty and `QuotaExceeded` if the footprint would exceed the quota."""
+        ...
+
+    def checkpoint(self) -> None:
+        """Make the current store the change log's base (the log becomes empty)."""
+        ...
+
+    def close(self) -> None:
+        """Release the store (its lock, for a durable store). Idempotent."""
+        ...

@@ -1,0 +1,40 @@
+"""The in-memory store: a `StoreImage` and nothing else. Not durable."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from jfsm.image import QUOTA_BYTES, StoreImage, seeded_image
+from jfsm.projection import Projection
+
+__all__ = ["MemoryStore"]
+
+
+class MemoryStore:
+    """A store that lives in memory; `commit` is atomic because `StoreImage.apply` is."""
+
+    durable = False
+
+    def __init__(
+        self,
+        values: Mapping[str, bytes] | None = None,
+        *,
+        quota: int = QUOTA_BYTES,
+    ) -> None:
+        self._image = StoreImage(values, quota=quota)
+
+    @property
+    def image(self) -> StoreImage:
+        return self._image
+
+    def commit(self, projection: Projection) -> None:
+        self._image.apply(projection)
+
+    def seed(self, values: Mapping[str, bytes]) -> None:
+        self._image = seeded_image(self._image, values)
+
+    def checkpoint(self) -> None:
+        self._image.checkpoint()
+
+    def close(self) -> None:
+        return None
