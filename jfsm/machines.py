@@ -180,9 +180,12 @@ class StateMachine:
     def fire(self, event: str) -> Transition:
         """Fire `event`; return the row that fired. Raises `InvalidTransition`."""
         before = self.current
-        if event not in self.table.events:
+        if not any(row.event == event for row in self.table.transitions):
             raise InvalidTransition(
-                f"{self.table.name}: unknown event {event!r}", state=before, event=event
+                f"{self.table.name}: event {event!r} has no transition in any state",
+                state=before,
+                machine=self.table.name,
+                event=event,
             )
         self._fired = None
         try:

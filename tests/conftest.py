@@ -1,0 +1,33 @@
+"""Shared test configuration: Hypothesis profiles sized for a 2-core CI machine."""
+
+from __future__ import annotations
+
+import os
+
+from hypothesis import HealthCheck, settings
+
+settings.register_profile(
+    "ci",
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.register_profile(
+    "thorough",
+    max_examples=1000,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.load_profile(os.environ.get("JFSM_HYPOTHESIS_PROFILE", "ci"))
+
+
+def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def]
+    """Every `req` mark must name requirement IDs that exist in the catalog."""
+    from jfsm.spec import requirements
+
+    known = {r["id"] for r in requirements()}
+    for item in items:
+        for mark in item.iter_markers("req"):
+            unknown = [i for i in mark.args if i not in known]
+            if unknown:
+                raise ValueError(f"{item.nodeid}: unknown requirement IDs {unknown}")

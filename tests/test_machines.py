@@ -1,0 +1,157 @@
+"""The machine tables: well-formed, loaded only from `spec/`, total over state x event.
+
+Like h2's sweep, every (state, event) pair of every machine is tried with every combination
+of guard values: a pair with no row, or whose rows' guards all fail, must raise
+`InvalidTransition` and leave the state unchanged; otherwise the first row whose guard holds
+must fire and move to its destination.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import jsonschema
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from jfsm.errors import InvalidTransition
+from jfsm.machines import MACHINE_NAMES, StateMachine, table
+from jfsm.spec import load_json, spec_dir
+
+
+@pytest.mark.parametrize("name", MACHINE_NAMES)
+def test_table_matches_schema(name: str) -> None:
+    schema = load_json("schemas/machine.schema.json")
+    jsonschema.validate(load_json(f"machines/{name}.json"), schema)
+
+
+@pytest.mark.parametrize("name", MACHINE_NAMES)
+def test_no_state_helpers(name: str) -> None:
+    machine = StateMachine(name, {g: (lambda: True) for g in table(name).guards})
+    helpers = [a for a in dir(machine) if a.startswith("to_")]
+    assert helpers == []
+    for state in table(name).states:
+        assert not hasattr(machine, f"to_{state}")
+
+
+def _expected(name: str, state: str, event: str, guards: dict[str, bool]) -> str | None:
+    for row in table(name).rows(state, event):
+        if row.guard is not None and not guards[row.guard]:
+            continue
+        if row.unless is not None and guards[row.unless]:
+            continue
+        return row.dest
+    return None
+
+
+@st.composite
+def sweep_case(draw: st.DrawFn) -> tuple[str, str, str, dict[str, bool]]:
+    name = draw(st.sampled_from(MACHINE_NAMES))
+    t = table(name)
+    state = draw(st.sampled_from(t.states))
+    event = draw(st.sampled_from(t.events))
+    guards = {g: draw(st.booleans()) for g in t.guards}
+    return name, state, event, guards
+
+
+@pytest.mark.req("JF-ERR-004", "JF-ERR-002")
+@given(sweep_case())
+def test_sweep_state_by_event(case: tuple[str, str, str, dict[str, bool]]) -> None:
+    name, state, event, guards = case
+    machine = StateMachine(name, {g: (lambda v=v: v) for g, v in guards.items()}, state=state)
+    expected = _expected(name, state, event, guards)
+    if expected is None:
+        with pytest.raises(InvalidTransition) as info:
+            machine.fire(event)
+        assert machine.current == state
+        assert info.value.state == state
+        assert info.value.code == "invalid_transition"
+    else:
+        row = machine.fire(event)
+        assert machine.current == expected == row.dest
+
+
+@pytest.mark.parametrize("name", MACHINE_NAMES)
+def test_exhaustive_sweep(name: str) -> None:
+    """The same property, exhaustively: every state, event and guard valuation."""
+    t = table(name)
+    tried = 0
+    for state, event in itertools.product(t.states, t.events):
+        for values in itertools.product([False, True], repeat=len(t.guards)):
+            guards = dict(zip(t.guards, values, strict=True))
+            machine = StateMachine(
+                name, {g: (lambda v=v: v) for g, v in guards.items()}, state=state
+            )
+            expected = _expected(name, state, event, guards)
+            if expected is None:
+                with pytest.raises(InvalidTransition):
+                    machine.fire(event)
+                assert machine.current == state
+            else:
+                assert machine.fire(event).dest == expected == machine.current
+            tried += 1
+    assert tried == len(t.states) * len(t.events) * 2 ** len(t.guards)
+
+
+def test_unknown_event_is_invalid_transition() -> None:
+    machine = StateMachine("catalyst_scene")
+    with pytest.raises(InvalidTransition):
+        machine.fire("teleport")
+    assert machine.current == "created"
+
+
+def test_attempt_restores_state_on_error() -> None:
+    machine = StateMachine("catalyst_scene")
+    with pytest.raises(RuntimeError), machine.attempt("record"):
+        assert machine.current == "running"
+        raise RuntimeError("commit failed")
+    assert machine.current == "created"
+
+
+@pytest.mark.parametrize("name", MACHINE_NAMES)
+def test_terminal_states_are_final(name: str) -> None:
+    t = table(name)
+    for row in t.transitions:
+        if row.source in t.terminal:
+            assert row.dest == row.source
+
+
+@pytest.mark.parametrize("name", MACHINE_NAMES)
+def test_every_state_reachable(name: str) -> None:
+    t = table(name)
+    seen = {t.initial}
+    frontier = [t.initial]
+    while frontier:
+        state = frontier.pop()
+        for row in t.transitions:
+            if row.source == state and row.dest not in seen:
+                seen.add(row.dest)
+                frontier.append(row.dest)
+    assert seen == set(t.states)
+
+
+def test_engine_loads_tables_from_spec(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Change a table in a copy of the spec: the loaded machine changes with it."""
+    import shutil
+
+    from jfsm import machines, spec
+
+    copy = tmp_path / "spec"
+    shutil.copytree(spec_dir(), copy)
+    path = copy / "machines" / "catalyst_scene.json"
+    data = json.loads(path.read_text("utf-8"))
+    data["transitions"] = [r for r in data["transitions"] if r["event"] != "cancel"]
+    path.write_text(json.dumps(data), "utf-8")
+    monkeypatch.setenv("JFSM_SPEC_DIR", str(copy))
+    spec.spec_dir.cache_clear()
+    machines.table.cache_clear()
+    try:
+        machine = StateMachine("catalyst_scene")
+        with pytest.raises(InvalidTransition):
+            machine.fire("cancel")
+    finally:
+        monkeypatch.delenv("JFSM_SPEC_DIR")
+        spec.spec_dir.cache_clear()
+        machines.table.cache_clear()
