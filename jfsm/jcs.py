@@ -6,8 +6,8 @@
   the rest `\\u00xx` in lower-case hex); everything else, non-ASCII included, is literal.
 - Numbers: ECMAScript `Number.prototype.toString` of the IEEE 754 double.
 
-Values must be I-JSON: lone surrogates, NaN, infinities and integers outside
-±(2**53 - 1) raise `ValueError`, as do non-JSON types.
+Values must be I-JSON: lone surrogates, NaN, infinities and integers whose double prints
+as another number raise `ValueError`, as do non-JSON types.
 """
 
 from __future__ import annotations
@@ -76,9 +76,12 @@ def canonicalize(value: Any) -> str:
     if isinstance(value, str):
         return _string(value)
     if isinstance(value, int):
-        if abs(value) > _MAX_SAFE_INTEGER:
-            raise ValueError(f"integer {value} is outside the I-JSON safe range")
-        return str(value)
+        if abs(value) <= _MAX_SAFE_INTEGER:
+            return str(value)
+        text = _number(float(value)) if abs(value) < 2**1024 else "inf"
+        if text == "inf" or "e" in text or int(text) != value:
+            raise ValueError(f"integer {value} does not survive as an IEEE 754 double")
+        return text
     if isinstance(value, float):
         return _number(value)
     if isinstance(value, (list, tuple)):
