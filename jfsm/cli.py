@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
             serve(args.port or None)
         return 0
     if args.command == "inspect":
-        from jfsm.inspect import inspect_store
+        from jfsm.inspection import inspect_store
 
         return inspect_store(args.path, as_json=args.json)
     return 2
