@@ -1,0 +1,89 @@
+"""The `jfsm` command line: inspect, driver over stdio, and usage errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from jfsm.cli import main
+from jfsm.engine import GameEngine
+from jfsm.fake_compressor import FakeCompressor
+from jfsm.stores.file import FileStore
+from jfsm.sync import SyncGameEngine
+
+
+def _make_store(path: Path) -> None:
+    engine = GameEngine(FileStore.open(path), FakeCompressor(), game_id="g")
+    with SyncGameEngine(engine) as game:
+        game.record_round("hello", "world")
+        game.start_scene("s1")
+        game.record_scene_exchange("s1", "a", "b")
+
+
+def test_inspect_text(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _make_store(tmp_path / "store")
+    assert main(["inspect", str(tmp_path / "store")]) == 0
+    out = capsys.readouterr().out
+    assert "game stack" in out and "300,000" in out and "scene s1" in out
+    assert "31,457,280 bytes" in out
+
+
+def test_inspect_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _make_store(tmp_path / "store")
+    assert main(["inspect", str(tmp_path / "store"), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["game"]["chunks"] == 1
+    assert report["game"]["length"] == 42 + len("hello") + len("world")
+    assert report["scenes"]["s1"]["chunks"] == 1
+    assert report["rounds"] == 1
+    assert report["footprint"] <= report["quota"] == 31_457_280
+
+
+def test_inspect_missing_store(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["inspect", str(tmp_path / "nothing")]) == 2
+    assert "no store directory" in capsys.readouterr().err
+    assert not (tmp_path / "nothing").exists()
+
+
+@pytest.mark.req("JF-ATOM-007")
+def test_inspect_locked_store(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _make_store(tmp_path / "store")
+    with FileStore.open(tmp_path / "store"):
+        assert main(["inspect", str(tmp_path / "store")]) == 2
+    assert "store_locked" in capsys.readouterr().err
+
+
+def test_driver_over_stdio_answers_and_rejects_before_hello(tmp_path: Path) -> None:
+    messages = [
+        {"id": 1, "op": "create_game", "args": {"game": "g"}},
+        {"id": 2, "op": "hello", "args": {"protocol": 1, "compressUrl": "http://127.0.0.1:9"}},
+        {"id": 3, "op": "create_game", "args": {"game": "g"}},
+        {"id": 4, "op": "dump", "args": {"game": "g"}},
+        {"id": 5, "op": "frobnicate", "args": {}},
+        {"id": 6, "op": "shutdown", "args": {}},
+    ]
+    stdin = "".join(json.dumps(m) + "\n" for m in messages) + "not json\n"
+    proc = subprocess.run(
+        [sys.executable, "-m", "jfsm.cli", "driver", "--state", str(tmp_path / "state")],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    replies = {r["id"]: r for r in map(json.loads, proc.stdout.splitlines())}
+    assert replies[1]["ok"] is False and replies[1]["error"]["code"] == "invalid_input"
+    assert replies[2]["result"]["capabilities"]["durableRestart"] is True
+    assert replies[3] == {"id": 3, "ok": True, "result": {}}
+    assert replies[4]["result"] == {"store": {}, "changeLog": [], "footprint": 4}
+    assert replies[5]["error"]["code"] == "unsupported_op"
+
+
+def test_usage_error_exits_2() -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["no-such-command"])
+    assert info.value.code == 2
