@@ -1,0 +1,364 @@
+"""The suite's side of the driver protocol: transports, ids, timeouts, schema checks.
+
+A driver spec names the implementation under test:
+
+- `python:MODULE:FACTORY`: in process; `FACTORY()` returns an object with
+  `async handle(message) -> reply` and optionally `restart()` and `close()`. Messages go
+  through a JSON round trip both ways, as on the wire.
+- `stdio:COMMAND`: a subprocess speaking JSON lines; replies matched by id, so several
+  requests can be outstanding. `restart` kills its process group with SIGKILL and starts
+  `COMMAND` again. Its stderr is kept for the report.
+- `http:URL`: one POST per message to `URL/v1/message`.
+
+`DriverClient` runs the transport on its own event-loop thread and offers a blocking API
+(`call`, `start` + `wait`), which is what Hypothesis rules need. Every wait is bounded: a
+driver that does not answer in time, or dies, raises `HarnessError` carrying its stderr
+tail (the runner exits 2). A reply that breaks the protocol raises `ProtocolViolation`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import importlib
+import inspect
+import json
+import os
+import shlex
+import signal
+import threading
+import time
+from collections import deque
+from typing import Any
+
+from conformance.protocol import ProtocolViolation, protocol
+
+__all__ = ["DriverClient", "HarnessError", "ProtocolViolation", "Reply"]
+
+DEFAULT_TIMEOUT = 120.0
+
+
+class HarnessError(Exception):
+    """The driver could not be started, died, or stopped answering (exit code 2)."""
+
+
+class Reply(dict):  # type: ignore[type-arg]
+    """A reply envelope (a dict) with helpers."""
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.get("ok"))
+
+    @property
+    def result(self) -> Any:
+        return self.get("result")
+
+    @property
+    def code(self) -> str | None:
+        return None if self.ok else self["error"].get("code")
+
+
+def _encode(message: dict[str, Any]) -> bytes:
+    try:
+        text = json.dumps(message, ensure_ascii=False)
+        return text.encode("utf-8") + b"\n"
+    except UnicodeEncodeError:  # a lone surrogate, sent on purpose: escape it
+        return json.dumps(message, ensure_ascii=True).encode("ascii") + b"\n"
+
+
+class _InProcess:
+    def __init__(self, target: str) -> None:
+        module_name, _, factory_name = target.partition(":")
+        if not module_name or not factory_name:
+            raise HarnessError(f"python driver spec must be python:MODULE:FACTORY, not {target!r}")
+        try:
+            factory = getattr(importlib.import_module(module_name), factory_name)
+        except (ImportError, AttributeError) as exc:
+            raise HarnessError(f"cannot load driver factory {target!r}: {exc}") from exc
+        self.driver = factory()
+        if not callable(getattr(self.driver, "handle", None)):
+            raise HarnessError(f"{target!r} returned an object without handle()")
+
+    can_restart = property(lambda self: callable(getattr(self.driver, "restart", None)))
+
+    async def send(self, message: dict[str, Any]) -> Any:
+        wire = json.loads(_encode(message))
+        reply = await self.driver.handle(wire)
+        return json.loads(json.dumps(reply, ensure_ascii=True))
+
+    async def restart(self) -> None:
+        result = self.driver.restart()
+        if inspect.isawaitable(result):
+            await result
+
+    async def close(self) -> None:
+        close = getattr(self.driver, "close", None)
+        if callable(close):
+            result = close()
+            if inspect.isawaitable(result):
+                await result
+
+    def stderr_tail(self) -> str:
+        return ""
+
+
+class _Stdio:
+    can_restart = True
+
+    def __init__(self, command: str) -> None:
+        self.argv = shlex.split(command)
+        if not self.argv:
+            raise HarnessError("stdio driver spec needs a command")
+        self.proc: asyncio.subprocess.Process | None = None
+        self.pending: dict[int, asyncio.Future[Any]] = {}
+        self.stderr: deque[str] = deque(maxlen=200)
+        self.tasks: list[asyncio.Task[None]] = []
+        self.exited: str | None = None
+
+    async def open(self) -> None:
+        try:
+            self.proc = await asyncio.create_subprocess_exec(
+                *self.argv,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                limit=1 << 30,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise HarnessError(f"cannot start driver {self.argv!r}: {exc}") from exc
+        self.exited = None
+        proc = self.proc
+        self.tasks = [
+            asyncio.create_task(self._read_stdout(proc)),
+            asyncio.create_task(self._read_stderr(proc)),
+        ]
+
+    async def _read_stdout(self, proc: asyncio.subprocess.Process) -> None:
+        assert proc.stdout is not None
+        while True:
+            line = await proc.stdout.readline()
+            if not line:
+                break
+            try:
+                reply = json.loads(line)
+            except ValueError:
+                self.stderr.append(f"[suite] non-JSON line on stdout: {line[:200]!r}")
+                continue
+            msg_id = reply.get("id") if isinstance(reply, dict) else None
+            future = self.pending.pop(msg_id, None) if isinstance(msg_id, int) else None
+            if future is None:
+                self.stderr.append(f"[suite] reply with unknown id: {str(reply)[:200]}")
+            elif not future.done():
+                future.set_result(reply)
+        code = await proc.wait()
+        if proc is self.proc:
+            self.exited = f"driver exited with status {code}"
+            for future in self.pending.values():
+                if not future.done():
+                    future.set_exception(HarnessError(self.exited))
+            self.pending.clear()
+
+    async def _read_stderr(self, proc: asyncio.subprocess.Process) -> None:
+        assert proc.stderr is not None
+        async for line in proc.stderr:
+            self.stderr.append(line.decode("utf-8", "replace").rstrip("\n"))
+
+    async def send(self, message: dict[str, Any]) -> Any:
+        if self.proc is None or self.exited or self.proc.stdin is None:
+            raise HarnessError(self.exited or "driver not running")
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.pending[message["id"]] = future
+        try:
+            self.proc.stdin.write(_encode(message))
+            await self.proc.stdin.drain()
+        except (BrokenPipeError, ConnectionResetError) as exc:
+            self.pending.pop(message["id"], None)
+            raise HarnessError(f"driver stdin closed: {exc}") from exc
+        return await future
+
+    async def kill(self) -> None:
+        proc = self.proc
+        if proc is None:
+            return
+        self.proc = None
+        if proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(proc.wait(), 10)
+        for task in self.tasks:
+            task.cancel()
+        for future in self.pending.values():
+            if not future.done():
+                future.set_exception(HarnessError("driver killed by the suite (restart)"))
+        self.pending.clear()
+
+    async def restart(self) -> None:
+        await self.kill()
+        self.stderr.append("[suite] --- driver killed (SIGKILL) and started again ---")
+        await self.open()
+
+    async def close(self) -> None:
+        proc = self.proc
+        if proc is not None and proc.stdin is not None and proc.returncode is None:
+            with contextlib.suppress(Exception):
+                proc.stdin.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(proc.wait(), 5)
+        await self.kill()
+
+    def stderr_tail(self) -> str:
+        return "\n".join(list(self.stderr)[-40:])
+
+
+class _Http:
+    can_restart = False
+
+    def __init__(self, url: str) -> None:
+        import httpx
+
+        self.url = url.rstrip("/") + "/v1/message"
+        self.client = httpx.AsyncClient(timeout=httpx.Timeout(DEFAULT_TIMEOUT, connect=10))
+
+    async def send(self, message: dict[str, Any]) -> Any:
+        import httpx
+
+        try:
+            response = await self.client.post(
+                self.url, content=_encode(message), headers={"Content-Type": "application/json"}
+            )
+        except httpx.HTTPError as exc:
+            raise HarnessError(f"driver at {self.url} unreachable: {exc!r}") from exc
+        if response.status_code != 200:
+            raise ProtocolViolation(f"driver answered HTTP {response.status_code}, not 200")
+        try:
+            return response.json()
+        except ValueError as exc:
+            raise ProtocolViolation(f"driver reply is not JSON: {exc}") from exc
+
+    async def restart(self) -> None:
+        raise HarnessError("http drivers cannot be restarted by the suite")
+
+    async def close(self) -> None:
+        await self.client.aclose()
+
+    def stderr_tail(self) -> str:
+        return ""
+
+
+class DriverClient:
+    """A blocking client over one driver, running its transport on a private loop thread.
+
+    `transcript` records every message sent and received (for traces).
+    """
+
+    def __init__(self, spec: str, *, timeout: float = DEFAULT_TIMEOUT) -> None:
+        self.spec = spec
+        self.timeout = timeout
+        self.protocol = protocol()
+        self.transcript: list[dict[str, Any]] = []
+        self._ids = 0
+        self._lock = threading.Lock()
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True,
+                                        name="conformance-driver")
+        self._thread.start()
+        kind, _, target = spec.partition(":")
+        try:
+            if kind == "python":
+                self.transport: Any = self._run(self._make(_InProcess, target), 60)
+            elif kind == "stdio":
+                self.transport = _Stdio(target)
+                self._run(self.transport.open(), 60)
+            elif kind == "http":
+                self.transport = self._run(self._make(_Http, target), 60)
+            else:
+                raise HarnessError(f"driver spec must start with python:, stdio: or http:, not {spec!r}")
+        except BaseException:
+            self._stop_loop()
+            raise
+
+    @staticmethod
+    async def _make(cls: Any, target: str) -> Any:
+        return cls(target)
+
+    def _run(self, coro: Any, timeout: float) -> Any:
+        future = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        try:
+            return future.result(timeout)
+        except concurrent.futures.TimeoutError as exc:
+            future.cancel()
+            raise HarnessError(f"driver did not finish within {timeout:.0f} s") from exc
+
+    @property
+    def can_restart(self) -> bool:
+        return bool(self.transport.can_restart)
+
+    def stderr_tail(self) -> str:
+        return self.transport.stderr_tail()
+
+    # -- messages ------------------------------------------------------------------------
+    def start(self, op: str, args: dict[str, Any]) -> concurrent.futures.Future[Any]:
+        """Send one request without waiting; `wait` collects the reply."""
+        with self._lock:
+            self._ids += 1
+            message = {"id": self._ids, "op": op, "args": args}
+        self.protocol.check_request(message)
+        self.transcript.append({"send": message, "t": time.monotonic()})
+        future = asyncio.run_coroutine_threadsafe(self.transport.send(message), self._loop)
+        future.op = op  # type: ignore[attr-defined]
+        future.msg_id = message["id"]  # type: ignore[attr-defined]
+        return future
+
+    def wait(self, future: concurrent.futures.Future[Any], timeout: float | None = None) -> Reply:
+        """The reply to a started request; `HarnessError` on timeout or a dead driver."""
+        op = future.op  # type: ignore[attr-defined]
+        limit = self.timeout if timeout is None else timeout
+        try:
+            raw = future.result(limit)
+        except concurrent.futures.TimeoutError as exc:
+            raise HarnessError(
+                f"no reply to {op!r} within {limit:.0f} s\n{self.stderr_tail()}"
+            ) from exc
+        except HarnessError as exc:
+            raise HarnessError(f"{exc} (waiting for {op!r})\n{self.stderr_tail()}") from exc
+        self.transcript.append({"recv": raw, "t": time.monotonic()})
+        self.protocol.check_reply(op, raw)
+        if raw.get("id") != future.msg_id:  # type: ignore[attr-defined]
+            raise ProtocolViolation(f"reply to {op!r} carries id {raw.get('id')!r}")
+        return Reply(raw)
+
+    def done(self, future: concurrent.futures.Future[Any], timeout: float) -> bool:
+        """Whether the reply arrived within `timeout` seconds (without consuming it)."""
+        try:
+            future.exception(timeout)
+        except concurrent.futures.TimeoutError:
+            return False
+        except concurrent.futures.CancelledError:
+            return True
+        return True
+
+    def call(self, op: str, args: dict[str, Any], timeout: float | None = None) -> Reply:
+        """Send one request and wait for its reply."""
+        return self.wait(self.start(op, args), timeout)
+
+    def restart(self) -> None:
+        """Kill and restart the driver (stdio) or call the factory object's `restart()`."""
+        self.transcript.append({"restart": True, "t": time.monotonic()})
+        self._run(self.transport.restart(), 60)
+
+    def close(self) -> None:
+        """Close the transport and stop the loop thread (idempotent)."""
+        if self._loop.is_closed():
+            return
+        with contextlib.suppress(Exception):
+            self._run(self.transport.close(), 15)
+        self._stop_loop()
+
+    def _stop_loop(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(5)
+        if not self._thread.is_alive():
+            self._loop.close()
