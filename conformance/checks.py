@@ -1,0 +1,190 @@
+"""Named checks, each tagged with the requirement IDs it verifies, and the run's ledger.
+
+Every assertion the suite makes goes through `Ledger.expect(check, ok, message, ids=...)`:
+a passing check credits its IDs, a failing one raises `ConformanceFailure` naming them. The
+table `CHECKS` is static data: `conformance.coverage` builds the coverage table from it.
+A check may narrow the IDs it blames at failure time (`ids=`), for instance a lost suffix
+chunk blames JF-COMP-003 rather than every ID the state comparison can verify.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["CHECKS", "Check", "ConformanceFailure", "Ledger"]
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ids: tuple[str, ...]
+    description: str
+
+
+CHECKS: dict[str, Check] = {}
+
+
+def _declare(name: str, ids: str, description: str) -> Check:
+    check = Check(name, tuple(f"JF-{i}" for i in ids.split()), description)
+    CHECKS[name] = check
+    return check
+
+
+STORE_MODEL = _declare(
+    "store-matches-model",
+    "COMP-003 COMP-004 COMP-005 COMP-009 COMP-010 COMP-011 CAT-002 CAT-003 CAT-004 CAT-005 "
+    "CAT-007 CAT-009 INT-002 INT-003 INT-005 INT-006 INT-010 HIST-001 HIST-002 HIST-003 "
+    "HIST-004 HIST-005 HIST-008 HIST-009 STORE-001 STORE-002 STORE-003 STORE-004 STORE-005 "
+    "STORE-006 STORE-007 STORE-009 TEXT-002 ATOM-001 ATOM-003 ATOM-004 ERR-002 QUOTA-003 "
+    "CONC-001",
+    "After every step the dumped store equals the oracle's independent model key by key: "
+    "exact exchanges per stack in seq order, summary record, meta, rounds, archives, game data.",
+)
+CHANGE_LOG = _declare(
+    "change-log-is-net-diff",
+    "QUOTA-005 QUOTA-006 QUOTA-007 QUOTA-008 HIST-008",
+    "The dumped change log equals the net diff of the store against the suite's own "
+    "checkpoint base: one entry per changed key, sorted by UTF-16 key order, no no-op entries.",
+)
+FOOTPRINT = _declare(
+    "footprint-is-jcs-bytes",
+    "QUOTA-001",
+    "The reported footprint equals the suite's own RFC 8785 byte count of store plus log, "
+    "and never exceeds the quota.",
+)
+FLAG_INVARIANT = _declare(
+    "forced-flag-invariant",
+    "INT-006",
+    "forcedCompression is true iff the game stack holds an exact chunk of origin intervene.",
+)
+CANARY_ABSENT = _declare(
+    "canaries-absent",
+    "CAT-008 INT-009 CALL-012",
+    "Scene transcript canaries never reach the game stack, game-kind requests or telemetry; "
+    "discarded-continuation canaries never reach the store, log, any request or telemetry; "
+    "refusal messages never reach telemetry or the store.",
+)
+REQUEST_CONTRACT = _declare(
+    "request-contract",
+    "CALL-001 CALL-002 CALL-003 CALL-004 CALL-009 CALL-010 TEXT-003 TEXT-004 COMP-002",
+    "Each compress.v2 request the fake received: closed schema, kind and scope of its stack, "
+    "input.text equal to the oracle's canonical text of the represented prefix, chars in code "
+    "points, throughSeq, the derived Idempotency-Key, and beneficiaries at call time.",
+)
+COMPRESSION_TRIGGER = _declare(
+    "compression-trigger",
+    "COMP-001 COMP-012 CONC-003 INT-004 INT-007 HIST-007 TEXT-003",
+    "A compression request is sent exactly when due (strictly above the threshold in code "
+    "points, or forced), never by history operations, and never a second one in flight.",
+)
+OUTCOME = _declare(
+    "compression-outcome",
+    "COMP-006 COMP-007 COMP-008 COMP-010 COMP-011 CAT-009 COMP-012",
+    "The reported outcome matches what the fake answered: published, refused, transport, "
+    "empty, not_smaller, quota or stale.",
+)
+RETRIES = _declare(
+    "retries",
+    "CALL-004 CALL-007 CALL-008 CALL-009",
+    "Retries happen only after transport failures, at most 3 attempts, with the same "
+    "Idempotency-Key and beneficiaries read again before each attempt.",
+)
+TELEMETRY = _declare(
+    "telemetry-per-attempt",
+    "CALL-011 CALL-012",
+    "One telemetry event per attempt with the request's idempotency key, kind, scope, attempt "
+    "number, outcome, sizes, and the callId linking summary, fake reply and telemetry.",
+)
+CALL_ID = _declare(
+    "call-id-linkage",
+    "COMP-004 CALL-011",
+    "summary.compressionCallId == the fake's callId == the telemetry event's callId.",
+)
+REPLY = _declare(
+    "operation-reply",
+    "CAT-005 CAT-006 HIST-004 INT-003 STORE-004 CONC-001",
+    "Operation results carry the round, seq, archive record and counts the model expects.",
+)
+ERROR_CODE = _declare(
+    "error-code",
+    "ERR-001 ERR-004 ERR-005 TEXT-001 INT-001 STORE-008 QUOTA-003 INT-008 CAT-001",
+    "A refused operation answers the stable error code the spec prescribes.",
+)
+QUOTA_NUMBERS = _declare(
+    "quota-error-numbers",
+    "QUOTA-004",
+    "quota_exceeded reports current, would-be and quota bytes, matching the suite's numbers.",
+)
+PREFLIGHT = _declare(
+    "every-writer-preflights",
+    "QUOTA-002 QUOTA-003 ATOM-002 ATOM-003 COMP-010",
+    "Near the quota each writer is refused exactly when its post-state would exceed the quota, "
+    "and accepted when it fits even if an intermediate state would not.",
+)
+NO_COMPRESSION = _declare(
+    "history-sends-nothing",
+    "HIST-007",
+    "Reset, edit, conversion, duplication and game creation send no compress.v2 request.",
+)
+CONCURRENCY = _declare(
+    "appends-while-in-flight",
+    "CONC-002 CONC-003 COMP-003",
+    "Rounds, scene exchanges and outcomes recorded while a compression is held complete "
+    "before it is released, and survive its publication exactly.",
+)
+DETERMINISM = _declare(
+    "deterministic-rebuild",
+    "HIST-006",
+    "Rebuilding from the same rounds, archives and epoch gives byte-identical JCS.",
+)
+DURABILITY = _declare(
+    "restart-before-or-after",
+    "ATOM-004",
+    "After a kill and restart the store equals the state just before or just after the "
+    "operation in flight, never a mix.",
+)
+
+
+@dataclass(eq=False)
+class ConformanceFailure(AssertionError):
+    """A check failed: the IDs it blames, what was seen, and the check's name."""
+
+    check: str
+    ids: tuple[str, ...]
+    message: str
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return f"[{', '.join(self.ids)}] {self.check}: {self.message}"
+
+
+class Ledger:
+    """Counts passing checks per requirement ID for one run."""
+
+    def __init__(self) -> None:
+        self.passes: Counter[str] = Counter()
+        self.checks_by_id: dict[str, set[str]] = {}
+
+    def credit(self, check: Check, ids: tuple[str, ...] | list[str] | None = None) -> None:
+        for rid in ids if ids is not None else check.ids:
+            self.passes[rid] += 1
+            self.checks_by_id.setdefault(rid, set()).add(check.name)
+
+    def expect(
+        self,
+        check: Check,
+        ok: bool,
+        message: str | Any = "",
+        *,
+        ids: tuple[str, ...] | list[str] | None = None,
+        evidence: dict[str, Any] | None = None,
+    ) -> None:
+        """Credit `ids` (default: the check's) if `ok`, else raise `ConformanceFailure`."""
+        chosen = tuple(ids) if ids is not None else check.ids
+        if ok:
+            self.credit(check, chosen)
+            return
+        text = message() if callable(message) else str(message)
+        raise ConformanceFailure(check.name, chosen, text, evidence or {})

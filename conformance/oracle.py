@@ -1,0 +1,353 @@
+"""The oracle: an independent, deliberately simple model of one game's observable memory.
+
+It knows nothing of the engine. From the operations the suite performed and the replies the
+fake compress.v2 gave, it says what the store must hold: the exact exchanges of each stack in
+seq order, the summary record, the meta, the canonical rounds, the archives and the game
+data. `diff_store` compares a dumped store with the model and names, per differing key, the
+requirement the difference breaks (a lost suffix chunk is JF-COMP-003, a represented chunk
+that survived its publication JF-COMP-005, and so on).
+
+Implementation-defined members are tolerated and nothing else: a scene stack's meta may hold
+members besides `nextSeq` and `epoch`; an archive record may hold an `order`; a scene
+exchange's `origin` may be any of the spec's origins.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+from conformance.canon import canonical_text, jcs
+
+__all__ = ["Diff", "GameModel", "InFlight", "StackModel", "diff_store", "normalize"]
+
+GAME_PREFIX = "jfGameStack"
+SCENE_PREFIX = "jfCatalystStack."
+ARCHIVES = "jfCatalystArchives"
+ROUNDS = "jfRounds."
+ORIGINS = ("round", "catalyst", "intervene", "seed")
+GAME_KIND = "paxhistoria.game-agent-stack.v1"
+SCENE_KIND = "paxhistoria.catalyst-agent-stack.v1"
+
+
+@dataclass
+class StackModel:
+    """One stack: optional summary, exact chunks by seq, nextSeq, epoch (and the game flag)."""
+
+    prefix: str
+    scene: str | None = None
+    exists: bool = False
+    summary: dict[str, Any] | None = None
+    chunks: dict[int, dict[str, Any]] = field(default_factory=dict)
+    next_seq: int = 1
+    epoch: int = 0
+    flag: bool = False
+
+    @property
+    def kind(self) -> str:
+        return GAME_KIND if self.scene is None else SCENE_KIND
+
+    def text(self) -> str:
+        summary = None if self.summary is None else self.summary["text"]
+        ordered = [self.chunks[s] for s in sorted(self.chunks)]
+        return canonical_text(summary, [(c["user"], c["assistant"]) for c in ordered])
+
+    def length(self) -> int:
+        return len(self.text())
+
+    def through(self) -> int | None:
+        return max(self.chunks) if self.chunks else None
+
+    def append(self, chunk: dict[str, Any]) -> int:
+        self.exists = True
+        seq = self.next_seq
+        chunk = {"seq": seq, **chunk}
+        self.chunks[seq] = chunk
+        self.next_seq += 1
+        return seq
+
+    def meta(self) -> dict[str, Any]:
+        if self.scene is None:
+            return {"nextSeq": self.next_seq, "epoch": self.epoch, "forcedCompression": self.flag}
+        return {"nextSeq": self.next_seq, "epoch": self.epoch}
+
+    def items(self) -> dict[str, Any]:
+        if not self.exists:
+            return {}
+        out: dict[str, Any] = {f"{self.prefix}.meta": self.meta()}
+        if self.summary is not None:
+            out[f"{self.prefix}.summary"] = self.summary
+        for seq, chunk in self.chunks.items():
+            out[f"{self.prefix}.chunk.{seq}"] = chunk
+        return out
+
+
+@dataclass
+class InFlight:
+    """A compression request the implementation sent and the model expects to settle."""
+
+    scene: str | None
+    text: str
+    through: int
+    epoch: int
+    summary_text: str | None
+    represented: frozenset[int]
+    key: str
+    kind: str
+    forced: bool = False
+
+
+@dataclass
+class SceneModel:
+    state: str
+    stack: StackModel
+
+
+class GameModel:
+    """The expected memory of one game."""
+
+    def __init__(self, game_id: str) -> None:
+        self.game_id = game_id
+        self.rounds: dict[int, dict[str, Any]] = {}
+        self.game = StackModel(GAME_PREFIX)
+        self.scenes: dict[str, SceneModel] = {}
+        self.archives: dict[str, dict[str, Any]] = {}
+        self.archive_order: list[str] = []
+        self.data: dict[str, Any] = {}
+        self.participants: list[dict[str, Any]] = []
+        self.in_flight: dict[str | None, InFlight] = {}
+
+    def clone(self, game_id: str) -> GameModel:
+        other = copy.deepcopy(self)
+        other.game_id = game_id
+        other.in_flight = {}
+        other.participants = []
+        return other
+
+    # -- reading -------------------------------------------------------------------------
+    def stack(self, scene: str | None) -> StackModel | None:
+        if scene is None:
+            return self.game
+        found = self.scenes.get(scene)
+        return None if found is None or found.state in ("published", "cancelled") else found.stack
+
+    def last_round(self) -> int:
+        return max(self.rounds, default=0)
+
+    def store(self) -> dict[str, Any]:
+        """The expected store object (normalized form, see `normalize`)."""
+        out = dict(self.data)
+        out.update(self.game.items())
+        for scene in self.scenes.values():
+            if scene.state in ("created", "running"):
+                out.update(scene.stack.items())
+        if self.archives:
+            out[ARCHIVES] = copy.deepcopy(self.archives)
+        for n, record in self.rounds.items():
+            out[f"{ROUNDS}{n}"] = record
+        return out
+
+    def flag_should_be(self) -> bool:
+        return any(c["origin"] == "intervene" for c in self.game.chunks.values())
+
+    def due(self, scene: str | None, threshold: int) -> bool:
+        stack = self.stack(scene)
+        return stack is not None and bool(stack.chunks) and stack.length() > threshold
+
+    # -- operations ----------------------------------------------------------------------
+    def record_round(self, user: str, assistant: str) -> dict[str, int]:
+        n = self.last_round() + 1
+        seq = self.game.append(
+            {"user": user, "assistant": assistant, "origin": "round", "roundId": n}
+        )
+        self.rounds[n] = {"n": n, "input": user, "output": assistant, "intervened": False}
+        return {"round": n, "seq": seq}
+
+    def intervene(self, user: str, revealed: str) -> dict[str, int]:
+        n = self.last_round() + 1
+        seq = self.game.append(
+            {"user": user, "assistant": revealed, "origin": "intervene", "roundId": n}
+        )
+        self.game.flag = True
+        self.rounds[n] = {"n": n, "input": user, "output": revealed, "intervened": True}
+        return {"round": n, "seq": seq}
+
+    def start_scene(self, scene: str) -> None:
+        self.scenes[scene] = SceneModel(
+            "created", StackModel(f"{SCENE_PREFIX}{scene}", scene=scene, exists=True)
+        )
+
+    def scene_exchange(self, scene: str, user: str, assistant: str) -> int:
+        model = self.scenes[scene]
+        model.state = "running"
+        return model.stack.append({"user": user, "assistant": assistant, "origin": "round"})
+
+    def end_scene(self, scene: str, closing: str | None, meanwhile: str | None) -> dict[str, Any]:
+        model = self.scenes[scene]
+        record: dict[str, Any] = {"state": "cancelled", "afterRound": self.last_round()}
+        if closing is not None:
+            seq = self.game.append(
+                {"user": meanwhile, "assistant": closing, "origin": "catalyst", "catalystId": scene}
+            )
+            record = {
+                "state": "published",
+                "afterRound": self.last_round(),
+                "closingSummary": closing,
+                "meanwhileEvent": meanwhile,
+                "outcomeSeq": seq,
+            }
+        model.state = record["state"]
+        self.archives[scene] = record
+        self.archive_order.append(scene)
+        return record
+
+    def rebuild(self, rounds: dict[int, dict[str, Any]], *, seeded: bool = False) -> None:
+        """Reset, edit and conversion: rebuild the game stack from `rounds` and the archives."""
+        self.rounds = rounds
+        chunks: dict[int, dict[str, Any]] = {}
+        seq = 0
+
+        def place(after: int) -> None:
+            nonlocal seq
+            for scene in self.archive_order:
+                record = self.archives.get(scene)
+                if record and record["state"] == "published" and record["afterRound"] == after:
+                    seq += 1
+                    chunks[seq] = {
+                        "seq": seq,
+                        "user": record["meanwhileEvent"],
+                        "assistant": record["closingSummary"],
+                        "origin": "catalyst",
+                        "catalystId": scene,
+                    }
+                    record["outcomeSeq"] = seq
+
+        place(0)
+        for n in sorted(rounds):
+            r = rounds[n]
+            seq += 1
+            origin = "intervene" if r["intervened"] else ("seed" if seeded else "round")
+            chunks[seq] = {
+                "seq": seq,
+                "user": r["input"],
+                "assistant": r["output"],
+                "origin": origin,
+                "roundId": n,
+            }
+            place(n)
+        game = self.game
+        game.epoch = game.epoch + 1 if game.exists else 1
+        game.exists = True
+        game.summary = None
+        game.chunks = chunks
+        game.next_seq = seq + 1
+        game.flag = any(r["intervened"] for r in rounds.values())
+
+    def reset(self, to_round: int) -> None:
+        for scene in [s for s, r in self.archives.items() if r["afterRound"] > to_round]:
+            del self.archives[scene]
+            self.archive_order.remove(scene)
+            self.scenes.pop(scene, None)
+        self.rebuild({n: r for n, r in self.rounds.items() if n <= to_round})
+
+    def edit_round(self, n: int, user: str, assistant: str) -> None:
+        rounds = dict(self.rounds)
+        rounds[n] = {"n": n, "input": user, "output": assistant, "intervened": False}
+        self.rebuild(rounds)
+
+    def convert(self, rounds: list[dict[str, str]]) -> None:
+        self.rebuild(
+            {
+                i: {"n": i, "input": r["input"], "output": r["output"], "intervened": False}
+                for i, r in enumerate(rounds, start=1)
+            },
+            seeded=True,
+        )
+
+    def publish_summary(self, flight: InFlight, text: str, call_id: str) -> None:
+        stack = self.stack(flight.scene)
+        assert stack is not None
+        stack.summary = {
+            "text": text,
+            "throughSeq": flight.through,
+            "compressionCallId": call_id,
+            "kind": flight.kind,
+        }
+        for seq in [s for s in stack.chunks if s <= flight.through]:
+            del stack.chunks[seq]
+        if flight.scene is None:
+            stack.flag = any(c["origin"] == "intervene" for c in stack.chunks.values())
+
+    def is_stale(self, flight: InFlight) -> bool:
+        stack = self.stack(flight.scene)
+        if stack is None or stack.epoch != flight.epoch:
+            return True
+        current = None if stack.summary is None else stack.summary["text"]
+        return current != flight.summary_text or not flight.represented <= set(stack.chunks)
+
+    def flight_for(self, scene: str | None, key: str, forced: bool = False) -> InFlight:
+        stack = self.stack(scene)
+        assert stack is not None and stack.chunks
+        return InFlight(
+            scene=scene,
+            text=stack.text(),
+            through=max(stack.chunks),
+            epoch=stack.epoch,
+            summary_text=None if stack.summary is None else stack.summary["text"],
+            represented=frozenset(stack.chunks),
+            key=key,
+            kind=stack.kind,
+            forced=forced,
+        )
+
+
+# -- comparing ---------------------------------------------------------------------------
+
+
+def normalize(store: dict[str, Any]) -> dict[str, Any]:
+    """The dumped store with implementation-defined members folded away (see module doc)."""
+    out: dict[str, Any] = {}
+    for key, value in store.items():
+        if key.startswith(SCENE_PREFIX) and isinstance(value, dict):
+            if key.endswith(".meta"):
+                value = {k: value[k] for k in ("nextSeq", "epoch") if k in value}
+            elif ".chunk." in key and value.get("origin") in ORIGINS:
+                value = {**value, "origin": "round"}
+        elif key == ARCHIVES and isinstance(value, dict):
+            value = {
+                sid: {k: v for k, v in rec.items() if k != "order"} if isinstance(rec, dict) else rec
+                for sid, rec in value.items()
+            }
+        out[key] = value
+    return out
+
+
+@dataclass
+class Diff:
+    key: str
+    problem: str  # missing | unexpected | different
+    expected: Any
+    actual: Any
+
+    def describe(self, limit: int = 300) -> str:
+        def short(v: Any) -> str:
+            text = "<absent>" if v is None else jcs(v)
+            return text if len(text) <= limit else text[:limit] + f"…(+{len(text) - limit} chars)"
+
+        return f"{self.key}: {self.problem}; expected {short(self.expected)}; got {short(self.actual)}"
+
+
+def diff_store(expected: dict[str, Any], actual: dict[str, Any]) -> list[Diff]:
+    """Per-key differences between the expected and the (normalized) dumped store."""
+    if jcs(expected) == jcs(actual):
+        return []
+    diffs = []
+    for key in sorted(set(expected) | set(actual)):
+        if key not in actual:
+            diffs.append(Diff(key, "missing", expected[key], None))
+        elif key not in expected:
+            diffs.append(Diff(key, "unexpected", None, actual[key]))
+        elif jcs(expected[key]) != jcs(actual[key]):
+            diffs.append(Diff(key, "different", expected[key], actual[key]))
+    return diffs
