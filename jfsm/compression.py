@@ -18,7 +18,20 @@ from jfsm.memory_index import StackState
 from jfsm.records import Summary
 from jfsm.text import require_text
 
-__all__ = ["InFlight", "judge", "plan_publication"]
+__all__ = ["WHITE_SPACE", "InFlight", "is_blank", "judge", "plan_publication"]
+
+# The Unicode White_Space property (PropList.txt). Python's `str.isspace` is wider (it also
+# counts U+001C..U+001F), so the spec's "empty after trimming white space" is spelled out.
+WHITE_SPACE = frozenset(
+    "\u0009\u000a\u000b\u000c\u000d\u0020\u0085\u00a0\u1680"
+    "\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
+    "\u2028\u2029\u202f\u205f\u3000"
+)
+
+
+def is_blank(text: str) -> bool:
+    """Whether `text` is empty once Unicode White_Space is trimmed."""
+    return all(char in WHITE_SPACE for char in text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +56,7 @@ def judge(flight: InFlight, result: CompressionResult, stack: StackState | None)
     except InvalidInput:
         return "transport"
     assert summary is not None
-    if not summary.strip():
+    if is_blank(summary):
         return "empty"
     if len(summary) >= flight.request.chars:
         return "not_smaller"

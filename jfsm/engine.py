@@ -43,6 +43,18 @@ __all__ = ["CompressionReport", "GameEngine"]
 
 
 @dataclass(frozen=True, slots=True)
+class _Started:
+    """A request in flight and the machine of the stack incarnation it belongs to.
+
+    A scene id can be reused after a reset rolls its scene back; the reply of the old
+    incarnation must settle against the old (closed) machine, never the new scene's.
+    """
+
+    flight: InFlight
+    machine: StateMachine
+
+
+@dataclass(frozen=True, slots=True)
 class CompressionReport:
     """What a compression check or a forced compression did.
 
@@ -234,7 +246,7 @@ class GameEngine:
             )
 
     # -- compression ---------------------------------------------------------------------
-    def _start(self, scene_id: str | None, event: str) -> InFlight | CompressionReport:
+    def _start(self, scene_id: str | None, event: str) -> _Started | CompressionReport:
         """Fire `check` or `force` (under the lock); build the request if one is due."""
         stack = self.index.stack(scene_id)
         machine = self._stacks[scene_id]
@@ -259,20 +271,21 @@ class GameEngine:
             through_seq=max(stack.chunks),
             epoch=(stack.meta or {}).get("epoch", 0),
         )
-        return InFlight(
+        flight = InFlight(
             request=request,
             represented=frozenset(stack.chunks),
             summary_text=None if stack.summary is None else stack.summary.text,
             forced=event == "force",
         )
+        return _Started(flight, machine)
 
     async def _finish_started(
-        self, scene_id: str | None, started: InFlight | CompressionReport
+        self, scene_id: str | None, started: _Started | CompressionReport
     ) -> CompressionReport:
         if isinstance(started, CompressionReport):
             return started
         try:
-            result = await self.compressor.compress(started.request, self.participants)
+            result = await self.compressor.compress(started.flight.request, self.participants)
         except Exception as exc:  # a compressor must not raise; treat it as transport
             result = CompressionResult(
                 outcome="transport", attempts=(), error_code=type(exc).__name__
@@ -281,9 +294,9 @@ class GameEngine:
             return self._settle(scene_id, started, result)
 
     def _settle(
-        self, scene_id: str | None, flight: InFlight, result: CompressionResult
+        self, scene_id: str | None, started: _Started, result: CompressionResult
     ) -> CompressionReport:
-        machine = self._stacks[scene_id]
+        flight, machine = started.flight, started.machine
         stack = self.index.stack(scene_id)
         before = flight.request.chars
         if machine.current == "closed":
@@ -570,6 +583,9 @@ class GameEngine:
     async def duplicate(self, target: Store, game_id: str) -> GameEngine:
         """Copy this game's store as it is (forced flag included) into an empty `target`,
         whose change log starts empty; returns the new game's engine."""
+        require_text(game_id, "game id")
+        if not game_id:
+            raise InvalidInput("game id must not be empty", field="game id")
         async with self._lock:
             target.seed(self.store.image.values_bytes())
         return GameEngine(
@@ -593,7 +609,7 @@ class GameEngine:
         preflighted against the quota. Returns the footprint after it."""
         if sets is not None and not isinstance(sets, Mapping):
             raise InvalidInput("sets must be an object", field="sets")
-        if isinstance(deletes, (str, bytes)):
+        if not isinstance(deletes, (list, tuple, set, frozenset)):
             raise InvalidInput("deletes must be a list of keys", field="deletes")
         projection = Projection.of(sets, list(deletes), label="cheat" if cheat else "write")
         reserved = sorted(k for k in projection.touched() if is_reserved(k))

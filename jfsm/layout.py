@@ -35,7 +35,7 @@ __all__ = [
 
 RESERVED_PREFIX = "jf"
 ARCHIVES = "jfCatalystArchives"
-_SCENE_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_SCENE_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +70,7 @@ GAME = StackKeys("jfGameStack")
 def validate_scene_id(scene_id: object) -> str:
     """Return a valid scene id (1 to 64 of `A-Z a-z 0-9 _ -`) or raise `InvalidInput`."""
     text = require_text(scene_id, "scene id")
-    if not _SCENE_ID.match(text):
+    if not _SCENE_ID.fullmatch(text):
         raise InvalidInput(
             f"scene id {text!r} must be 1 to 64 characters of A-Z a-z 0-9 _ -", scene=text
         )
