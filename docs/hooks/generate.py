@@ -1,0 +1,68 @@
+"""mkdocs hook: generate every page derivable from `spec/` at build time.
+
+Registered under `hooks:` in `mkdocs.yml`. Nothing is written to `docs/`: generated pages are
+added to the build as virtual files (`File.generated`) in `on_files`, so they cannot drift
+from the data they render. Inputs are only `spec/`, the test tree (`tests/`, parsed, never
+imported), the public functions of `jfsm`, and `conformance.coverage` when it exists.
+
+Hand-written pages may embed a generated fragment with a marker line
+`<!-- jfsm:NAME -->` (see `jfdocs.fragments.FRAGMENTS`), replaced in `on_page_markdown`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from jfdocs import reference_pages, spec_pages, worked_example
+from jfdocs.fragments import expand_fragments
+from jfdocs.traceability import conformance_coverage, scan_tests
+from mkdocs.structure.files import File, Files
+
+log = logging.getLogger("mkdocs.hooks.jfsm")
+
+ROOT = Path(__file__).resolve().parents[2]
+SPEC = ROOT / "spec"
+
+
+def generated_pages() -> dict[str, str]:
+    """Page path (relative to docs/) -> Markdown, for every generated page."""
+    tests = scan_tests(ROOT)
+    conformance = conformance_coverage()
+    pages = {
+        "reference/requirements.md": spec_pages.requirements_page(SPEC, tests, conformance),
+        "reference/traceability.md": spec_pages.traceability_page(SPEC, tests, conformance),
+        "reference/machines/index.md": spec_pages.machines_index_page(SPEC),
+    }
+    pages.update(spec_pages.machine_pages(SPEC))
+    pages.update(reference_pages.pages(SPEC))
+    pages["concepts/worked-example.md"] = worked_example.page()
+    return pages
+
+
+def on_config(config: Any) -> Any:
+    """Add a Benchmarks page to the nav only when real results exist in docs/."""
+    docs = Path(config["docs_dir"])
+    candidates = [docs / "benchmarks.md", docs / "benchmarks" / "index.md"]
+    found = next((p for p in candidates if p.is_file()), None)
+    if found is not None and config.get("nav"):
+        config["nav"].append({"Benchmarks": found.relative_to(docs).as_posix()})
+    return config
+
+
+def on_files(files: Files, config: Any) -> Files:
+    started = time.perf_counter()
+    for path, markdown in generated_pages().items():
+        existing = files.get_file_from_path(path)
+        if existing is not None:
+            files.remove(existing)
+            log.warning("docs/%s is generated; the hand-written copy is ignored", path)
+        files.append(File.generated(config, path, content=markdown))
+    log.info("jfsm: generated pages in %.2f s", time.perf_counter() - started)
+    return files
+
+
+def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str:
+    return expand_fragments(markdown, SPEC)
