@@ -1,0 +1,157 @@
+"""MemoryStore and FileStore are one store: a single state machine drives both.
+
+Every rule runs the same operation on both backends and on a deliberately naive model (plain
+dicts, footprint recomputed from scratch with JCS), and the invariant compares all three
+after every step: store, change log, checkpoint base and footprint. The file store is also
+closed and reopened from its directory, so replaying the log must rebuild the same image.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from json import loads
+from typing import Any
+
+import pytest
+from hypothesis import event, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+
+from jfsm.errors import QuotaExceeded
+from jfsm.jcs import canonical_bytes, key_order
+from jfsm.projection import Projection
+from jfsm.stores import FileStore, MemoryStore
+
+QUOTA = 2048
+
+# U+FF61 comes before U+1D11E by code point but after it in JCS (UTF-16) order: D834 < FF61.
+KEYS = [
+    "a",
+    "B",
+    "é",
+    "𝄞",
+    "\uff61",
+    "😀.chunk",
+    "jfGameStack.meta",
+    "jfGameStack.chunk.1",
+    "",
+]
+
+_TEXT = st.text(st.sampled_from('aé\n"\\\x00𝄞😀\uff61 '), max_size=6)
+_SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**53) + 1, 2**53 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | _TEXT
+)
+VALUES = st.recursive(
+    _SCALARS,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_TEXT, inner, max_size=3),
+    max_leaves=6,
+)
+
+
+def _log_of(store: dict[str, bytes], base: dict[str, bytes]) -> list[dict[str, Any]]:
+    """The optimized change log, computed the slow obvious way."""
+    log = []
+    for key in sorted(set(store) | set(base), key=key_order):
+        if store.get(key) == base.get(key):
+            continue
+        if key in store:
+            log.append({"key": key, "op": "set", "value": loads(store[key])})
+        else:
+            log.append({"key": key, "op": "delete"})
+    return log
+
+
+def _footprint(store: dict[str, bytes], base: dict[str, bytes]) -> int:
+    obj = {key: loads(raw) for key, raw in store.items()}
+    return len(canonical_bytes(obj)) + len(canonical_bytes(_log_of(store, base)))
+
+
+class StoreEquivalence(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.directory = tempfile.mkdtemp(prefix="jfsm-eq-")
+        self.memory = MemoryStore(quota=QUOTA)
+        self.file = FileStore.open(self.directory, quota=QUOTA)
+        self.model: dict[str, bytes] = {}
+        self.model_base: dict[str, bytes] = {}
+
+    def teardown(self) -> None:
+        self.file.close()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    def _commit(self, projection: Projection) -> None:
+        post = dict(self.model)
+        for key in projection.deletes:
+            post.pop(key, None)
+        post.update(projection.sets)
+        would_be = _footprint(post, self.model_base)
+        outcomes = []
+        for store in (self.memory, self.file):
+            try:
+                store.commit(projection)
+                outcomes.append(None)
+            except QuotaExceeded as exc:
+                outcomes.append(exc.details)
+        assert outcomes[0] == outcomes[1]
+        if would_be <= QUOTA:
+            assert outcomes[0] is None
+            self.model = post
+        else:
+            event("quota refused")
+            assert outcomes[0] == {
+                "current": _footprint(self.model, self.model_base),
+                "would_be": would_be,
+                "quota": QUOTA,
+            }
+
+    @rule(
+        sets=st.dictionaries(st.sampled_from(KEYS), VALUES, max_size=3),
+        deletes=st.lists(st.sampled_from(KEYS), max_size=3),
+    )
+    def commit(self, sets: dict[str, Any], deletes: list[str]) -> None:
+        self._commit(Projection.of(sets, [k for k in deletes if k not in sets]))
+
+    @rule(key=st.sampled_from(KEYS), size=st.sampled_from([300, 700, 1200, 2100]))
+    def commit_large(self, key: str, size: int) -> None:
+        self._commit(Projection.of({key: "𝄞" * (size // 4)}))
+
+    @rule()
+    def checkpoint(self) -> None:
+        self.memory.checkpoint()
+        self.file.checkpoint()
+        self.model_base = dict(self.model)
+
+    @rule()
+    def reopen(self) -> None:
+        self.file.close()
+        self.file = FileStore.open(self.directory, quota=QUOTA)
+
+    @invariant()
+    def stores_agree(self) -> None:
+        mem, fil = self.memory.image, self.file.image
+        assert fil.values_bytes() == mem.values_bytes() == self.model
+        assert fil.base_bytes() == mem.base_bytes() == self.model_base
+        assert fil.store_json() == mem.store_json()
+        assert fil.change_log() == mem.change_log() == _log_of(self.model, self.model_base)
+        recomputed = len(canonical_bytes(mem.store_json())) + len(canonical_bytes(mem.change_log()))
+        assert fil.footprint() == mem.footprint() == recomputed
+
+
+StoreEquivalence.TestCase.settings = settings(
+    max_examples=150, stateful_step_count=40, deadline=None
+)
+TestStoreEquivalence = pytest.mark.req(
+    "JF-QUOTA-001",
+    "JF-QUOTA-003",
+    "JF-QUOTA-004",
+    "JF-QUOTA-005",
+    "JF-QUOTA-006",
+    "JF-QUOTA-007",
+    "JF-QUOTA-008",
+    "JF-ATOM-001",
+)(StoreEquivalence.TestCase)
