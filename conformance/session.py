@@ -16,6 +16,7 @@ reply each attempt received. Idempotent replays of completed replies are mirrore
 from __future__ import annotations
 
 import copy
+import os
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -110,6 +111,7 @@ class Session:
         self.held: Held | None = None
         self.unsupported: dict[str, str] = {}
         self._counter = 0
+        self.token = os.urandom(3).hex()
 
     # -- plumbing ------------------------------------------------------------------------
     def _hello(self) -> dict[str, Any]:
@@ -138,7 +140,7 @@ class Session:
 
     def fresh(self, stem: str = "g") -> str:
         self._counter += 1
-        return f"{stem}{self._counter}"
+        return f"{stem}{self.token}-{self._counter}"
 
     def record(self, step: str, **args: Any) -> None:
         self.steps.append({"step": step, "args": copy.deepcopy(args)})
@@ -1093,6 +1095,27 @@ class Session:
                            ids=("JF-INT-008", "JF-CONC-003"))
         self._expect_no_request("generate")
         self.verify(game, Ctx("generate", refused=True, verifies=("JF-INT-008", "JF-CONC-003")))
+
+    def compare_game_stacks(self, a: str, b: str) -> None:
+        """Two games rebuilt from the same rounds, archives and epoch: identical game stacks."""
+        self.record("compare_game_stacks", a=a, b=b)
+        sa = {k: v for k, v in self.dump(a)["store"].items() if k.startswith("jfGameStack.")}
+        sb = {k: v for k, v in self.dump(b)["store"].items() if k.startswith("jfGameStack.")}
+        self.ledger.expect(C.DETERMINISM, jcs(sa) == jcs(sb),
+                           f"games {a} and {b} were rebuilt from the same inputs but their game "
+                           "stacks differ in JCS", ids=("JF-HIST-006",))
+
+    def recover(self) -> None:
+        """After a failed step: release anything held, drop the script, skip unread requests."""
+        if self.held is not None:
+            self.fake.release()
+            self.client.done(self.held.future, 30)
+            self.held = None
+        for model in self.games.values():
+            model.in_flight.clear()
+        self.fake.reset_script()
+        self.mirror.clear()
+        self.cursor = len(self.fake.requests)
 
     # -- durability ----------------------------------------------------------------------
     def restart(self) -> None:
