@@ -200,6 +200,7 @@ class StoreImage:
         """Make the current store the base: the change log becomes empty."""
         self._base = dict(self._values)
         self._log = _Tally()
+        self._key_sizes = {key: self._key_sizes[key] for key in self._values}
 
     # -- bookkeeping ---------------------------------------------------------------------
     def _key_size(self, key: str) -> int:

@@ -64,8 +64,8 @@ import zlib
 from collections.abc import Mapping
 from types import TracebackType
 
-from jfsm.errors import InvalidTransition, JfsmError, StoreCorrupted, StoreLocked
-from jfsm.image import QUOTA_BYTES, StoreImage
+from jfsm.errors import InvalidInput, InvalidTransition, JfsmError, StoreCorrupted, StoreLocked
+from jfsm.image import QUOTA_BYTES, StoreImage, seeded_image
 from jfsm.jcs import key_order, string_bytes
 from jfsm.projection import Projection
 from jfsm.stores.fsio import FileSystem, OsFileSystem
@@ -349,8 +349,25 @@ class FileStore:
         self._require_writable()
         if self._log_size == 0:
             return  # nothing committed since the snapshot: it already is the current store
+        self._install_snapshot(self._image)
+
+    def seed(self, values: Mapping[str, bytes]) -> None:
+        """Fill this *empty* store with `values` as its snapshot: the change log is empty.
+
+        Raises `InvalidInput` if the store is not empty, `QuotaExceeded` if the footprint
+        would exceed the quota (nothing written in either case), or as `checkpoint` does.
+        """
+        self._require_writable()
+        image = seeded_image(self._image, values)
+        if self._log_size or self._snapshot is not None:
+            raise InvalidInput("only an empty store can be seeded", directory=self._directory)
+        self._install_snapshot(image)
+
+    def _install_snapshot(self, image: StoreImage) -> None:
+        """Write `image`'s store as the next generation's snapshot with an empty log, then
+        make `image` (checkpointed) the store's image."""
         fs, generation = self._fs, self._generation + 1
-        content = _object_bytes(self._image.values_bytes())
+        content = _object_bytes(image.values_bytes())
         tmp = f"snapshot.{generation:08d}.tmp"
         snapshot = _snapshot_name(generation, zlib.crc32(content))
         log: int | None = None
@@ -382,7 +399,8 @@ class FileStore:
             fs.close(self._log)
         self._log, self._log_size = log, 0
         self._generation, self._snapshot = generation, snapshot
-        self._image.checkpoint()
+        image.checkpoint()
+        self._image = image
         self._remove(old)
 
     def close(self) -> None:
