@@ -11,7 +11,7 @@ archives always give the same projection, byte for byte.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from jfsm.layout import ARCHIVES, GAME
 from jfsm.memory_index import StackState
@@ -59,7 +59,9 @@ def rebuild_game_stack(
     place_outcomes(0)
     for r in sorted(rounds, key=lambda r: r.n):
         seq += 1
-        origin = "intervene" if r.intervened else ("seed" if seeded else "round")
+        origin: Literal["intervene", "seed", "round"] = (
+            "intervene" if r.intervened else ("seed" if seeded else "round")
+        )
         chunk = Chunk(seq=seq, user=r.input, assistant=r.output, origin=origin, round_id=r.n)
         sets[GAME.chunk(seq)] = chunk.to_json()
         place_outcomes(r.n)
