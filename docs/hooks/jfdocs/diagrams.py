@@ -1,16 +1,21 @@
 """Mermaid `stateDiagram-v2` text from a machine table of `spec/machines/` (pure).
 
-`mermaid_state_diagram(table)` takes the parsed JSON of one table and returns diagram text:
-one node per state (aliased `s_<name>`, so a state name can never clash with a Mermaid
-keyword), an arrow from `[*]` to the initial state, an arrow from each terminal state to
-`[*]`, and exactly one edge per transition row, labelled
+`mermaid_state_diagram(table)` takes the parsed JSON of one table and returns diagram text
+derived from the table and nothing else (like h11's diagrams): change a row and the diagram
+changes. Every row of the table is drawn, labelled
 
     event / effect                 (no guard)
-    event [guard] / effect         (guard must hold)
-    event [not guard] / effect     (unless: guard must not hold)
+    event [guard] / effect         (the guard must hold)
+    event [not guard] / effect     (`unless`: the guard must not hold)
 
-Like h11's diagrams, the picture is derived from the table and nothing else: change a row
-and the diagram changes.
+- A row that changes state is an arrow `source --> dest`. Rows with the same source and
+  destination share one arrow whose label has one line per row, in table order.
+- A row that stays in its state is drawn inside the state's box, one line per row (UML
+  internal transitions). Drawn as self-loop arrows, Mermaid's layout stacks parallel loops
+  on top of each other and their labels become unreadable.
+- `[*]` points at the initial state; each terminal state points at `[*]` and is drawn bold.
+
+States are aliased `s_<name>`, so a state name can never clash with a Mermaid keyword.
 """
 
 from __future__ import annotations
@@ -44,23 +49,28 @@ def edge_label(row: Mapping[str, Any]) -> str:
 def mermaid_state_diagram(table: Mapping[str, Any]) -> str:
     """The `stateDiagram-v2` text of a machine table (see the module docstring).
 
-    Raises `ValueError` when a row names a state the table does not declare.
+    Raises `ValueError` when the initial state or a row names a state the table does not
+    declare, or a state name is not `[a-z][a-z_]*`.
     """
     states = [s["name"] for s in table["states"]]
     terminal = [s["name"] for s in table["states"] if s.get("terminal")]
     known = set(states)
-    lines = ["stateDiagram-v2"]
-    for name in states:
-        lines.append(f'    state "{name}" as {state_id(name)}')
     if table["initial"] not in known:
         raise ValueError(f"initial state {table['initial']!r} is not declared")
+    lines = ["stateDiagram-v2"]
+    lines += [f'    state "{name}" as {state_id(name)}' for name in states]
     lines.append(f"    [*] --> {state_id(table['initial'])}")
+    arrows: dict[tuple[str, str], list[str]] = {}
     for row in table["transitions"]:
         for end in ("source", "dest"):
             if row[end] not in known:
                 raise ValueError(f"transition {dict(row)} names unknown state {row[end]!r}")
-        source, dest = state_id(row["source"]), state_id(row["dest"])
-        lines.append(f"    {source} --> {dest} : {edge_label(row)}")
+        if row["source"] == row["dest"]:
+            lines.append(f"    {state_id(row['source'])} : {edge_label(row)}")
+        else:
+            arrows.setdefault((row["source"], row["dest"]), []).append(edge_label(row))
+    for (source, dest), labels in arrows.items():
+        lines.append(f"    {state_id(source)} --> {state_id(dest)} : " + "<br/>".join(labels))
     for name in terminal:
         lines.append(f"    {state_id(name)} --> [*]")
     if terminal:

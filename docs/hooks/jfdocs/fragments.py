@@ -28,8 +28,11 @@ def _constants(spec: Path) -> str:
         ["Quota", f"{c['quota_bytes']:,} bytes ({c['quota_bytes'] / 1048576:g} MiB)"],
         ["Game kind", f"`{c['kinds']['game']}`"],
         ["Catalyst kind", f"`{c['kinds']['catalyst']}`"],
-        ["Envelopes", f"summary {c['envelopes']['summary']}, exchange "
-                      f"{c['envelopes']['exchange']} code points"],
+        [
+            "Envelopes",
+            f"summary {c['envelopes']['summary']}, exchange "
+            f"{c['envelopes']['exchange']} code points",
+        ],
         ["Failure outcomes", ", ".join(f"`{o}`" for o in c["failure_outcomes"])],
         ["Error codes", ", ".join(f"`{o}`" for o in c["error_codes"])],
         ["Chunk origins", ", ".join(f"`{o}`" for o in c["chunk_origins"])],

@@ -20,7 +20,16 @@ import jfsm.errors
 import jfsm.layout
 import jfsm.records
 import jfsm.text
-from jfdocs.render import cell, code, json_block, json_text, prose, schema_fields, schema_type, table
+from jfdocs.render import (
+    cell,
+    code,
+    json_block,
+    json_text,
+    prose,
+    schema_fields,
+    schema_type,
+    table,
+)
 from jfsm.compressor import idempotency_key
 from jfsm.jcs import canonicalize
 
@@ -85,7 +94,7 @@ def _record_fields(model: type[Any]) -> str:
         options = sub.get("anyOf", [])
         nullable = any(o.get("type") == "null" for o in options)
         if nullable:
-            shown = schema_type([o for o in options if o.get("type") != "null"][0])
+            shown = schema_type(next(o for o in options if o.get("type") != "null"))
             presence = "only when it has a value"
         else:
             shown = schema_type({k: v for k, v in sub.items() if k not in ("title", "default")})
@@ -94,6 +103,15 @@ def _record_fields(model: type[Any]) -> str:
             shown += f"; default `{json.dumps(sub['default'])}`"
         rows.append([f"`{name}`", shown, presence])
     return table(["Member", "Type", "Present"], rows)
+
+
+def _camel_names(doc: str, model: type[Any]) -> str:
+    """Python field names in backticks (`after_round`) replaced by the stored names."""
+    for field, info in model.model_fields.items():
+        alias = info.alias or field
+        doc = doc.replace(f"`{field}`", f"`{alias}`").replace(f"`{field} ", f"`{alias} ")
+        doc = doc.replace(f" {field}`", f" {alias}`")
+    return doc
 
 
 def _store_requirements(spec: Path, key: str) -> list[str]:
@@ -117,8 +135,10 @@ def store_layout_page(spec: Path) -> str:
     }
     out = [
         "# Store layout\n",
-        _generated("jfsm.layout (key table and key functions), jfsm.records (model JSON "
-                   "schemas) and spec/constants.json"),
+        _generated(
+            "jfsm.layout (key table and key functions), jfsm.records (model JSON "
+            "schemas) and spec/constants.json"
+        ),
         "Agent memory lives in the game's `workflowStore`, a JSON object from key to value, "
         "next to the game's own data. Each value is one record; every record is a closed JSON "
         "object (no other members). Member names are camelCase.\n",
@@ -132,14 +152,18 @@ def store_layout_page(spec: Path) -> str:
     key_rows = []
     for key, record in rows:
         model_name = record.strip("{}").split(":")[-1].strip()
-        target = f"[{record}](#{model_name.lower()})" if model_name in models else f"`{record}`"
+        target = (
+            f"[`{record}`](#{model_name.lower()})" if model_name in models else f"`{record}`"
+        )
         stem = key.split("<")[0].rstrip(".")
         reqs = _store_requirements(spec, stem)
-        key_rows.append([
-            f"`{key}`",
-            target,
-            ", ".join(f"[{r}](requirements.md#{r})" for r in reqs),
-        ])
+        key_rows.append(
+            [
+                f"`{key}`",
+                target,
+                ", ".join(f"[{r}](requirements.md#{r})" for r in reqs),
+            ]
+        )
     out.append(table(["Key", "Record", "Requirements"], key_rows))
     out.append(
         "\n`<seq>` and `<n>` are decimal integers without leading zeros; `<id>` is a scene id "
@@ -149,8 +173,7 @@ def store_layout_page(spec: Path) -> str:
     )
     if problems:
         out.append(
-            "!!! danger \"Layout table out of date\"\n"
-            + "".join(f"    - {p}\n" for p in problems)
+            '!!! danger "Layout table out of date"\n' + "".join(f"    - {p}\n" for p in problems)
         )
     out.append("## Records\n")
     out.append(
@@ -159,11 +182,14 @@ def store_layout_page(spec: Path) -> str:
         "stored or only when it has a value: a member without a value is omitted, never "
         "stored as `null`.\n"
     )
-    documented = {rec.strip("{}").split(":")[-1].strip() for _, rec in rows}
-    for name, model in models.items():
-        if name not in documented:
-            continue
-        doc = inspect.getdoc(model) or ""
+    documented = []
+    for _, rec in rows:
+        name = rec.strip("{}").split(":")[-1].strip()
+        if name in models and name not in documented:
+            documented.append(name)
+    for name in documented:
+        model = models[name]
+        doc = _camel_names(inspect.getdoc(model) or "", model)
         out.append(f"### {name} {{ #{name.lower()} }}\n")
         out.append(prose(doc) + "\n")
         out.append(_record_fields(model))
@@ -220,8 +246,15 @@ def _vectors_canonical(data: Mapping[str, Any]) -> str:
         for case in data["cases"]
     ]
     return table(
-        ["Case", "Summary", "Exchanges (user, assistant)", "Canonical text (JSON string)",
-         "Length", "UTF-16 units (wrong)", "UTF-8 bytes (wrong)"],
+        [
+            "Case",
+            "Summary",
+            "Exchanges (user, assistant)",
+            "Canonical text (JSON string)",
+            "Length",
+            "UTF-16 units (wrong)",
+            "UTF-8 bytes (wrong)",
+        ],
         rows,
     )
 
@@ -244,15 +277,24 @@ def _vectors_threshold(data: Mapping[str, Any]) -> str:
 def _vectors_jcs(data: Mapping[str, Any]) -> str:
     out = table(
         ["Case", "Value", "JCS"],
-        [[cell(c["description"]), code(json_text(c["value"])), code(visible_jcs(c["expected"]))]
-         for c in data["cases"]],
+        [
+            [cell(c["description"]), code(json_text(c["value"])), code(visible_jcs(c["expected"]))]
+            for c in data["cases"]
+        ],
     )
     if data.get("footprint"):
         out += "\n**Footprint** (UTF-8 bytes of JCS(store) + UTF-8 bytes of JCS(changeLog)):\n\n"
         out += table(
             ["Case", "Store", "Change log", "Footprint (bytes)"],
-            [[cell(c["description"]), code(json_text(c["store"])), code(json_text(c["changeLog"])),
-              f"**{c['expected']}**"] for c in data["footprint"]],
+            [
+                [
+                    cell(c["description"]),
+                    code(json_text(c["store"])),
+                    code(json_text(c["changeLog"])),
+                    f"**{c['expected']}**",
+                ]
+                for c in data["footprint"]
+            ],
         )
     return out
 
@@ -279,8 +321,15 @@ def _vectors_change_log(data: Mapping[str, Any]) -> str:
 
     return table(
         ["Case", "Base", "Steps (each one projection)", "Expected change log"],
-        [[cell(c["description"]), code(json_text(c["base"])), steps(c["steps"]),
-          code(json_text(c["expected"]))] for c in data["cases"]],
+        [
+            [
+                cell(c["description"]),
+                code(json_text(c["base"])),
+                steps(c["steps"]),
+                code(json_text(c["expected"])),
+            ]
+            for c in data["cases"]
+        ],
     )
 
 
@@ -313,9 +362,9 @@ def canonical_text_page(spec: Path) -> str:
     exchange_block = jfsm.text.exchange_block("U", "A")
     vectors = sorted((spec / "vectors").glob("*.json"))
     problems = []
-    if jfsm.text.SUMMARY_ENVELOPE != env["summary"]:
+    if env["summary"] != jfsm.text.SUMMARY_ENVELOPE:
         problems.append(f"jfsm.text.SUMMARY_ENVELOPE = {jfsm.text.SUMMARY_ENVELOPE}")
-    if jfsm.text.EXCHANGE_ENVELOPE != env["exchange"]:
+    if env["exchange"] != jfsm.text.EXCHANGE_ENVELOPE:
         problems.append(f"jfsm.text.EXCHANGE_ENVELOPE = {jfsm.text.EXCHANGE_ENVELOPE}")
     quota = constants["quota_bytes"]
     out = [
@@ -332,7 +381,7 @@ def canonical_text_page(spec: Path) -> str:
         "not a text: it is refused with `invalid_input` and nothing is written "
         "([JF-TEXT-001](requirements.md#JF-TEXT-001)). Texts are never normalized or trimmed "
         "([JF-TEXT-002](requirements.md#JF-TEXT-002)).\n",
-        "!!! warning \"JavaScript and Java strings\"\n"
+        '!!! warning "JavaScript and Java strings"\n'
         "    `String.prototype.length` counts UTF-16 code units: an astral character such as "
         "😀 counts 2. Count with `[...text].length` or a loop over code points instead. "
         "The vectors below give the wrong counts next to the right one so that a test can "
@@ -361,16 +410,18 @@ def canonical_text_page(spec: Path) -> str:
         "so an implementation can keep it up to date in constant time per change "
         "([JF-TEXT-005](requirements.md#JF-TEXT-005)).\n",
         "## When compression is due\n",
-        f"Before a generation, a stack with no compression in flight starts one if and only "
-        f"if its canonical length is **strictly greater** than its threshold and it holds at "
-        f"least one exact chunk ([JF-COMP-001](requirements.md#JF-COMP-001)):\n",
+        "Before a generation, a stack with no compression in flight starts one if and only "
+        "if its canonical length is **strictly greater** than its threshold and it holds at "
+        "least one exact chunk ([JF-COMP-001](requirements.md#JF-COMP-001)):\n",
         table(
             ["Stack", "Threshold (code points)", "compress.v2 kind"],
             [
-                ["game", f"{constants['thresholds']['game']:,}",
-                 f"`{constants['kinds']['game']}`"],
-                ["catalyst scene", f"{constants['thresholds']['catalyst']:,}",
-                 f"`{constants['kinds']['catalyst']}`"],
+                ["game", f"{constants['thresholds']['game']:,}", f"`{constants['kinds']['game']}`"],
+                [
+                    "catalyst scene",
+                    f"{constants['thresholds']['catalyst']:,}",
+                    f"`{constants['kinds']['catalyst']}`",
+                ],
             ],
         ),
         "\nThe only other way a compression starts is the forced compression of an "
@@ -386,14 +437,14 @@ def canonical_text_page(spec: Path) -> str:
         "[JF-ATOM-003](requirements.md#JF-ATOM-003)).\n",
         "JCS in brief ([RFC 8785](https://www.rfc-editor.org/rfc/rfc8785)): object members "
         "sorted by key compared as UTF-16 code units, no white space, strings escaping only "
-        "`\"`, `\\` and the C0 controls (`\\b \\t \\n \\f \\r` short, others `\\u00xx`), "
+        '`"`, `\\` and the C0 controls (`\\b \\t \\n \\f \\r` short, others `\\u00xx`), '
         "numbers in ECMAScript `Number.prototype.toString` form.\n",
         "## The optimized change log\n",
         "The change log is the net difference between the store at the last checkpoint "
         "and the store now: one entry per key that differs, sorted by key in JCS order "
         "([JF-QUOTA-005](requirements.md#JF-QUOTA-005) to "
         "[JF-QUOTA-008](requirements.md#JF-QUOTA-008)):\n",
-        "```json\n"
+        "```text\n"
         '{"key": "<key>", "op": "set", "value": <current value>}\n'
         '{"key": "<key>", "op": "delete"}\n'
         "```\n",
@@ -402,8 +453,10 @@ def canonical_text_page(spec: Path) -> str:
         "the base and empties the log.\n",
     ]
     if problems:
-        out.append("!!! danger \"Envelope constants disagree\"\n" + "".join(
-            f"    - {p} but spec/constants.json says otherwise\n" for p in problems))
+        out.append(
+            '!!! danger "Envelope constants disagree"\n'
+            + "".join(f"    - {p} but spec/constants.json says otherwise\n" for p in problems)
+        )
     out.append("## Test vectors\n")
     out.append(
         "Language-neutral cases in `spec/vectors/` (schema "
@@ -420,8 +473,19 @@ def canonical_text_page(spec: Path) -> str:
 # --------------------------------------------------------------------------------------------
 
 _KNOWN_COMPRESS = {
-    "$comment", "spec_version", "service", "endpoint", "request", "reply", "limits",
-    "outcomes", "transport_failures", "refusal", "retry", "idempotency", "telemetry",
+    "$comment",
+    "spec_version",
+    "service",
+    "endpoint",
+    "request",
+    "reply",
+    "limits",
+    "outcomes",
+    "transport_failures",
+    "refusal",
+    "retry",
+    "idempotency",
+    "telemetry",
 }
 
 
@@ -448,25 +512,34 @@ def compress_page(spec: Path) -> str:
     reply = data["reply"]
     out = [
         "# The compress.v2 contract\n",
-        _generated("spec/compress-v2.json, spec/schemas/compress-request.schema.json and "
-                   "spec/schemas/compress-reply.schema.json"),
+        _generated(
+            "spec/compress-v2.json, spec/schemas/compress-request.schema.json and "
+            "spec/schemas/compress-reply.schema.json"
+        ),
         prose(data.get("$comment", "")) + "\n",
         "The workflow owns stack shape, canonical text, thresholds and publication; the "
         "executor only carries one request to the platform's compression service and reports "
         "what came back. Model choice, prompting, billing and quality stay behind the "
         "service.\n",
         "## Endpoint\n",
-        table(["", ""], [
-            ["Method", f"`{endpoint['method']}`"],
-            ["URL", f"`{endpoint['url']}`"],
-            ["Follows redirects", _plain(endpoint.get("follow_redirects"))],
-            ["Request body", f"`{request['content_type']}`: {cell(request['encoding'])}"],
-        ]),
+        table(
+            ["", ""],
+            [
+                ["Method", f"`{endpoint['method']}`"],
+                ["URL", f"`{endpoint['url']}`"],
+                ["Follows redirects", _plain(endpoint.get("follow_redirects"))],
+                ["Request body", f"`{request['content_type']}`: {cell(request['encoding'])}"],
+            ],
+        ),
         "\n## Request\n",
         prose(request_schema.get("description", "")) + "\n",
-        table(["Member", "Type", "Required", "Notes"],
-              [[f"`{n}`", cell(t), r, cell(d)] for n, t, r, d in
-               schema_fields(request_schema, request_schema.get("$defs"))]),
+        table(
+            ["Member", "Type", "Required", "Notes"],
+            [
+                [f"`{n}`", cell(t), r, cell(d)]
+                for n, t, r, d in schema_fields(request_schema, request_schema.get("$defs"))
+            ],
+        ),
         "\nA request for the game stack has kind `paxhistoria.game-agent-stack.v1` and no "
         "`scope.catalystId`; a request for a scene's stack has kind "
         "`paxhistoria.catalyst-agent-stack.v1` and `scope.catalystId` = the scene id "
@@ -474,24 +547,36 @@ def compress_page(spec: Path) -> str:
         "Rules:\n",
         "".join(f"- {prose(rule)}\n" for rule in request.get("rules", [])),
         "\n### Headers\n",
-        table(["Header", "Required", "Value or derivation", "Rule"], [
-            [f"`{name}`", _plain(h.get("required")),
-             code(h.get("derivation") or h.get("value", "")), cell(h.get("rule", ""))]
-            for name, h in request.get("headers", {}).items()
-        ]),
+        table(
+            ["Header", "Required", "Value or derivation", "Rule"],
+            [
+                [
+                    f"`{name}`",
+                    _plain(h.get("required")),
+                    code(h.get("derivation") or h.get("value", "")),
+                    cell(h.get("rule", "")),
+                ]
+                for name, h in request.get("headers", {}).items()
+            ],
+        ),
         _idempotency_example(),
         "\n## Reply\n",
         f"Only status **{reply['status']}** with a schema-valid body is a reply.\n",
         prose(reply_schema.get("description", "")) + "\n",
-        table(["Variant", "Meaning"],
-              [[f"`{k}`", cell(v)] for k, v in reply.get("variants", {}).items()]),
+        table(
+            ["Variant", "Meaning"],
+            [[f"`{k}`", cell(v)] for k, v in reply.get("variants", {}).items()],
+        ),
         "\n",
     ]
     for variant in reply_schema.get("oneOf", []):
         out.append(f"**{variant.get('title', 'variant')}** body:\n")
-        out.append(table(["Member", "Type", "Required", "Notes"],
-                         [[f"`{n}`", cell(t), r, cell(d)]
-                          for n, t, r, d in schema_fields(variant)]))
+        out.append(
+            table(
+                ["Member", "Type", "Required", "Notes"],
+                [[f"`{n}`", cell(t), r, cell(d)] for n, t, r, d in schema_fields(variant)],
+            )
+        )
         out.append("")
     out.append("Parsing:\n")
     out.append("".join(f"- {prose(p)}\n" for p in reply.get("parsing", [])))
@@ -548,7 +633,7 @@ def _idempotency_example() -> str:
     material = canonicalize([game, catalyst, epoch, through, text_hash])
     key = idempotency_key(game, catalyst, epoch, through, text)
     return (
-        "\n!!! example \"Idempotency key, worked (computed by the reference engine)\"\n"
+        '\n!!! example "Idempotency key, worked (computed by the reference engine)"\n'
         f"    For gameId `{game}`, no catalystId, epoch `{epoch}`, throughSeq `{through}` and "
         f"input.text {code(json_text(text))}:\n\n"
         f"    - SHA-256 of the text's UTF-8, hex: `{text_hash}`\n"
@@ -584,10 +669,13 @@ def _object_table(schema: Mapping[str, Any], defs: Mapping[str, Any]) -> str:
             return "An empty object `{}`.\n"
         return "An object; no member is required (`{}`).\n"
     closed = schema.get("additionalProperties") is False
-    return table(["Member", "Type", "Required", "Notes"],
-                 [[f"`{n}`", cell(t), r, cell(d)] for n, t, r, d in fields]) + (
-        "\nNo other member is allowed.\n" if closed else
-        "\nOther members may be present and are ignored.\n"
+    return table(
+        ["Member", "Type", "Required", "Notes"],
+        [[f"`{n}`", cell(t), r, cell(d)] for n, t, r, d in fields],
+    ) + (
+        "\nNo other member is allowed.\n"
+        if closed
+        else "\nOther members may be present and are ignored.\n"
     )
 
 
@@ -595,7 +683,7 @@ def driver_page(spec: Path) -> str:
     driver = spec / "driver"
     out = ["# Driver protocol\n"]
     if not driver.is_dir():
-        return out[0] + "\n!!! info \"Not yet specified\"\n    `spec/driver/` does not exist yet.\n"
+        return out[0] + '\n!!! info "Not yet specified"\n    `spec/driver/` does not exist yet.\n'
     files = sorted(p.name for p in driver.glob("*.json"))
     out.append(_generated("spec/driver/ (" + ", ".join(files) + ")"))
     out.append(
@@ -619,8 +707,10 @@ def driver_page(spec: Path) -> str:
             out.append("## Transports\n")
             out.append(_kv_table(protocol["transports"], ("Transport", "How")))
     else:
-        out.append("!!! info \"No registry yet\"\n    `spec/driver/protocol.json` does not exist "
-                   "yet; the op list below is derived from `ops.schema.json`.\n")
+        out.append(
+            '!!! info "No registry yet"\n    `spec/driver/protocol.json` does not exist '
+            "yet; the op list below is derived from `ops.schema.json`.\n"
+        )
     if envelope is not None:
         out.append("\n## Messages\n")
         out.append(prose(envelope.get("description", "")) + "\n")
@@ -630,7 +720,7 @@ def driver_page(spec: Path) -> str:
                 out.append(f"### {name.capitalize()} {{ #envelope-{name} }}\n")
                 out.append(_object_table(defs[name], defs))
         out.append(
-            "```json title=\"Example exchange\"\n"
+            '```json title="Example exchange"\n'
             '{"id": 1, "op": "create_game", "args": {"game": "g1"}}\n'
             '{"id": 1, "ok": true, "result": {}}\n'
             '{"id": 2, "op": "record_round", "args": {"game": "nope", "input": "a", '
@@ -657,20 +747,33 @@ def driver_page(spec: Path) -> str:
         ops = protocol["ops"]
     elif ops_schema is not None:
         ops = [
-            {"name": n[:-5], "args": f"ops.schema.json#/$defs/{n}",
-             "result": f"ops.schema.json#/$defs/{n[:-5]}_result"}
-            for n in ops_schema.get("$defs", {}) if n.endswith("_args")
+            {
+                "name": n[:-5],
+                "args": f"ops.schema.json#/$defs/{n}",
+                "result": f"ops.schema.json#/$defs/{n[:-5]}_result",
+            }
+            for n in ops_schema.get("$defs", {})
+            if n.endswith("_args")
         ]
     else:
         ops = []
     if ops:
         out.append("\n## Operations\n")
-        out.append(table(["Op", "Summary", "Requirements exercised"], [
-            [f"[`{op['name']}`](#op-{op['name'].replace('_', '-')})",
-             cell(op.get("summary", "")),
-             ", ".join(f"[{r}](requirements.md#{r})" for r in op.get("requirements", []))]
-            for op in ops
-        ]))
+        out.append(
+            table(
+                ["Op", "Summary", "Requirements exercised"],
+                [
+                    [
+                        f"[`{op['name']}`](#op-{op['name'].replace('_', '-')})",
+                        cell(op.get("summary", "")),
+                        ", ".join(
+                            f"[{r}](requirements.md#{r})" for r in op.get("requirements", [])
+                        ),
+                    ]
+                    for op in ops
+                ],
+            )
+        )
         if ops_schema is not None:
             out.append("\n" + prose(ops_schema.get("description", "")) + "\n")
         for op in ops:
@@ -689,8 +792,11 @@ def driver_page(spec: Path) -> str:
                 out.append(f"**{label}** (`{ref.split('#')[0]}` `{ref.rsplit('/', 1)[-1]}`):\n")
                 out.append(_object_table(schema, defs))
     if ops_schema is not None:
-        shared = {k: v for k, v in ops_schema.get("$defs", {}).items()
-                  if not k.endswith(("_args", "_result"))}
+        shared = {
+            k: v
+            for k, v in ops_schema.get("$defs", {}).items()
+            if not k.endswith(("_args", "_result"))
+        }
         if shared:
             out.append("\n## Shared definitions\n")
             for name, schema in shared.items():
@@ -737,16 +843,20 @@ def errors_page(spec: Path) -> str:
     rows = []
     for code_ in codes:
         cls = by_code.get(code_)
-        rows.append([
-            f"`{code_}`",
-            f"`{cls.__name__}`" if cls else "*missing*",
-            "yes" if cls is not None and cls.retryable else "no",
-            cell((inspect.getdoc(cls) or "").replace("\n\n", " ")) if cls else "",
-        ])
+        rows.append(
+            [
+                f"`{code_}`",
+                f"`{cls.__name__}`" if cls else "*missing*",
+                "yes" if cls is not None and cls.retryable else "no",
+                cell((inspect.getdoc(cls) or "").replace("\n\n", " ")) if cls else "",
+            ]
+        )
     out = [
         "# Error codes\n",
-        _generated("spec/constants.json (error_codes), spec/driver/protocol.json and the "
-                   "exception tree of jfsm.errors"),
+        _generated(
+            "spec/constants.json (error_codes), spec/driver/protocol.json and the "
+            "exception tree of jfsm.errors"
+        ),
         "Every error an implementation reports carries exactly one stable code, the same "
         "string in the engine and on the driver protocol "
         "([JF-ERR-001](requirements.md#JF-ERR-001)). An operation refused with an error "
@@ -767,8 +877,11 @@ def errors_page(spec: Path) -> str:
     if "rules" in protocol:
         details_rules = [r for r in protocol["rules"] if "details" in r]
         if details_rules:
-            out.append("\n**Details carried by errors:** " + " ".join(
-                prose(r) for r in details_rules) + "\n")
+            out.append(
+                "\n**Details carried by errors:** "
+                + " ".join(prose(r) for r in details_rules)
+                + "\n"
+            )
     out.append("\n## The reference engine's exception tree\n")
     out.append(
         "From the docstring of `jfsm.errors` (drawn once in code, once here). Every error has "
@@ -778,8 +891,9 @@ def errors_page(spec: Path) -> str:
     )
     out.append("```text\n" + tree + "\n```\n")
     if problems:
-        out.append("!!! danger \"Inconsistent error codes\"\n" + "".join(
-            f"    - {p}\n" for p in problems))
+        out.append(
+            '!!! danger "Inconsistent error codes"\n' + "".join(f"    - {p}\n" for p in problems)
+        )
     return "\n".join(out)
 
 

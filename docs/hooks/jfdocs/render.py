@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import html
-import re
 import json
+import re
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -12,9 +12,9 @@ from typing import Any
 __all__ = [
     "cell",
     "code",
-    "prose",
     "json_block",
     "json_text",
+    "prose",
     "schema_fields",
     "schema_type",
     "table",
@@ -154,8 +154,9 @@ def schema_fields(
             description = (description + " " if description else "") + (
                 f"Default `{json.dumps(sub['default'])}`."
             )
-        rows.append((full, schema_type(sub, defs), "yes" if name in required else "no",
-                     description))
+        rows.append(
+            (full, schema_type(sub, defs), "yes" if name in required else "no", description)
+        )
         if isinstance(sub, Mapping) and sub.get("type") == "object" and "properties" in sub:
             rows += schema_fields(sub, defs, prefix=full + ".")
     return rows

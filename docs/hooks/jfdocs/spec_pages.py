@@ -9,7 +9,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from jfdocs.diagrams import edge_label, mermaid_state_diagram
+from jfdocs.diagrams import mermaid_state_diagram
 from jfdocs.render import cell, code, prose, table
 from jfdocs.traceability import ConformanceCoverage
 
@@ -79,6 +79,12 @@ def _nodes(nodes: list[str]) -> str:
     return ", ".join(code(n) for n in nodes) if nodes else "none"
 
 
+def _node_list(label: str, nodes: list[str]) -> str:
+    if not nodes:
+        return f"**{label}:** none\n"
+    return f"**{label}** ({len(nodes)}):\n\n" + "".join(f"- `{n}`\n" for n in nodes)
+
+
 def requirements_page(
     spec: Path,
     tests: dict[str, list[str]],
@@ -99,28 +105,40 @@ def requirements_page(
         f"Specification version **{catalog['spec_version']}**: "
         f"**{len(reqs)}** requirements, each one atomic and testable, with a stable ID "
         "that is never renumbered or reused.\n",
-        f"!!! note \"Conventions\"\n    {BCP14}\n\n"
-        "    Each statement uses its level keyword exactly once. \"Code point\" always "
-        "means Unicode scalar value; a \"projection\" is one planned atomic change set over "
+        f'!!! note "Conventions"\n    {BCP14}\n\n'
+        '    Each statement uses its level keyword exactly once. "Code point" always '
+        'means Unicode scalar value; a "projection" is one planned atomic change set over '
         "the store and its change log (see the [glossary](../concepts/glossary.md)).\n",
         "## At a glance\n",
         table(
             ["Level", "Count"],
-            [[lvl, str(levels[lvl])] for lvl in ("MUST", "MUST NOT", "SHOULD", "MAY")
-             if levels[lvl]],
+            [
+                [lvl, str(levels[lvl])]
+                for lvl in ("MUST", "MUST NOT", "SHOULD", "MAY")
+                if levels[lvl]
+            ],
         ),
         "\n**Verification** says who can check a requirement:\n",
         table(
             ["Verification", "Count", "Meaning"],
             [
-                ["suite", str(verification["suite"]),
-                 "observable through the [driver protocol](driver-protocol.md): the "
-                 "conformance suite checks it against any implementation"],
-                ["engine", str(verification["engine"]),
-                 "checkable only inside an implementation (the reference engine's own tests); "
-                 "the reason is given"],
-                ["not-observable", str(verification["not-observable"]),
-                 "no test can decide it; the reason is given"],
+                [
+                    "suite",
+                    str(verification["suite"]),
+                    "observable through the [driver protocol](driver-protocol.md): the "
+                    "conformance suite checks it against any implementation",
+                ],
+                [
+                    "engine",
+                    str(verification["engine"]),
+                    "checkable only inside an implementation (the reference engine's own tests); "
+                    "the reason is given",
+                ],
+                [
+                    "not-observable",
+                    str(verification["not-observable"]),
+                    "no test can decide it; the reason is given",
+                ],
             ],
         ),
         "\nThe tests of this repository that pin each requirement are listed under it "
@@ -130,7 +148,7 @@ def requirements_page(
     if conformance.available:
         out.append(f"Conformance checks per requirement: {conformance.note}.\n")
     else:
-        out.append(f"!!! info \"Conformance checks\"\n    {conformance.note}\n")
+        out.append(f'!!! info "Conformance checks"\n    {conformance.note}\n')
     for area, heading in areas(spec).items():
         items = by_area.get(area)
         if not items:
@@ -147,11 +165,9 @@ def requirements_page(
             out.append("> " + _link_ids(prose(req["statement"])) + "\n")
             if "reason" in req:
                 out.append(f"*Why not verified by the suite:* {prose(req['reason'])}\n")
-            out.append(f"**Tests:** {_nodes(tests.get(rid, []))}\n")
+            out.append(_node_list("Tests", tests.get(rid, [])))
             if conformance.available:
-                out.append(
-                    f"**Conformance checks:** {_nodes(conformance.checks.get(rid, []))}\n"
-                )
+                out.append(f"**Conformance checks:** {_nodes(conformance.checks.get(rid, []))}\n")
     return "\n".join(out)
 
 
@@ -166,8 +182,7 @@ def traceability_page(
     absolute = [r for r in reqs if r["level"] in ("MUST", "MUST NOT")]
     untested = [r for r in absolute if not tests.get(r["id"])]
     unchecked = [
-        r for r in absolute
-        if not tests.get(r["id"]) and not conformance.checks.get(r["id"])
+        r for r in absolute if not tests.get(r["id"]) and not conformance.checks.get(r["id"])
     ]
     unknown = sorted(set(tests) - known)
     out = [
@@ -181,8 +196,8 @@ def traceability_page(
     if conformance.available:
         out.append(f"Conformance checks: {conformance.note}.\n")
     else:
-        out.append(f"!!! info \"Conformance checks\"\n    {conformance.note}\n")
-    out.append("## MUST and MUST NOT requirements with no test\n")
+        out.append(f'!!! info "Conformance checks"\n    {conformance.note}\n')
+    out.append("## MUST and MUST NOT requirements with no test { #untested }\n")
     out.append(
         f"**{len(untested)}** of the {len(absolute)} MUST and MUST NOT requirements have no "
         "repository test yet"
@@ -198,18 +213,22 @@ def traceability_page(
             table(
                 ["ID", "Level", "Verification", "Title"],
                 [
-                    [f"[{r['id']}](requirements.md#{r['id']})", r["level"], r["verification"],
-                     cell(r["title"])]
+                    [
+                        f"[{r['id']}](requirements.md#{r['id']})",
+                        r["level"],
+                        r["verification"],
+                        cell(r["title"]),
+                    ]
                     for r in untested
                 ],
             )
         )
     if unknown:
         out.append(
-            "!!! warning \"Marks naming unknown requirement IDs\"\n"
+            '!!! warning "Marks naming unknown requirement IDs"\n'
             + "".join(f"    - `{i}`: {_nodes(tests[i])}\n" for i in unknown)
         )
-    out.append("## Table\n")
+    out.append("## Table { #table }\n")
     headers = ["ID", "Level", "Verification", "Tests"]
     if conformance.available:
         headers.append("Conformance checks")
@@ -256,9 +275,12 @@ def machine_page(data: dict[str, Any], reqs: list[dict[str, Any]]) -> str:
         f"`{data['initial']}`.\n",
         prose(data["description"]) + "\n",
         "## Diagram\n",
-        "Generated from the transition table below: one edge per row, labelled "
+        "Generated from the transition table below. Every row is drawn and labelled "
         "`event [guard] / effect` (`[not guard]` for a row that fires when the guard does "
-        "not hold). Terminal states are drawn bold and lead to the end marker.\n",
+        "not hold): a row that changes state is an arrow (rows sharing source and "
+        "destination share one arrow, one label line each); a row that stays in its state "
+        "is a line inside the state's box (a UML internal transition). Terminal states are "
+        "drawn bold and lead to the end marker.\n",
         "```mermaid\n" + mermaid_state_diagram(data) + "```\n",
         "## States\n",
         table(
@@ -267,30 +289,41 @@ def machine_page(data: dict[str, Any], reqs: list[dict[str, Any]]) -> str:
                 [
                     f"`{s['name']}`",
                     ", ".join(
-                        k for k, on in (
+                        k
+                        for k, on in (
                             ("initial", s["name"] == data["initial"]),
                             ("terminal", s["name"] in terminal),
-                        ) if on
-                    ) or "",
+                        )
+                        if on
+                    )
+                    or "",
                     cell(s["description"]),
                 ]
                 for s in data["states"]
             ],
         ),
         "\n## Events\n",
-        table(["Event", "Meaning"],
-              [[f"`{e['name']}`", cell(e["description"])] for e in data["events"]]),
+        table(
+            ["Event", "Meaning"],
+            [[f"`{e['name']}`", cell(e["description"])] for e in data["events"]],
+        ),
     ]
     out.append("\n## Guards\n")
     if data["guards"]:
-        out.append(table(["Guard", "Holds when"],
-                         [[f"`{g['name']}`", cell(g["description"])] for g in data["guards"]]))
+        out.append(
+            table(
+                ["Guard", "Holds when"],
+                [[f"`{g['name']}`", cell(g["description"])] for g in data["guards"]],
+            )
+        )
     else:
         out.append("This machine has no guards: every row fires unconditionally.\n")
     out += [
         "\n## Effects\n",
-        table(["Effect", "What the implementation does"],
-              [[f"`{e['name']}`", cell(e["description"])] for e in data["effects"]]),
+        table(
+            ["Effect", "What the implementation does"],
+            [[f"`{e['name']}`", cell(e["description"])] for e in data["effects"]],
+        ),
         "\n## Transition table\n",
         "Rows for the same state and event are tried in order; the first whose guard holds "
         "fires. A state and event with no row, or whose rows' guards all fail, is illegal: "
@@ -312,9 +345,9 @@ def machine_page(data: dict[str, Any], reqs: list[dict[str, Any]]) -> str:
             f"`{row['effect']}`",
         ]
         if has_reqs:
-            line.append(", ".join(
-                f"[{r}](../requirements.md#{r})" for r in row.get("requirements", [])
-            ))
+            line.append(
+                ", ".join(f"[{r}](../requirements.md#{r})" for r in row.get("requirements", []))
+            )
         rows.append(line)
     out.append(table(headers, rows))
     out += [
@@ -326,28 +359,35 @@ def machine_page(data: dict[str, Any], reqs: list[dict[str, Any]]) -> str:
     for state in data["states"]:
         cells = [f"`{state['name']}`"]
         for event in data["events"]:
-            found = [r for r in data["transitions"]
-                     if r["source"] == state["name"] and r["event"] == event["name"]]
+            found = [
+                r
+                for r in data["transitions"]
+                if r["source"] == state["name"] and r["event"] == event["name"]
+            ]
             if found:
-                cells.append("<br>".join(
-                    (f"[{_guard_text(r)}] " if _guard_text(r) else "")
-                    + f"→ `{r['dest']}`" for r in found
-                ))
+                cells.append(
+                    "<br>".join(
+                        (f"[{_guard_text(r)}] " if _guard_text(r) else "") + f"→ `{r['dest']}`"
+                        for r in found
+                    )
+                )
             else:
                 cells.append("*illegal*")
         matrix.append(cells)
     out.append(table(["State \\ event"] + [f"`{e['name']}`" for e in data["events"]], matrix))
-    citing = [r for r in reqs if f"spec/machines/{name}.json" in r["statement"]
-              or name.replace("_", " ") in r["statement"]]
+    citing = [
+        r
+        for r in reqs
+        if f"spec/machines/{name}.json" in r["statement"]
+        or name.replace("_", " ") in r["statement"]
+    ]
     if citing:
         out.append("\n## Requirements that cite this machine\n")
-        out.append("".join(
-            f"- [{r['id']}](../requirements.md#{r['id']}) {prose(r['title'])}\n" for r in citing
-        ))
-    out.append("\n## Edge labels\n")
-    out.append("For reference, the edge label of each row as drawn:\n")
-    out.append("".join(f"{i}. `{edge_label(r)}`\n"
-                       for i, r in enumerate(data["transitions"], start=1)))
+        out.append(
+            "".join(
+                f"- [{r['id']}](../requirements.md#{r['id']}) {prose(r['title'])}\n" for r in citing
+            )
+        )
     return "\n".join(out)
 
 
@@ -366,31 +406,35 @@ def machines_index_page(spec: Path) -> str:
     rows = []
     for data in _machine_tables(spec):
         terminal = [s["name"] for s in data["states"] if s.get("terminal")]
-        rows.append([
-            f"[{data['title']}]({data['machine']}.md)",
-            f"`{data['machine']}`",
-            cell(data.get("applies_to", "")),
-            str(len(data["states"])) + (f" ({len(terminal)} terminal)" if terminal else ""),
-            str(len(data["events"])),
-            str(len(data["transitions"])),
-        ])
-    return "\n".join([
-        "# State machines\n",
-        "<!-- Generated at build time from spec/machines/ by docs/hooks. Do not edit. -->\n",
-        "The behaviour of agent memory is fixed by three machines, each one table of plain "
-        "data in `spec/machines/`. The reference engine loads these tables and adds no "
-        "transition of its own; the pages below, their diagrams included, are generated from "
-        "the same files.\n",
-        table(["Machine", "Name", "Applies to", "States", "Events", "Rows"], rows),
-        "\n## How to read a table { #tables }\n",
-        prose(schema["description"]) + "\n",
-        "- **states**: name, meaning, and whether the state is terminal (a terminal state is "
-        "never left; a row from it leads back to it).\n"
-        "- **events**: what happens to the owner of the machine.\n"
-        "- **guards**: named conditions evaluated when an event arrives. A row with `guard` "
-        "fires only when it holds, a row with `unless` only when it does not.\n"
-        "- **effects**: what the implementation carries out when the row fires.\n"
-        "- **transitions**: `source`, `event`, optional `guard` or `unless`, `dest`, "
-        "`effect`.\n",
-        "The schema of a table is `spec/schemas/machine.schema.json`.\n",
-    ])
+        rows.append(
+            [
+                f"[{data['title']}]({data['machine']}.md)",
+                f"`{data['machine']}`",
+                cell(data.get("applies_to", "")),
+                str(len(data["states"])) + (f" ({len(terminal)} terminal)" if terminal else ""),
+                str(len(data["events"])),
+                str(len(data["transitions"])),
+            ]
+        )
+    return "\n".join(
+        [
+            "# State machines\n",
+            "<!-- Generated at build time from spec/machines/ by docs/hooks. Do not edit. -->\n",
+            "The behaviour of agent memory is fixed by three machines, each one table of plain "
+            "data in `spec/machines/`. The reference engine loads these tables and adds no "
+            "transition of its own; the pages below, their diagrams included, are generated from "
+            "the same files.\n",
+            table(["Machine", "Name", "Applies to", "States", "Events", "Rows"], rows),
+            "\n## How to read a table { #tables }\n",
+            prose(schema["description"]) + "\n",
+            "- **states**: name, meaning, and whether the state is terminal (a terminal state is "
+            "never left; a row from it leads back to it).\n"
+            "- **events**: what happens to the owner of the machine.\n"
+            "- **guards**: named conditions evaluated when an event arrives. A row with `guard` "
+            "fires only when it holds, a row with `unless` only when it does not.\n"
+            "- **effects**: what the implementation carries out when the row fires.\n"
+            "- **transitions**: `source`, `event`, optional `guard` or `unless`, `dest`, "
+            "`effect`.\n",
+            "The schema of a table is `spec/schemas/machine.schema.json`.\n",
+        ]
+    )

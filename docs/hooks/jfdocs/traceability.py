@@ -45,9 +45,12 @@ def _ids_in(node: ast.AST | None) -> list[str]:
         if isinstance(sub, ast.Call) and _is_req_mark(sub.func):
             for arg in sub.args:
                 for leaf in ast.walk(arg):
-                    if isinstance(leaf, ast.Constant) and isinstance(leaf.value, str):
-                        if leaf.value.startswith("JF-"):
-                            found.append(leaf.value)
+                    if (
+                        isinstance(leaf, ast.Constant)
+                        and isinstance(leaf.value, str)
+                        and leaf.value.startswith("JF-")
+                    ):
+                        found.append(leaf.value)
     return found
 
 
@@ -169,9 +172,7 @@ def _as_list(value: Any) -> list[str]:
 def _rows_to_checks(rows: Any) -> dict[str, list[str]]:
     checks: dict[str, set[str]] = defaultdict(set)
     if isinstance(rows, Mapping):
-        items: Iterable[Any] = (
-            {"requirement": k, "checks": v} for k, v in rows.items()
-        )
+        items: Iterable[Any] = ({"requirement": k, "checks": v} for k, v in rows.items())
     else:
         items = rows
     for row in items:
@@ -210,9 +211,7 @@ def conformance_coverage() -> ConformanceCoverage:
                     f"conformance coverage: not yet generated "
                     f"(`conformance.coverage.{name}()` failed: {exc!r})",
                 )
-            return ConformanceCoverage(
-                True, f"from `conformance.coverage.{name}()`", checks
-            )
+            return ConformanceCoverage(True, f"from `conformance.coverage.{name}()`", checks)
     return ConformanceCoverage(
         False,
         "conformance coverage: not yet generated (`conformance.coverage` has none of "

@@ -12,11 +12,10 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import re
 import textwrap
 from collections.abc import Awaitable, Callable
 from typing import Any
-
-import re
 
 from jfdocs.render import json_text
 from jfsm.engine import GameEngine
@@ -225,9 +224,11 @@ def _fence(lang: str, text: str, title: str | None = None, indent: str = "") -> 
 
 
 def _tab(title: str, body: str) -> str:
-    return f'=== "{title}"\n\n' + "".join(
-        "    " + line + "\n" if line else "\n" for line in body.splitlines()
-    ) + "\n"
+    return (
+        f'=== "{title}"\n\n'
+        + "".join("    " + line + "\n" if line else "\n" for line in body.splitlines())
+        + "\n"
+    )
 
 
 def page() -> str:
@@ -243,7 +244,7 @@ def page() -> str:
         "step shows the code that ran, what it returned, the keys it set or deleted, and "
         "then the whole store (as RFC 8785 JCS, pretty-printed), the optimized change log, "
         "the compress.v2 requests and the telemetry.\n",
-        "!!! warning \"Thresholds overridden for this example\"\n"
+        '!!! warning "Thresholds overridden for this example"\n'
         f"    To keep the texts short, the thresholds are lowered to "
         f"**{EXAMPLE_THRESHOLDS['game']}** (game) and **{EXAMPLE_THRESHOLDS['catalyst']}** "
         "(catalyst) code points with `GameEngine(thresholds=...)`, an override meant for "
