@@ -15,6 +15,7 @@ import re
 import shutil
 import subprocess
 import sys
+import textwrap
 import time
 import tomllib
 from html.parser import HTMLParser
@@ -317,6 +318,27 @@ def test_documented_cli_options_exist() -> None:
     offered = set(re.findall(r"""["'](--[a-z][a-z-]*)["']""", source))
     assert documented and documented <= offered, sorted(documented - offered)
     assert "replay" in source
+
+
+def test_expected_failure_examples_are_accepted_by_the_cli(tmp_path: Path) -> None:
+    cli = ROOT / "conformance" / "cli.py"
+    if not cli.is_file():
+        pytest.skip("conformance/cli.py does not exist yet")
+    from conformance.cli import load_expected_failures
+
+    guide = (DOCS / "guide" / "implementers.md").read_text(encoding="utf-8")
+    examples = re.findall(r'```(toml|json) title="(expected-failures\.\w+)"\n(.*?)```', guide, re.S)
+    assert {name for _, name, _ in examples} == {
+        "expected-failures.toml",
+        "expected-failures.json",
+    }
+    loaded = []
+    for _, name, body in examples:
+        path = tmp_path / name
+        path.write_text(textwrap.dedent(body), encoding="utf-8")
+        loaded.append(load_expected_failures(str(path)))
+    assert loaded[0].keys() == loaded[1].keys() == {"JF-CALL-009", "JF-TEXT-003"}
+    assert all(reason for entries in loaded for reason in entries.values())
 
 
 # ------------------------------------------------------------------------------------------
