@@ -23,6 +23,7 @@ import jfsm.text
 from jfdocs.render import (
     cell,
     code,
+    fields_table,
     json_block,
     json_text,
     prose,
@@ -34,6 +35,8 @@ from jfsm.compressor import idempotency_key
 from jfsm.jcs import canonicalize
 
 __all__ = ["pages"]
+
+DECISIONS = "../decisions.md"
 
 
 def _load(path: Path) -> Any:
@@ -152,9 +155,7 @@ def store_layout_page(spec: Path) -> str:
     key_rows = []
     for key, record in rows:
         model_name = record.strip("{}").split(":")[-1].strip()
-        target = (
-            f"[`{record}`](#{model_name.lower()})" if model_name in models else f"`{record}`"
-        )
+        target = f"[`{record}`](#{model_name.lower()})" if model_name in models else f"`{record}`"
         stem = key.split("<")[0].rstrip(".")
         reqs = _store_requirements(spec, stem)
         key_rows.append(
@@ -191,7 +192,7 @@ def store_layout_page(spec: Path) -> str:
         model = models[name]
         doc = _camel_names(inspect.getdoc(model) or "", model)
         out.append(f"### {name} {{ #{name.lower()} }}\n")
-        out.append(prose(doc) + "\n")
+        out.append(prose(doc, DECISIONS) + "\n")
         out.append(_record_fields(model))
         out.append(
             _details(
@@ -347,7 +348,7 @@ def _vector_section(path: Path) -> str:
     head = (
         f"### `{path.name}` {{ #vectors-{path.stem} }}\n\n"
         f"Kind `{data.get('kind')}`, {len(data.get('cases', []))} cases. "
-        + prose(data.get("description", ""))
+        + prose(data.get("description", ""), DECISIONS)
         + "\n\n"
     )
     if renderer is None:
@@ -490,7 +491,7 @@ _KNOWN_COMPRESS = {
 
 
 def _kv_table(data: Mapping[str, Any], headers: tuple[str, str] = ("Name", "Meaning")) -> str:
-    return table(list(headers), [[f"`{k}`", cell(_plain(v))] for k, v in data.items()])
+    return table(list(headers), [[f"`{k}`", cell(_plain(v), DECISIONS)] for k, v in data.items()])
 
 
 def _plain(value: Any) -> str:
@@ -516,14 +517,14 @@ def compress_page(spec: Path) -> str:
             "spec/compress-v2.json, spec/schemas/compress-request.schema.json and "
             "spec/schemas/compress-reply.schema.json"
         ),
-        prose(data.get("$comment", "")) + "\n",
+        prose(data.get("$comment", ""), DECISIONS) + "\n",
         "The workflow owns stack shape, canonical text, thresholds and publication; the "
         "executor only carries one request to the platform's compression service and reports "
         "what came back. Model choice, prompting, billing and quality stay behind the "
         "service.\n",
         "## Endpoint\n",
         table(
-            ["", ""],
+            ["Aspect", "Value"],
             [
                 ["Method", f"`{endpoint['method']}`"],
                 ["URL", f"`{endpoint['url']}`"],
@@ -532,20 +533,14 @@ def compress_page(spec: Path) -> str:
             ],
         ),
         "\n## Request\n",
-        prose(request_schema.get("description", "")) + "\n",
-        table(
-            ["Member", "Type", "Required", "Notes"],
-            [
-                [f"`{n}`", cell(t), r, cell(d)]
-                for n, t, r, d in schema_fields(request_schema, request_schema.get("$defs"))
-            ],
-        ),
+        prose(request_schema.get("description", ""), DECISIONS) + "\n",
+        fields_table(schema_fields(request_schema, request_schema.get("$defs"))),
         "\nA request for the game stack has kind `paxhistoria.game-agent-stack.v1` and no "
         "`scope.catalystId`; a request for a scene's stack has kind "
         "`paxhistoria.catalyst-agent-stack.v1` and `scope.catalystId` = the scene id "
         "(enforced by the schema's conditionals; [JF-CALL-002](requirements.md#JF-CALL-002)).\n",
         "Rules:\n",
-        "".join(f"- {prose(rule)}\n" for rule in request.get("rules", [])),
+        "".join(f"- {prose(rule, DECISIONS)}\n" for rule in request.get("rules", [])),
         "\n### Headers\n",
         table(
             ["Header", "Required", "Value or derivation", "Rule"],
@@ -562,7 +557,7 @@ def compress_page(spec: Path) -> str:
         _idempotency_example(),
         "\n## Reply\n",
         f"Only status **{reply['status']}** with a schema-valid body is a reply.\n",
-        prose(reply_schema.get("description", "")) + "\n",
+        prose(reply_schema.get("description", ""), DECISIONS) + "\n",
         table(
             ["Variant", "Meaning"],
             [[f"`{k}`", cell(v)] for k, v in reply.get("variants", {}).items()],
@@ -571,15 +566,10 @@ def compress_page(spec: Path) -> str:
     ]
     for variant in reply_schema.get("oneOf", []):
         out.append(f"**{variant.get('title', 'variant')}** body:\n")
-        out.append(
-            table(
-                ["Member", "Type", "Required", "Notes"],
-                [[f"`{n}`", cell(t), r, cell(d)] for n, t, r, d in schema_fields(variant)],
-            )
-        )
+        out.append(fields_table(schema_fields(variant)))
         out.append("")
     out.append("Parsing:\n")
-    out.append("".join(f"- {prose(p)}\n" for p in reply.get("parsing", [])))
+    out.append("".join(f"- {prose(p, DECISIONS)}\n" for p in reply.get("parsing", [])))
     out.append("\n## Outcomes of one attempt\n")
     out.append(_kv_table(data.get("outcomes", {}), ("Outcome", "When")))
     out.append("\n### Transport failure codes\n")
@@ -669,10 +659,7 @@ def _object_table(schema: Mapping[str, Any], defs: Mapping[str, Any]) -> str:
             return "An empty object `{}`.\n"
         return "An object; no member is required (`{}`).\n"
     closed = schema.get("additionalProperties") is False
-    return table(
-        ["Member", "Type", "Required", "Notes"],
-        [[f"`{n}`", cell(t), r, cell(d)] for n, t, r, d in fields],
-    ) + (
+    return fields_table(fields) + (
         "\nNo other member is allowed.\n"
         if closed
         else "\nOther members may be present and are ignored.\n"
@@ -701,7 +688,9 @@ def driver_page(spec: Path) -> str:
     if protocol is not None:
         out.append(
             f"Protocol version **{protocol.get('protocol')}** (spec "
-            f"{protocol.get('spec_version', '?')}). " + prose(protocol.get("$comment", "")) + "\n"
+            f"{protocol.get('spec_version', '?')}). "
+            + prose(protocol.get("$comment", ""), DECISIONS)
+            + "\n"
         )
         if protocol.get("transports"):
             out.append("## Transports\n")
@@ -713,7 +702,7 @@ def driver_page(spec: Path) -> str:
         )
     if envelope is not None:
         out.append("\n## Messages\n")
-        out.append(prose(envelope.get("description", "")) + "\n")
+        out.append(prose(envelope.get("description", ""), DECISIONS) + "\n")
         defs = envelope.get("$defs", {})
         for name in ("request", "success", "failure", "error"):
             if name in defs:
@@ -732,7 +721,7 @@ def driver_page(spec: Path) -> str:
     if protocol is not None:
         if protocol.get("rules"):
             out.append("## Rules\n")
-            out.append("".join(f"- {prose(r)}\n" for r in protocol["rules"]))
+            out.append("".join(f"- {prose(r, DECISIONS)}\n" for r in protocol["rules"]))
         out.append("\n## Error codes\n")
         codes = protocol.get("error_codes", [])
         out.append(
@@ -775,12 +764,12 @@ def driver_page(spec: Path) -> str:
             )
         )
         if ops_schema is not None:
-            out.append("\n" + prose(ops_schema.get("description", "")) + "\n")
+            out.append("\n" + prose(ops_schema.get("description", ""), DECISIONS) + "\n")
         for op in ops:
             anchor = "op-" + op["name"].replace("_", "-")
             out.append(f"### `{op['name']}` {{ #{anchor} }}\n")
             if op.get("summary"):
-                out.append(prose(op["summary"]) + "\n")
+                out.append(prose(op["summary"], DECISIONS) + "\n")
             for label, ref in (("Arguments", op.get("args")), ("Result", op.get("result"))):
                 if not ref:
                     continue
@@ -802,7 +791,7 @@ def driver_page(spec: Path) -> str:
             for name, schema in shared.items():
                 out.append(f"### `{name}` {{ #def-{name.replace('_', '-')} }}\n")
                 if isinstance(schema, Mapping) and schema.get("description"):
-                    out.append(prose(schema["description"]) + "\n")
+                    out.append(prose(schema["description"], DECISIONS) + "\n")
                 if isinstance(schema, Mapping) and "properties" in schema:
                     out.append(_object_table(schema, ops_schema["$defs"]))
                 else:
@@ -879,7 +868,7 @@ def errors_page(spec: Path) -> str:
         if details_rules:
             out.append(
                 "\n**Details carried by errors:** "
-                + " ".join(prose(r) for r in details_rules)
+                + " ".join(prose(r, DECISIONS) for r in details_rules)
                 + "\n"
             )
     out.append("\n## The reference engine's exception tree\n")

@@ -12,6 +12,7 @@ from typing import Any
 __all__ = [
     "cell",
     "code",
+    "fields_table",
     "json_block",
     "json_text",
     "prose",
@@ -44,23 +45,34 @@ def json_text(value: Any, *, indent: int | None = None) -> str:
 def code(text: str) -> str:
     """An inline code span that is safe inside a Markdown table cell."""
     escaped = html.escape(text, quote=False).replace("|", "&#124;").replace("\n", "\\n")
-    return f"<code>{escaped}</code>"
+    return f'<code class="jf-value">{escaped}</code>'
 
 
 _CODE_SPAN = re.compile(r"(`+)(.+?)\1", re.S)
 
 
-def prose(text: str) -> str:
+_DECISION = re.compile(r"\bD([1-9]|1[0-9]|20)\b")
+
+
+def prose(text: str, decisions: str | None = None) -> str:
     """Spec prose made safe for Markdown: outside code spans, `<`, `>`, `*` and `_` that
-    would start HTML or emphasis are escaped; code spans are kept as they are."""
+    would start HTML or emphasis are escaped; code spans are kept as they are. With
+    `decisions` (the relative URL of the decisions page), `D1`..`D20` become links."""
     out = []
     last = 0
     for match in _CODE_SPAN.finditer(text):
-        out.append(_escape_plain(text[last : match.start()]))
+        out.append(_plain(text[last : match.start()], decisions))
         out.append(match.group())
         last = match.end()
-    out.append(_escape_plain(text[last:]))
+    out.append(_plain(text[last:], decisions))
     return "".join(out)
+
+
+def _plain(text: str, decisions: str | None) -> str:
+    text = _escape_plain(text)
+    if decisions is not None:
+        text = _DECISION.sub(lambda m: f"[{m.group()}]({decisions}#d{m.group(1)})", text)
+    return text
 
 
 def _escape_plain(text: str) -> str:
@@ -73,9 +85,9 @@ def _escape_plain(text: str) -> str:
     )
 
 
-def cell(text: str) -> str:
+def cell(text: str, decisions: str | None = None) -> str:
     """Spec prose made safe for a table cell (see `prose`; pipes escaped, newlines joined)."""
-    return prose(text).replace("|", "\\|").replace("\n", " ")
+    return prose(text, decisions).replace("|", "\\|").replace("\n", " ")
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
@@ -138,6 +150,19 @@ def schema_type(schema: Mapping[str, Any] | bool, defs: Mapping[str, Any] | None
     if "maxProperties" in schema and schema["maxProperties"] == 0:
         bounds.append("no members")
     return text + (f" ({', '.join(bounds)})" if bounds else "")
+
+
+def fields_table(rows: Sequence[tuple[str, str, str, str]]) -> str:
+    """A table of `schema_fields` rows; the notes column only when some row has notes."""
+    with_notes = any(note for *_, note in rows)
+    headers = ["Member", "Type", "Required"] + (["Notes"] if with_notes else [])
+    body = []
+    for name, kind, required, note in rows:
+        line = [f"`{name}`", cell(kind), required]
+        if with_notes:
+            line.append(cell(note))
+        body.append(line)
+    return table(headers, body)
 
 
 def schema_fields(

@@ -162,9 +162,11 @@ def requirements_page(
                 f"**{req['level']}** · verification: **{req['verification']}** · "
                 f"source: {sources}\n"
             )
-            out.append("> " + _link_ids(prose(req["statement"])) + "\n")
+            out.append("> " + _link_ids(prose(req["statement"], "../decisions.md")) + "\n")
             if "reason" in req:
-                out.append(f"*Why not verified by the suite:* {prose(req['reason'])}\n")
+                out.append(
+                    f"*Why not verified by the suite:* {prose(req['reason'], '../decisions.md')}\n"
+                )
             out.append(_node_list("Tests", tests.get(rid, [])))
             if conformance.available:
                 out.append(f"**Conformance checks:** {_nodes(conformance.checks.get(rid, []))}\n")
@@ -273,7 +275,7 @@ def machine_page(data: dict[str, Any], reqs: list[dict[str, Any]]) -> str:
         f"Machine `{name}` · table [`spec/machines/{name}.json`](index.md#tables) · "
         f"applies to {data.get('applies_to', 'its owner')} · initial state "
         f"`{data['initial']}`.\n",
-        prose(data["description"]) + "\n",
+        prose(data["description"], "../../decisions.md") + "\n",
         "## Diagram\n",
         "Generated from the transition table below. Every row is drawn and labelled "
         "`event [guard] / effect` (`[not guard]` for a row that fires when the guard does "
