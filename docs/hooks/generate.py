@@ -43,12 +43,17 @@ def generated_pages() -> dict[str, str]:
 
 
 def on_config(config: Any) -> Any:
-    """Add a Benchmarks page to the nav only when real results exist in docs/."""
+    """Add a Benchmarks entry to the nav only when real results exist in docs/: the page
+    `docs/benchmarks.md`, or the Markdown pages under `docs/benchmarks/` (index first)."""
     docs = Path(config["docs_dir"])
-    candidates = [docs / "benchmarks.md", docs / "benchmarks" / "index.md"]
-    found = next((p for p in candidates if p.is_file()), None)
-    if found is not None and config.get("nav"):
-        config["nav"].append({"Benchmarks": found.relative_to(docs).as_posix()})
+    pages = [docs / "benchmarks.md"] if (docs / "benchmarks.md").is_file() else []
+    folder = docs / "benchmarks"
+    if folder.is_dir():
+        found = sorted(folder.rglob("*.md"), key=lambda p: (p.name != "index.md", str(p)))
+        pages += found
+    if pages and config.get("nav") is not None:
+        entries = [p.relative_to(docs).as_posix() for p in pages]
+        config["nav"].append({"Benchmarks": entries[0] if len(entries) == 1 else entries})
     return config
 
 

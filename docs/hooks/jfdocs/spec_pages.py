@@ -76,7 +76,7 @@ def _source(item: str, decisions: str) -> str:
 
 
 def _nodes(nodes: list[str]) -> str:
-    return ", ".join(code(n) for n in nodes) if nodes else "none"
+    return "<br>".join(code(n) for n in nodes) if nodes else "none"
 
 
 def _node_list(label: str, nodes: list[str]) -> str:
