@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from jfdocs.render import table
+from jfdocs.render import cell, table
 from jfdocs.spec_pages import BCP14, load_requirements
 
 __all__ = ["FRAGMENTS", "expand_fragments"]
@@ -52,7 +52,53 @@ def _counts(spec: Path) -> str:
     )
 
 
+# The API pages under docs/api/ and the module each renders (keep in step with the nav).
+API_PAGES = {
+    "jfsm.engine": "engine.md",
+    "jfsm.sync": "sync.md",
+    "jfsm.errors": "errors.md",
+    "jfsm.stores": "stores.md",
+    "jfsm.transport": "transport.md",
+    "jfsm.compressor": "compressor.md",
+}
+
+
+def _public_api(spec: Path) -> str:
+    """The names of `jfsm.__all__`: a table linking each to the page that documents it, then
+    a mkdocstrings block for the names no module page covers."""
+    import importlib
+    import inspect
+
+    import jfsm
+
+    rows = []
+    here = []
+    for name in jfsm.__all__:
+        if name.startswith("__"):
+            continue
+        obj = getattr(jfsm, name)
+        doc = (inspect.getdoc(obj) or "").split("\n\n")[0].replace("\n", " ")
+        target = None
+        for module, page in API_PAGES.items():
+            if name in getattr(importlib.import_module(module), "__all__", ()):
+                target = f"{page}#{module}.{name}"
+                break
+        if target is None:
+            here.append(name)
+            target = f"#jfsm.{name}"
+        kind = "class" if inspect.isclass(obj) else "function"
+        rows.append([f"[`{name}`]({target})", kind, cell(doc)])
+    out = table(["Name", "Kind", "Summary"], rows)
+    if here:
+        out += "\n## Also exported here\n\n"
+        out += "::: jfsm\n    options:\n      show_root_heading: false\n"
+        out += "      heading_level: 3\n      members:\n"
+        out += "".join(f"        - {name}\n" for name in here)
+    return out
+
+
 FRAGMENTS: dict[str, Callable[[Path], str]] = {
+    "public-api": _public_api,
     "constants": _constants,
     "bcp14": lambda spec: BCP14 + "\n",
     "counts": _counts,
