@@ -444,8 +444,10 @@ def _typescript_runner(tmp_path: Path) -> list[str] | None:
     if tsc is None:
         return None
     out = tmp_path / "build"
-    types = Path(tsc).parent.parent / "@types"  # node_modules/.bin/tsc -> node_modules/@types
-    extra = ["--types", "node", "--typeRoots", str(types)] if types.is_dir() else []
+    # node_modules/.bin/tsc, or a global /usr/bin/tsc -> .../node_modules/typescript/bin/tsc
+    roots = [Path(tsc).parent.parent / "@types", Path(tsc).resolve().parents[2] / "@types"]
+    types = next((r for r in roots if (r / "node").is_dir()), None)
+    extra = ["--types", "node", "--typeRoots", str(types)] if types is not None else []
     done = subprocess.run(
         [
             tsc,
