@@ -318,7 +318,7 @@ class ReferenceDriver:
 def _camel(report: Mapping[str, Any]) -> dict[str, Any]:
     names = {"length_before": "lengthBefore", "length_after": "lengthAfter", "call_id": "callId"}
     names["through_seq"] = "throughSeq"
-    return {names.get(k, k): v for k, v in report.items()}
+    return {names.get(k, k): _camel(v) if isinstance(v, Mapping) else v for k, v in report.items()}
 
 
 def reference_driver() -> ReferenceDriver:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from jfsm.compression import InFlight, judge, plan_publication
@@ -67,9 +67,14 @@ class CompressionReport:
     length_after: int
     call_id: str | None = None
     through_seq: int | None = None
+    forced: CompressionReport | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if v is not None}
+        """The report as JSON; `forced` is the owed forced compression run first, if any."""
+        out = {k: v for k, v in asdict(self).items() if v is not None and k != "forced"}
+        if self.forced is not None:
+            out["forced"] = self.forced.to_json()
+        return out
 
 
 def _int(value: object, field: str, *, minimum: int = 0) -> int:
@@ -214,7 +219,7 @@ class GameEngine:
         First any owed forced compression of the game stack (raising `CompressionPending`
         if it cannot be settled), then the stack's own compression check, awaited.
         """
-        await self._settle_forced()
+        forced = await self._settle_forced()
         async with self._lock:
             if scene_id is not None:
                 sid, machine = self._scene(scene_id)
@@ -222,13 +227,14 @@ class GameEngine:
                     self._mark_running(sid)
                 scene_id = sid
             started = self._start(scene_id, "check")
-        return await self._finish_started(scene_id, started)
+        report = await self._finish_started(scene_id, started)
+        return report if forced is None else replace(report, forced=forced)
 
-    async def _settle_forced(self) -> None:
+    async def _settle_forced(self) -> CompressionReport | None:
         async with self._lock:
             row = self._intervene.fire("before_generation")
             if row.effect == "proceed":
-                return
+                return None
             if row.effect == "refuse_pending":
                 raise CompressionPending(
                     "a forced compression of the game stack is in flight; retry the generation",
@@ -244,6 +250,7 @@ class GameEngine:
                 state=self._intervene.current,
                 cause=report.outcome,
             )
+        return report
 
     # -- compression ---------------------------------------------------------------------
     def _start(self, scene_id: str | None, event: str) -> _Started | CompressionReport:
@@ -418,7 +425,9 @@ class GameEngine:
                 stack = self.index.scenes[sid]
                 meta = stack.scene_meta() or SceneMeta()
                 seq = meta.next_seq
-                chunk = Chunk(seq=seq, user=user, assistant=assistant, origin="round")
+                chunk = Chunk(
+                    seq=seq, user=user, assistant=assistant, origin="catalyst", catalyst_id=sid
+                )
                 new_meta = meta.model_copy(update={"next_seq": seq + 1, "state": "running"})
                 sets = {stack.keys.chunk(seq): chunk.to_json(), stack.keys.meta: new_meta.to_json()}
                 with self._stacks[sid].attempt("append"):
