@@ -61,10 +61,20 @@ def utf16_key(key: str) -> bytes:
     return key.encode("utf-16-be", "surrogatepass")
 
 
+_LONG: dict[str, str] = {}
+
+
 def _string(value: str) -> str:
     # json.dumps with ensure_ascii=False escapes exactly '"', '\\' and C0 controls, with
     # the short forms for \b \t \n \f \r and lower-case \u00xx otherwise: JCS's rule.
-    return json.dumps(value, ensure_ascii=False)
+    if len(value) < 65536:
+        return json.dumps(value, ensure_ascii=False)
+    found = _LONG.get(value)
+    if found is None:
+        if len(_LONG) > 64:
+            _LONG.clear()
+        found = _LONG[value] = json.dumps(value, ensure_ascii=False)
+    return found
 
 
 def jcs(value: Any) -> str:

@@ -2,7 +2,7 @@
 
 ```
 jfsm conformance [--driver SPEC] [--profile quick|standard|thorough] [--select PREFIX]
-                 [--expected-failures FILE] [--report-dir DIR] [--seed N]
+                 [--expected-failures FILE] [--report-dir DIR] [--seed N] [--[no-]shrink]
 jfsm conformance replay TRACE [--driver SPEC]
 ```
 
@@ -48,6 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--expected-failures", help="JSON or TOML file of {id, reason} entries")
     parser.add_argument("--report-dir", default="conformance-report", help="where report.json, report.md and traces go")
     parser.add_argument("--seed", type=int, help="random seed for the state machines (default: derandomized)")
+    parser.add_argument("--shrink", action=argparse.BooleanOptionalAction, default=None,
+                        help="shrink failing random sequences (default: yes, except in the quick profile)")
     return parser
 
 
@@ -77,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"jfsm conformance: {exc}", file=sys.stderr)
         return 2
     options = Options(driver=args.driver, profile=args.profile, select=args.select,
-                      expected_failures=expected, report_dir=Path(args.report_dir), seed=args.seed)
+                      expected_failures=expected, report_dir=Path(args.report_dir), seed=args.seed,
+                      shrink=args.shrink)
     result = run(options)
     json_path, md_path = write_report(result, options.report_dir)
     for line in summary_lines(result):

@@ -7,9 +7,9 @@ data. `diff_store` compares a dumped store with the model and names, per differi
 requirement the difference breaks (a lost suffix chunk is JF-COMP-003, a represented chunk
 that survived its publication JF-COMP-005, and so on).
 
-Implementation-defined members are tolerated and nothing else: a scene stack's meta may hold
-members besides `nextSeq` and `epoch`; an archive record may hold an `order`; a scene
-exchange's `origin` may be any of the spec's origins.
+Every member is compared exactly, as the catalog spells the records out (JF-STORE-001 to
+JF-STORE-007): scene metas with `state`, scene exchanges with `origin` = `catalyst` and their
+scene id, archive records with their `order`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ GAME_PREFIX = "jfGameStack"
 SCENE_PREFIX = "jfCatalystStack."
 ARCHIVES = "jfCatalystArchives"
 ROUNDS = "jfRounds."
-ORIGINS = ("round", "catalyst", "intervene", "seed")
 GAME_KIND = "paxhistoria.game-agent-stack.v1"
 SCENE_KIND = "paxhistoria.catalyst-agent-stack.v1"
 
@@ -43,6 +42,7 @@ class StackModel:
     next_seq: int = 1
     epoch: int = 0
     flag: bool = False
+    state: str = "created"  # a scene stack's meta state: created or running
 
     @property
     def kind(self) -> str:
@@ -70,7 +70,7 @@ class StackModel:
     def meta(self) -> dict[str, Any]:
         if self.scene is None:
             return {"nextSeq": self.next_seq, "epoch": self.epoch, "forcedCompression": self.flag}
-        return {"nextSeq": self.next_seq, "epoch": self.epoch}
+        return {"nextSeq": self.next_seq, "epoch": self.epoch, "state": self.state}
 
     def items(self) -> dict[str, Any]:
         if not self.exists:
@@ -178,14 +178,20 @@ class GameModel:
             "created", StackModel(f"{SCENE_PREFIX}{scene}", scene=scene, exists=True)
         )
 
-    def scene_exchange(self, scene: str, user: str, assistant: str) -> int:
+    def mark_running(self, scene: str) -> None:
         model = self.scenes[scene]
-        model.state = "running"
-        return model.stack.append({"user": user, "assistant": assistant, "origin": "round"})
+        model.state = model.stack.state = "running"
+
+    def scene_exchange(self, scene: str, user: str, assistant: str) -> int:
+        self.mark_running(scene)
+        return self.scenes[scene].stack.append(
+            {"user": user, "assistant": assistant, "origin": "catalyst", "catalystId": scene}
+        )
 
     def end_scene(self, scene: str, closing: str | None, meanwhile: str | None) -> dict[str, Any]:
         model = self.scenes[scene]
-        record: dict[str, Any] = {"state": "cancelled", "afterRound": self.last_round()}
+        order = 1 + max((r["order"] for r in self.archives.values()), default=0)
+        record: dict[str, Any] = {"state": "cancelled", "afterRound": self.last_round(), "order": order}
         if closing is not None:
             seq = self.game.append(
                 {"user": meanwhile, "assistant": closing, "origin": "catalyst", "catalystId": scene}
@@ -196,6 +202,7 @@ class GameModel:
                 "closingSummary": closing,
                 "meanwhileEvent": meanwhile,
                 "outcomeSeq": seq,
+                "order": order,
             }
         model.state = record["state"]
         self.archives[scene] = record
@@ -306,21 +313,9 @@ class GameModel:
 
 
 def normalize(store: dict[str, Any]) -> dict[str, Any]:
-    """The dumped store with implementation-defined members folded away (see module doc)."""
-    out: dict[str, Any] = {}
-    for key, value in store.items():
-        if key.startswith(SCENE_PREFIX) and isinstance(value, dict):
-            if key.endswith(".meta"):
-                value = {k: value[k] for k in ("nextSeq", "epoch") if k in value}
-            elif ".chunk." in key and value.get("origin") in ORIGINS:
-                value = {**value, "origin": "round"}
-        elif key == ARCHIVES and isinstance(value, dict):
-            value = {
-                sid: {k: v for k, v in rec.items() if k != "order"} if isinstance(rec, dict) else rec
-                for sid, rec in value.items()
-            }
-        out[key] = value
-    return out
+    """The dumped store as compared with the model (the spec now pins every member, so this
+    is the identity; it stays the one place to fold implementation-defined members)."""
+    return store
 
 
 @dataclass

@@ -66,6 +66,9 @@ class Options:
     report_dir: Path = Path("conformance-report")
     progress: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True)
     seed: int | None = None
+    scenarios: list[str] | None = None  # run only these scenarios (None: all)
+    machines: bool = True  # run the state machines (only with no narrowing --select)
+    shrink: bool | None = None  # shrink machine failures (None: not in the quick profile)
 
 
 @dataclass
@@ -134,6 +137,7 @@ class _Run:
         self.skipped: dict[str, str] = {}
         self.durations: dict[str, float] = {}
         self.trace_dir = options.report_dir / "traces"
+        self.shrink = options.shrink if options.shrink is not None else options.profile != "quick"
 
     def record_failure(self, source: str, exc: BaseException, session: Session, start: int,
                        hypothesis_report: str = "") -> None:
@@ -164,7 +168,8 @@ class _Run:
         return str(path)
 
     def scenarios(self, session: Session) -> None:
-        chosen = [s for s in SCENARIOS if _selected(s.ids, self.o.select)]
+        chosen = [s for s in SCENARIOS if _selected(s.ids, self.o.select)
+                  and (self.o.scenarios is None or s.name in self.o.scenarios)]
         for i, scenario in enumerate(chosen, start=1):
             reason = _needs_met(scenario, session)
             if reason:
@@ -200,7 +205,8 @@ class _Run:
             derandomize=self.o.seed is None,
             report_multiple_bugs=False,
             suppress_health_check=list(HealthCheck),
-            phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink],
+            phases=[Phase.explicit, Phase.reuse, Phase.generate]
+            + ([Phase.shrink] if self.shrink else []),
         )
         factory = machine_factory(session)
         try:
@@ -241,13 +247,16 @@ def run(options: Options) -> RunResult:
         implementation, capabilities = session.implementation, session.capabilities
         options.progress(f"implementation {implementation}, capabilities {capabilities}")
         r.scenarios(session)
-        if not options.select or "JF-".startswith(options.select) or options.select.startswith("JF-"):
+        broad = options.machines and options.select in ("", "J", "JF", "JF-")
+        if broad:
             r.machine(session, "at spec thresholds", profile.examples, profile.steps)
         unsupported.update(session.unsupported)
         driver_log = session.client.stderr_tail()
         session.close()
         session = None
-        if capabilities.get("thresholdOverride") and profile.small_examples:
+        if not broad:
+            r.skipped["state machines"] = "a narrowing --select runs the matching scenarios only"
+        elif capabilities.get("thresholdOverride") and profile.small_examples:
             small = Session(options.driver, r.ledger, thresholds=SMALL_THRESHOLDS)
             try:
                 r.machine(small, f"at small thresholds {SMALL_THRESHOLDS}", profile.small_examples,
@@ -314,6 +323,8 @@ def judge(
             row["verdict"] = "not covered"
             if req.get("verification") != "suite":
                 row["reason"] = f"{req.get('verification')}: {req.get('reason', '')}".strip()
+            elif req.get("level") == "MAY":
+                row["reason"] = "optional (MAY): credited only when the implementation shows it"
             elif rid == "JF-ATOM-004" and not capabilities.get("durableRestart"):
                 row["reason"] = "the driver does not declare capabilities.durableRestart"
             elif unsupported:

@@ -248,7 +248,7 @@ def scene_lifecycle(s: Session) -> None:
 # -- HIST ----------------------------------------------------------------------------------------
 
 
-@scenario("history-rebuild", "HIST-001 HIST-003 HIST-004 HIST-005 HIST-006 HIST-007 HIST-008 HIST-009")
+@scenario("history-rebuild", "HIST-001 HIST-003 HIST-004 HIST-005 HIST-006 HIST-007 HIST-008 HIST-009 HIST-010 HIST-011")
 def history_rebuild(s: Session) -> None:
     g = game(s)
     s.start_scene(g, "prologue")
@@ -262,6 +262,8 @@ def history_rebuild(s: Session) -> None:
     s.record_round(g, "r3", make_text(50, "crlf"))
     fill_to(s, g, 300_001)
     s.generate(g, replies=[ok("pre-rebuild", 80)])  # forced first (the intervene), then the check
+    s.start_scene(g, "ongoing")  # running through every rebuild below, untouched (JF-HIST-011)
+    s.scene_exchange(g, "ongoing", canary("SCENE", 7), "still running")
     s.edit_round(g, 1, "r1 edited", make_text(60, "astral"))
     s.duplicate(g, g + "-copy")
     s.set_participants(g + "-copy", HUMANS)
@@ -270,7 +272,11 @@ def history_rebuild(s: Session) -> None:
     s.compare_game_stacks(g, g + "-copy")
     s.reset(g, 1)  # the intervened round 2 goes: flag clears
     s.reset(g, 0)
+    s.publish_scene(g, "ongoing", "It went on.", "Meanwhile, after the resets.")
     s.generate(g + "-copy", replies=[ok("copy-forced")])
+    # the copy's compression belongs to the copy: the source's telemetry gets nothing of it
+    fill_to(s, g, 300_001)
+    s.generate(g, replies=[ok("source-after-copy")])
 
 
 @scenario("conversion", "HIST-002 HIST-003 HIST-004 HIST-007 HIST-009 ERR-005")

@@ -76,6 +76,7 @@ class Ctx:
     failed: list[str] = field(default_factory=list)
     refused: bool = False
     verifies: tuple[str, ...] = ()
+    summaries: dict[str | None, int] = field(default_factory=dict)
 
 
 class Session:
@@ -110,6 +111,7 @@ class Session:
         self.cursor = 0
         self.held: Held | None = None
         self.unsupported: dict[str, str] = {}
+        self.broken: set[str] = set()
         self._counter = 0
         self.token = os.urandom(3).hex()
 
@@ -202,8 +204,13 @@ class Session:
         model = self.games[game]
         dump = self.dump(game)
         store, log = dump["store"], dump["changeLog"]
+        self._check_canaries_in_store(store, log)
         diffs = diff_store(model.store(), normalize(store))
         if diffs:
+            for scene in [None, *model.scenes]:
+                stack = model.stack(scene)
+                if stack is not None and stack.summary is not None:
+                    ctx.summaries[scene] = stack.summary["throughSeq"]
             blamed = sorted({i for d in diffs for i in self._blame(d, ctx)})
             self.ledger.expect(
                 C.STORE_MODEL,
@@ -220,6 +227,12 @@ class Session:
             lambda: _log_message(expected_log, log),
             ids=_log_ids(expected_log, log, ctx),
         )
+        credited = ["JF-QUOTA-005"]
+        if len(log) >= 2:
+            credited.append("JF-QUOTA-006")
+        if self.bases[game]:
+            credited.append("JF-QUOTA-007")
+        self.ledger.credit(C.CHANGE_LOG, credited)
         mine = footprint(store, log)
         self.ledger.expect(
             C.FOOTPRINT,
@@ -240,7 +253,6 @@ class Session:
                 f"forcedCompression is {meta.get('forcedCompression')!r} while the game stack "
                 f"{'holds' if held_intervened else 'holds no'} exact intervened chunk",
             )
-        self._check_canaries_in_store(store, log)
 
     def _blame(self, d: Diff, ctx: Ctx) -> list[str]:
         key = d.key
@@ -261,6 +273,8 @@ class Session:
                     ids.append("JF-COMP-005")
             elif ctx.failed:
                 ids.append("JF-COMP-009")
+            elif d.problem == "missing" and scene in ctx.summaries and seq > ctx.summaries[scene]:
+                ids.append("JF-COMP-003")
             if d.problem == "unexpected" and "SCENE-CANARY" in jcs(d.actual):
                 ids += ["JF-CAT-002", "JF-CAT-008"]
             if d.problem == "different" and isinstance(d.actual, dict):
@@ -274,6 +288,8 @@ class Session:
                     ids.append("JF-STORE-003")
                 if e.get("seq") != a.get("seq"):
                     ids.append("JF-STORE-004")
+                if scene is not None:
+                    ids.append("JF-STORE-005")
             if d.problem == "missing" and not ids:
                 ids.append("JF-STORE-003")
         elif key.endswith(".summary"):
@@ -291,6 +307,8 @@ class Session:
                     ids.append("JF-HIST-004")
                 if set(a) != set(e) and key == "jfGameStack.meta":
                     ids.append("JF-STORE-001")
+                if key.startswith("jfCatalystStack."):
+                    ids.append("JF-STORE-005")
             if d.problem == "unexpected" and key.startswith("jfCatalystStack."):
                 ids += ["JF-CAT-004", "JF-CAT-007", "JF-CAT-009"]
         elif key.startswith("jfCatalystStack."):
@@ -305,6 +323,10 @@ class Session:
             ids.append("JF-STORE-009")
         if ctx.op in ("reset", "edit_round", "convert"):
             ids += ["JF-HIST-001", "JF-HIST-003"]
+            if key.startswith("jfCatalystStack."):
+                ids.append("JF-HIST-011")
+            if key == "jfCatalystArchives" or (ctx.op == "reset" and key.startswith("jfRounds.")):
+                ids.append("JF-HIST-010")
             if ctx.op == "convert":
                 ids.append("JF-HIST-002")
         if ctx.op == "duplicate":
@@ -320,25 +342,23 @@ class Session:
         return ids or list(ctx.verifies) or ["JF-ATOM-001"]
 
     def _check_canaries_in_store(self, store: dict[str, Any], log: list[Any]) -> None:
-        public = {k: v for k, v in store.items() if not k.startswith("jfCatalystStack.")}
-        public_log = [e for e in log if not str(e.get("key", "")).startswith("jfCatalystStack.")]
-        text = jcs(public) + jcs(public_log)
+        public = [v for k, v in store.items() if not k.startswith("jfCatalystStack.")]
+        public += [e for e in log if not str(e.get("key", "")).startswith("jfCatalystStack.")]
+        leak = _find(public, "SCENE-CANARY")
         self.ledger.expect(
-            C.CANARY_ABSENT,
-            "SCENE-CANARY" not in text,
-            lambda: f"scene transcript text reached game memory: …{_around(text, 'SCENE-CANARY')}…",
+            C.CANARY_ABSENT, leak is None,
+            lambda: f"scene transcript text reached game memory: …{leak}…",
             ids=("JF-CAT-008", "JF-CAT-002"),
         )
-        whole = text + jcs({k: v for k, v in store.items() if k not in public})
+        everything = [store, log]
+        leak = _find(everything, "DISCARDED-CANARY")
         self.ledger.expect(
-            C.CANARY_ABSENT,
-            "DISCARDED-CANARY" not in whole and "DISCARDED-CANARY" not in jcs(log),
-            lambda: f"the discarded continuation of an intervene was stored: …{_around(whole + jcs(log), 'DISCARDED-CANARY')}…",
+            C.CANARY_ABSENT, leak is None,
+            lambda: f"the discarded continuation of an intervene was stored: …{leak}…",
             ids=("JF-INT-009",),
         )
         self.ledger.expect(
-            C.CANARY_ABSENT,
-            "REFUSAL-CANARY" not in whole,
+            C.CANARY_ABSENT, _find(everything, "REFUSAL-CANARY") is None,
             "a refusal's free-text message was stored",
             ids=("JF-CALL-012",),
         )
@@ -769,7 +789,7 @@ class Session:
             return
         result = self._ok(reply, "generate", ("JF-COMP-012", "JF-INT-007"))
         if scene is not None and scene in model.scenes:
-            model.scenes[scene].state = "running"
+            model.mark_running(scene)
         self._check_report("generate", result, flow["report"])
         if flow["report"]["outcome"] == "published":
             self.ledger.expect(
@@ -815,14 +835,20 @@ class Session:
         future = self.client.start(op, args)
         if intervene is not None:
             model.intervene(*intervene)
+        if scene is not None:
+            model.mark_running(scene)
             self.ledger.credit(C.REPLY, ("JF-INT-002",))
-        if not self.fake.wait_held(30):
-            if self.client.done(future, 0.1):
+        deadline = time.monotonic() + 30
+        while not self.fake.wait_held(0.05):
+            self._violations()
+            if self.client.done(future, 0):
                 got = self.client.wait(future)
+                self._violations()
                 self.ledger.expect(C.COMPRESSION_TRIGGER, False,
                                    f"{op} was expected to send a compression request and wait; it answered {got}",
                                    ids=("JF-INT-004",) if forced else ("JF-COMP-001",))
-            raise HarnessError(f"{op}: no compression request reached the fake within 30 s")
+            if time.monotonic() > deadline:
+                raise HarnessError(f"{op}: no compression request reached the fake within 30 s")
         requests: deque[dict[str, Any]] = deque(self._new_requests())
         self._check_request_texts(list(requests))
         self._violations()
@@ -946,7 +972,7 @@ class Session:
                                              "meanwhileEvent": meanwhile})
         result = self._ok(reply, "publish_scene", ("JF-CAT-001",))
         want = model.archives[scene] if again else model.end_scene(scene, closing, meanwhile)
-        got = {k: v for k, v in result.items() if k != "order"}
+        got = result
         self.ledger.expect(C.REPLY, got == want, f"publish_scene returned {result}, expected {want}",
                            ids=("JF-CAT-006",) if again else ("JF-CAT-005",))
         self._expect_no_request("publish_scene")
@@ -960,7 +986,7 @@ class Session:
         again = model.scenes[scene].state == "cancelled"
         result = self._ok(self._call("cancel_scene", {"game": game, "scene": scene}), "cancel_scene", ("JF-CAT-001",))
         want = model.archives[scene] if again else model.end_scene(scene, None, None)
-        got = {k: v for k, v in result.items() if k != "order"}
+        got = result
         self.ledger.expect(C.REPLY, got == want, f"cancel_scene returned {result}, expected {want}",
                            ids=("JF-CAT-006",) if again else ("JF-CAT-007",))
         self._expect_no_request("cancel_scene")
@@ -977,7 +1003,9 @@ class Session:
         self.ledger.expect(C.REPLY, {k: result.get(k) for k in want} == want,
                            f"{op} returned {result}, expected {want}", ids=("JF-HIST-004",))
         self._expect_no_request(op)
-        self.verify(game, Ctx(op, verifies=ids + ("JF-HIST-004", "JF-HIST-005", "JF-HIST-007")))
+        running = any(sc.state in ("created", "running") for sc in model.scenes.values())
+        self.verify(game, Ctx(op, verifies=ids + ("JF-HIST-004", "JF-HIST-005", "JF-HIST-007")
+                              + (("JF-HIST-011",) if running else ())))
         self._check_determinism(game, op)
 
     def _check_determinism(self, game: str, op: str) -> None:
@@ -990,7 +1018,7 @@ class Session:
     def reset(self, game: str, to_round: int) -> None:
         self.record("reset", game=game, to_round=to_round)
         self._rebuilt(game, "reset", {"game": game, "round": to_round}, lambda m: m.reset(to_round),
-                      ("JF-HIST-001", "JF-HIST-003"))
+                      ("JF-HIST-001", "JF-HIST-003", "JF-HIST-010"))
 
     def edit_round(self, game: str, n: int, user: str, assistant: str) -> None:
         self.record("edit_round", game=game, n=n, user=user, assistant=assistant)
@@ -1073,6 +1101,17 @@ class Session:
                            ids=("JF-ERR-001",))
         self.ledger.expect(C.ERROR_CODE, bool(reply["error"].get("message")), "the error has no message",
                            ids=("JF-ERR-001",))
+        if code == "quota_exceeded" and not reply.ok:
+            details = reply["error"].get("details") or {}
+            would_be = details.get("would_be", details.get("wouldBe"))
+            before = self.dumps.get(game, {}).get("footprint")
+            self.ledger.expect(
+                C.QUOTA_NUMBERS,
+                details.get("current") == before and details.get("quota") == QUOTA
+                and isinstance(would_be, int) and would_be > QUOTA,
+                f"quota_exceeded details {details}: expected current {before}, a would_be above "
+                f"the quota, and quota {QUOTA}",
+            )
         self._expect_no_request(op)
         self.verify(game, Ctx(op, refused=True, verifies=("JF-ERR-002", "JF-ATOM-001") + ids))
 
@@ -1106,7 +1145,10 @@ class Session:
                            "stacks differ in JCS", ids=("JF-HIST-006",))
 
     def recover(self) -> None:
-        """After a failed step: release anything held, drop the script, skip unread requests."""
+        """After a failed step: release anything held, drop the script, skip unread requests.
+
+        The games of the failed sequence are marked broken: their model may be out of step."""
+        self.broken.update(st["args"]["game"] for st in self.steps if "game" in st["args"])
         if self.held is not None:
             self.fake.release()
             self.client.done(self.held.future, 30)
@@ -1123,7 +1165,7 @@ class Session:
         self.record("restart")
         if self.held is not None:
             raise HarnessError("restart while a compression is held is not supported by the suite")
-        before = {g: jcs(d) for g, d in self.dumps.items()}
+        before = {g: jcs(self.dump(g)) for g in self.games}
         self.client.restart()
         if self.driver_spec.startswith("stdio:"):
             self._hello()
@@ -1131,9 +1173,11 @@ class Session:
             if self.games[game].participants:
                 self._ok(self._call("set_participants", {"game": game, "participants": self.games[game].participants}),
                          "set_participants", ("JF-CALL-009",))
-            self.verify(game, Ctx("restart", verifies=("JF-ATOM-004",)))
-            self.ledger.expect(C.DURABILITY, jcs(self.dumps[game]) == before.get(game, jcs(self.dumps[game])),
+            after = jcs(self.dump(game))
+            self.ledger.expect(C.DURABILITY, after == before[game],
                                f"after restart, game {game} differs from its state before", ids=("JF-ATOM-004",))
+            if game not in self.broken:
+                self.verify(game, Ctx("restart", verifies=("JF-ATOM-004",)))
         self.telemetry_seen = {g: len(self._call("telemetry", {"game": g}).result or []) for g in self.games}
 
     def kill_during_round(self, game: str, user: str, assistant: str) -> None:
@@ -1180,6 +1224,22 @@ class Session:
 
 
 # -- messages ---------------------------------------------------------------------------
+
+
+def _find(value: Any, needle: str) -> str | None:
+    """The context of the first string (or key) inside `value` containing `needle`."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if needle in item:
+                return _around(item, needle)
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return None
 
 
 def _around(text: str, needle: str, width: int = 60) -> str:

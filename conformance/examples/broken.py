@@ -1,0 +1,131 @@
+"""Broken drivers for `tests/conformance/test_suite_bites.py` (and for trying the suite out).
+
+```
+jfsm conformance --driver python:conformance.examples.broken:drop_suffix
+```
+
+- `drop_suffix`: after a publication, exact chunks appended while the compression was in flight
+  disappear (the whole stack is treated as represented): JF-COMP-003.
+- `leak_scene`: every scene exchange is also recorded as a game round, so scene transcript text
+  reaches game memory: JF-CAT-008 (and JF-CAT-002).
+- `utf16_counts`: the revealed count of an intervene and the reported canonical lengths are
+  taken in UTF-16 code units, as JavaScript's `.length` would: JF-INT-002, JF-TEXT-003.
+- `spectators_pay`: spectators are sent to compress.v2 as beneficiaries: JF-CALL-009.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+__all__ = ["BrokenDriver", "drop_suffix", "leak_scene", "spectators_pay", "utf16_counts"]
+
+
+def _utf16(text: str) -> int:
+    return len(text.encode("utf-16-le")) // 2
+
+
+class BrokenDriver:
+    """The reference driver behind a protocol-level wrapper; subclasses bend one behaviour."""
+
+    def __init__(self) -> None:
+        from jfsm.driver import reference_driver
+
+        self.inner = reference_driver()
+        self._ids = itertools.count(10**9)
+
+    async def call(self, op: str, args: dict[str, Any]) -> dict[str, Any]:
+        return await self.inner.handle({"id": next(self._ids), "op": op, "args": args})
+
+    async def handle(self, message: dict[str, Any]) -> dict[str, Any]:
+        bend = getattr(self, "bend_" + str(message.get("op")), None)
+        if bend is None:
+            return await self.inner.handle(message)
+        return await bend(message)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class _DropSuffix(BrokenDriver):
+    async def bend_dump(self, message: dict[str, Any]) -> dict[str, Any]:
+        reply = await self.inner.handle(message)
+        if not reply.get("ok"):
+            return reply
+        store = reply["result"]["store"]
+        summary = store.get("jfGameStack.summary")
+        if summary:
+            gone = [k for k in store if k.startswith("jfGameStack.chunk.")
+                    and int(k.rsplit(".", 1)[1]) > summary["throughSeq"]]
+            for key in gone:
+                del store[key]
+            reply["result"]["changeLog"] = [e for e in reply["result"]["changeLog"] if e["key"] not in gone]
+        return reply
+
+
+class _LeakScene(BrokenDriver):
+    async def bend_scene_exchange(self, message: dict[str, Any]) -> dict[str, Any]:
+        reply = await self.inner.handle(message)
+        if reply.get("ok"):
+            args = message["args"]
+            await self.call("record_round", {"game": args["game"], "input": args["user"],
+                                             "output": args["assistant"]})
+        return reply
+
+
+class _Utf16(BrokenDriver):
+    async def bend_intervene(self, message: dict[str, Any]) -> dict[str, Any]:
+        args = dict(message.get("args") or {})
+        output, revealed = args.get("output"), args.get("revealed")
+        if isinstance(output, str) and isinstance(revealed, int) and 0 <= revealed:
+            units = 0
+            for i, ch in enumerate(output):  # treat `revealed` as UTF-16 units
+                if units >= revealed:
+                    args["revealed"] = i
+                    break
+                units += 2 if ord(ch) > 0xFFFF else 1
+            else:
+                args["revealed"] = len(output) if units >= revealed else revealed
+        return await self.inner.handle({**message, "args": args})
+
+    async def bend_generate(self, message: dict[str, Any]) -> dict[str, Any]:
+        reply = await self.inner.handle(message)
+        result = reply.get("result")
+        if reply.get("ok") and result.get("outcome") == "not_due":
+            dump = await self.call("dump", {"game": message["args"]["game"]})
+            store = dump["result"]["store"]
+            prefix = "jfGameStack" if "scene" not in message["args"] else f"jfCatalystStack.{message['args']['scene']}"
+            units = 0
+            summary = store.get(f"{prefix}.summary")
+            if summary:
+                units += 22 + _utf16(summary["text"])
+            for key, value in store.items():
+                if key.startswith(prefix + ".chunk."):
+                    units += 42 + _utf16(value["user"]) + _utf16(value["assistant"])
+            result["lengthBefore"] = result["lengthAfter"] = units
+        return reply
+
+
+class _SpectatorsPay(BrokenDriver):
+    async def bend_set_participants(self, message: dict[str, Any]) -> dict[str, Any]:
+        args = dict(message["args"])
+        if isinstance(args.get("participants"), list):
+            args["participants"] = [{**p, "spectator": False} if isinstance(p, dict) else p
+                                    for p in args["participants"]]
+        return await self.inner.handle({**message, "args": args})
+
+
+def drop_suffix() -> BrokenDriver:
+    return _DropSuffix()
+
+
+def leak_scene() -> BrokenDriver:
+    return _LeakScene()
+
+
+def utf16_counts() -> BrokenDriver:
+    return _Utf16()
+
+
+def spectators_pay() -> BrokenDriver:
+    return _SpectatorsPay()

@@ -1,0 +1,87 @@
+"""The conformance suite fails deliberately broken drivers, naming the right requirements,
+and passes the reference engine."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conformance.cli import main
+from conformance.report import to_markdown
+from conformance.runner import Options, replay, run
+
+BROKEN = "python:conformance.examples.broken:"
+
+CASES = [
+    ("drop_suffix", ["suffix-survives"], "JF-COMP-003"),
+    ("leak_scene", ["catalyst-threshold"], "JF-CAT-008"),
+    ("utf16_counts", ["threshold-boundary"], "JF-TEXT-003"),
+    ("utf16_counts", ["intervene-forced"], "JF-INT-001"),
+    ("spectators_pay", ["threshold-boundary"], "JF-CALL-009"),
+]
+
+
+@pytest.mark.parametrize(("factory", "scenarios", "requirement"), CASES)
+def test_suite_fails_broken_driver(tmp_path: Path, factory: str, scenarios: list[str], requirement: str) -> None:
+    options = Options(driver=BROKEN + factory, scenarios=scenarios, machines=False,
+                      report_dir=tmp_path, progress=lambda line: None)
+    result = run(options)
+    assert result.exit_code == 1
+    verdicts = {v["id"]: v for v in result.verdicts}
+    assert verdicts[requirement]["verdict"] == "fail"
+    failure = verdicts[requirement]["failures"][0]
+    markdown = to_markdown(result)
+    assert f"### {requirement} (fail)" in markdown
+    assert failure["message"] in markdown or failure["message"].splitlines()[0] in markdown
+    trace = json.loads(Path(failure["trace"]).read_text(encoding="utf-8"))
+    assert requirement in trace["failure"]["ids"]
+    assert trace["steps"] and trace["messages"]
+    assert replay(failure["trace"], progress=lambda line: None) == 1
+
+
+def test_drop_suffix_is_a_lost_suffix_not_a_generic_failure(tmp_path: Path) -> None:
+    options = Options(driver=BROKEN + "drop_suffix", scenarios=["suffix-survives"], machines=False,
+                      report_dir=tmp_path, progress=lambda line: None)
+    failing = {v["id"] for v in run(options).verdicts if v["verdict"] == "fail"}
+    assert failing == {"JF-COMP-003"}
+
+
+def test_expected_failures_turn_into_xfail(tmp_path: Path) -> None:
+    listed = tmp_path / "expected.json"
+    listed.write_text(json.dumps([{"id": "JF-CAT-008", "reason": "known leak"},
+                                  {"id": "JF-CAT-002", "reason": "known leak"}]), encoding="utf-8")
+    code = main(["--driver", BROKEN + "leak_scene", "--select", "JF-CAT-008", "--expected-failures",
+                 str(listed), "--report-dir", str(tmp_path / "report")])
+    report = json.loads((tmp_path / "report" / "report.json").read_text(encoding="utf-8"))
+    verdicts = {v["id"]: v["verdict"] for v in report["verdicts"]}
+    assert verdicts["JF-CAT-008"] == "xfail"
+    assert code == 0
+
+
+def test_reference_passes_quick_profile(tmp_path: Path) -> None:
+    result = run(Options(report_dir=tmp_path, progress=lambda line: None))
+    failing = [(v["id"], v["failures"][0]["message"][:300]) for v in result.verdicts if v["verdict"] == "fail"]
+    assert failing == []
+    assert result.harness_error is None
+    assert result.exit_code == 0
+    verdicts = {v["id"]: v["verdict"] for v in result.verdicts}
+    assert verdicts["JF-COMP-003"] == "pass"
+    assert verdicts["JF-ATOM-005"] == "not covered"
+
+
+@pytest.mark.slow
+def test_reference_passes_over_stdio_with_durable_state(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    spec = f"stdio:uv run jfsm driver --state {state}"
+    result = run(Options(driver=spec, report_dir=tmp_path / "report", progress=lambda line: None,
+                         machines=False))
+    failing = [(v["id"], v["failures"][0]["message"][:300]) for v in result.verdicts if v["verdict"] == "fail"]
+    assert failing == []
+    assert {v["id"]: v["verdict"] for v in result.verdicts}["JF-ATOM-004"] == "pass"
+
+
+def test_dead_driver_is_a_harness_error(tmp_path: Path) -> None:
+    code = main(["--driver", "stdio:python -c 'import sys; sys.exit(3)'", "--report-dir", str(tmp_path)])
+    assert code == 2
