@@ -1,0 +1,412 @@
+"""Rendering the results JSON as Markdown (`docs/benchmarks/results.md`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["render"]
+
+
+def _fmt(value: Any, digits: int = 1) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, bool):
+        return "yes" if value else "**no**"
+    if isinstance(value, float):
+        if abs(value) >= 100:
+            return f"{value:,.0f}"
+        return f"{value:,.{digits}f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    for row in rows:
+        out.append("| " + " | ".join(_fmt(c) if not isinstance(c, str) else c for c in row) + " |")
+    return out
+
+
+def _goals(r: dict[str, Any]) -> list[str]:
+    rows = []
+    fp = r.get("footprint")
+    if fp:
+        g = fp["goal"]
+        rows.append(
+            [
+                "1a. record_round O(change)",
+                g["text"],
+                f"{_fmt(g['record_round_worst_ratio'], 2)}× (worst stack)",
+                _fmt(
+                    g["record_round_worst_ratio"] is not None
+                    and g["record_round_worst_ratio"] <= 1.25
+                ),
+            ]
+        )
+        rows.append(
+            [
+                "1b. before_generation O(1)",
+                g["text"] + " (same stack)",
+                f"{_fmt(g['before_generation_worst_ratio'], 2)}× (worst stack)",
+                _fmt(
+                    g["before_generation_worst_ratio"] is not None
+                    and g["before_generation_worst_ratio"] <= 1.25
+                ),
+            ]
+        )
+    du = r.get("durable")
+    if du:
+        g = du["goal"]
+        rows.append(
+            [
+                "2. FileStore vs SQLite",
+                "throughput ratio ≥ 1.0",
+                f"{_fmt(g['ratio'], 2)}×",
+                _fmt(g["met"]),
+            ]
+        )
+    return _table(["Goal", "Target", "Measured", "Met"], rows)
+
+
+def _footprint(fp: dict[str, Any]) -> list[str]:
+    out = ["## 1. O(change), not O(store)", ""]
+    out.append(
+        "Each cell is a separately built store (game-data writes, rounds with a compression "
+        "check before each generation, checkpoints), with its game stack shaped to the given "
+        "canonical length (a summary plus exact chunks). One repetition visits every cell "
+        f"once, in rotated order. A measured round is {fp['measured_round_chars']} code points "
+        f"({fp['config']['record_reps']} per cell, so the stack grows by about "
+        f"{fp['config']['record_reps'] * (fp['measured_round_chars'] + 42):,} code points "
+        "during the measurement). `before_generation` is timed in batches of "
+        f"{fp['config']['gen_batch']} calls (per-call figures), and so is `len(text())`. "
+        "Naive: the same engine over a "
+        "store whose preflight JCS-serializes the whole post-state store and change log with "
+        "`jfsm.jcs.canonical_bytes` on every commit; `len(text())` builds the canonical text "
+        "instead of reading the kept length. Times in µs."
+    )
+    out.append("")
+    rows = []
+    for c in fp["cells"]:
+        nr = c["naive_record_round"]
+        rows.append(
+            [
+                _fmt(c["footprint_mib"], 3),
+                _fmt(c["stack_length"]),
+                _fmt(c["keys"]),
+                _fmt(c["rounds"]),
+                _fmt(c["record_round"]["median_us"]),
+                _fmt(c["record_round"]["p90_us"]),
+                _fmt(c["before_generation"]["median_us"]),
+                _fmt(c["before_generation"]["p90_us"]),
+                _fmt(nr["median_us"]) if nr["n"] else "–",
+                _fmt(c["naive_measure_text"]["median_us"]),
+            ]
+        )
+    out += _table(
+        [
+            "Footprint MiB",
+            "Stack chars",
+            "Keys",
+            "Rounds",
+            "record_round median",
+            "record_round p90",
+            "before_generation median",
+            "before_generation p90",
+            "naive record_round median",
+            "naive len(text()) median",
+        ],
+        rows,
+    )
+    if fp["skipped"]:
+        out.append("")
+        out.append("Not built: " + "; ".join(f"{s['cell']} ({s['reason']})" for s in fp["skipped"]))
+    out += ["", "Largest over smallest footprint, same stack (medians):", ""]
+    out += _table(
+        ["Stack chars", "From MiB", "To MiB", "record_round ratio", "before_generation ratio"],
+        [
+            [
+                _fmt(r["stack"]),
+                _fmt(r["from_mib"], 2),
+                _fmt(r["to_mib"], 2),
+                _fmt(r["record_round_ratio"], 3),
+                _fmt(r["before_generation_ratio"], 3),
+            ]
+            for r in fp["ratios_largest_over_smallest"]
+        ],
+    )
+    out += ["", "Longest over shortest stack, same footprint (medians):", ""]
+    out += _table(
+        [
+            "Footprint MiB",
+            "From chars",
+            "To chars",
+            "before_generation ratio",
+            "naive len(text()) ratio",
+        ],
+        [
+            [
+                _fmt(r["mib"], 2),
+                _fmt(r["from_stack"]),
+                _fmt(r["to_stack"]),
+                _fmt(r["before_generation_ratio"], 3),
+                _fmt(r["naive_text_ratio"], 3),
+            ]
+            for r in fp["before_generation_vs_stack"]
+        ],
+    )
+    out += ["", "Naive re-serializing preflight against the engine (record_round medians):", ""]
+    out += _table(
+        ["Cell", "Engine µs", "Naive µs", "Naive / engine"],
+        [
+            [r["cell"], _fmt(r["engine_us"]), _fmt(r["naive_us"]), _fmt(r["naive_over_engine"])]
+            for r in fp["naive"]
+        ],
+    )
+    return out
+
+
+def _durable(du: dict[str, Any]) -> list[str]:
+    t = du["throughput"]
+    out = ["## 2. Durable file store vs SQLite", ""]
+    out.append(
+        f"{t['projections']:,} projections (rounds-like sets, mean set value "
+        f"{t['mean_set_value_bytes']:,} bytes; summary publications setting one key and "
+        f"deleting 50; plain deletes) after a pre-fill of {t['prefill_keys']:,} game-data "
+        f"keys, through `FileStore.commit` and SQLite {du['sqlite_version']} (WAL, "
+        "`synchronous=FULL`, one transaction per projection, key/value table), alternating "
+        f"in batches of {t['batch']}. Same final state in both: {_fmt(t['same_final_state'])}. "
+        "Times in µs."
+    )
+    out.append("")
+    k = t["by_kind"]
+    rows = []
+    for name, key in (("FileStore", "filestore"), ("SQLite", "sqlite")):
+        rows.append(
+            [
+                name,
+                _fmt(t[f"{key}_commits_per_s"]),
+                _fmt(t[f"{key}_commit"]["median_us"]),
+                _fmt(t[f"{key}_commit"]["p90_us"]),
+                _fmt(k["round"][key]["median_us"]),
+                _fmt(k["publish"][key]["median_us"]),
+                _fmt(k["delete"][key]["median_us"]),
+            ]
+        )
+    out += _table(
+        [
+            "Backend",
+            "Commits/s (median batch)",
+            "Commit median",
+            "Commit p90",
+            f"Round median ({k['round']['count']})",
+            f"Publish median ({k['publish']['count']})",
+            f"Delete median ({k['delete']['count']})",
+        ],
+        rows,
+    )
+    out += [
+        "",
+        f"Throughput ratio FileStore/SQLite (median of batch pairs): "
+        f"**{_fmt(t['ratio_filestore_over_sqlite'], 3)}** (p10 {_fmt(t['ratio_p10'], 3)}, "
+        f"p90 {_fmt(t['ratio_p90'], 3)}). CPU part of a FileStore commit (preflight + record "
+        f"encoding, no I/O): median {_fmt(t['filestore_cpu_part']['median_us'])} µs.",
+        "",
+        "Log write strategies (raw I/O of one 4 KiB record, interleaved):",
+        "",
+    ]
+    out += _table(
+        ["Strategy", "Median µs", "p90 µs", "vs append + fsync"],
+        [
+            [
+                s["strategy"],
+                _fmt(s["median_us"]),
+                _fmt(s["p90_us"]),
+                _fmt(s["over_append_fsync"], 2),
+            ]
+            for s in du["io_strategies"]
+        ],
+    )
+    out += [
+        "",
+        "Reopen (`FileStore.open` + close against reading the same files and "
+        "`json.loads`), medians in ms:",
+        "",
+    ]
+    out += _table(
+        [
+            "Store",
+            "Footprint MiB",
+            "Bytes on disk",
+            "FileStore.open ms",
+            "read + json.loads ms",
+            "Ratio",
+        ],
+        [
+            [
+                r["variant"],
+                _fmt(r["footprint_mib"], 2),
+                _fmt(r["bytes_on_disk"]),
+                _fmt(r["filestore_open"]["median_us"] / 1000),
+                _fmt(r["plain_read_json_loads"]["median_us"] / 1000),
+                _fmt(r["open_over_plain"], 2),
+            ]
+            for r in du["reopen"]
+        ],
+    )
+    return out
+
+
+def _suite(su: dict[str, Any]) -> list[str]:
+    out = ["## 3. Conformance suite throughput", ""]
+    if not su.get("available"):
+        out.append(f"Suite not available: {su.get('reason')}")
+        return out
+    rt = su.get("roundtrips", {})
+    if rt.get("available") is False:
+        out.append(f"Driver round trips: {rt['reason']}")
+    else:
+        out += ["Driver round trips through the suite's `DriverClient` (µs):", ""]
+        rows = []
+        for transport in ("in_process", "stdio"):
+            for op in ("record_round", "generate"):
+                s = rt[f"{transport}:{op}"]
+                rows.append(
+                    [
+                        transport.replace("_", " "),
+                        f"`{op}`",
+                        _fmt(s["median_us"]),
+                        _fmt(s["p90_us"]),
+                        _fmt(s["ops_per_s"]),
+                    ]
+                )
+        out += _table(["Transport", "Op", "Median µs", "p90 µs", "Ops/s"], rows)
+    out.append("")
+    ma = su.get("machines", {})
+    if ma.get("available") is False:
+        out.append(f"State machines: {ma['reason']}")
+    else:
+        out += [
+            "Hypothesis state machine (`conformance.machines`) over a `Session`: a step is "
+            "one verified operation.",
+            "",
+        ]
+        out += _table(
+            [
+                "Machine",
+                "Transport",
+                "Runs",
+                "Steps/run",
+                "Steps/s",
+                "Protocol messages/s",
+                "s/run",
+                "Status",
+            ],
+            [
+                [
+                    m["machine"],
+                    m["transport"].replace("_", " "),
+                    _fmt(m["runs"]),
+                    "/".join(str(x) for x in m["steps_per_run"]),
+                    _fmt(m["steps_per_s"]),
+                    _fmt(m["messages_per_s"]),
+                    _fmt(m["seconds_per_run"], 2),
+                    ", ".join(m["status"]),
+                ]
+                for m in ma.get("runs", [])
+            ],
+        )
+    out.append("")
+    qp = su.get("quick_profile", {})
+    if qp.get("available") is False:
+        out.append(f"Quick profile: {qp['reason']}")
+    elif not qp.get("run"):
+        out.append(f"Quick profile: {qp.get('reason')}")
+    else:
+        slow = ", ".join(f"{k} {v:.1f} s" for k, v in qp["slowest_parts_s"].items())
+        out.append(
+            f'Quick profile (`conformance.cli.main(["--profile", "quick", ...])`, in '
+            f"process): **{qp['wall_s']:.1f} s** wall, exit code {qp['exit_code']}, "
+            f"verdicts {qp['counts']}. Slowest parts: {slow}."
+        )
+    return out
+
+
+def _memory(me: dict[str, Any]) -> list[str]:
+    out = ["## 4. Memory", ""]
+    out.append(
+        "Peak RSS of a fresh subprocess (VmHWM; `getrusage` ru_maxrss agrees) holding an "
+        "engine over the store; baseline = the interpreter with jfsm imported "
+        f"({_fmt(me['baseline_peak_rss_mib'])} MiB)."
+    )
+    out.append("")
+    out += _table(
+        [
+            "Case",
+            "Footprint MiB",
+            "Peak RSS MiB",
+            "Peak / footprint",
+            "(Peak − baseline) / footprint",
+            "RSS after (gc) MiB",
+            "(RSS after − baseline) / footprint",
+        ],
+        [
+            [
+                c["case"],
+                _fmt(c["footprint_mib"], 2),
+                _fmt(c["peak_rss_mib"]),
+                _fmt(c["peak_over_footprint"], 2),
+                _fmt(c["peak_minus_baseline_over_footprint"], 2),
+                _fmt(c["rss_after_mib"]),
+                _fmt(c["resident_minus_baseline_over_footprint"], 2),
+            ]
+            for c in me["cases"]
+        ],
+    )
+    return out
+
+
+def render(results: dict[str, Any]) -> str:
+    meta = results["meta"]
+    lines = ["# jfsm benchmarks", ""]
+    lines.append(
+        f"`{meta['command']}` at {meta['started_utc']} on commit `{meta['commit']}` "
+        f"({'with local changes' if meta.get('dirty') else 'clean'}): Python "
+        f"{meta['python']}, {meta['platform']}, {meta['cpus']} CPUs, load average "
+        f"{meta['loadavg_before']} before and {meta['loadavg_after']} after; "
+        f"{meta['total_s']:.0f} s in all."
+        + (
+            " **Quick mode: tiny sizes, a smoke test of the harness; the numbers mean nothing.**"
+            if meta["quick"]
+            else ""
+        )
+    )
+    lines += [
+        "",
+        "Method: `time.perf_counter_ns`, many repetitions, medians (p90 beside them); "
+        "variants measured side by side in one process, interleaved A B A B. The machine is "
+        "shared, so absolute numbers are noisy; the ratios are the result.",
+        "",
+        "## Goals",
+        "",
+    ]
+    lines += _goals(results)
+    for key, fn in (
+        ("footprint", _footprint),
+        ("durable", _durable),
+        ("suite", _suite),
+        ("memory", _memory),
+    ):
+        section = results.get(key)
+        lines.append("")
+        if section is None:
+            lines.append(f"## {key}: not run")
+            continue
+        if "error" in section:
+            lines.append(f"## {key}: failed")
+            lines.append("")
+            lines.append(f"```\n{section['error']}\n```")
+            continue
+        lines += fn(section)
+    return "\n".join(lines) + "\n"

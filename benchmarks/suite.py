@@ -1,0 +1,269 @@
+"""Section 3: conformance suite throughput against the reference engine.
+
+- Driver round trips: `record_round` and a not-due `generate` through the suite's
+  `DriverClient`, in process (`python:jfsm.driver:reference_driver`) and over stdio (`jfsm
+  driver` in a subprocess), interleaved call by call.
+- Machine steps per second: the suite's Hypothesis state machine (`conformance.machines`)
+  over a `Session`, at the spec thresholds and at the small thresholds the quick profile
+  also uses, in process and over stdio, interleaved run by run. A step is one `Session`
+  operation (each verifies the whole observable state against the oracle).
+- The quick profile's wall time: `conformance.cli.main(["--profile", "quick", ...])`.
+
+Everything is imported defensively: when the suite (or a part of it) is missing, the
+section says "suite not available" with the reason instead of numbers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import logging
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+from collections.abc import Iterator
+from typing import Any
+
+from benchmarks.common import Samples, now_ns, ratio, summarize
+from benchmarks.data import Text
+
+__all__ = ["run"]
+
+IN_PROCESS = "python:jfsm.driver:reference_driver"
+STDIO = f"stdio:{sys.executable} -m jfsm.cli driver"
+
+FULL = {
+    "roundtrip_calls": 400,
+    "machine_rounds": 3,
+    "spec_examples": 6,
+    "spec_steps": 20,
+    "small_examples": 10,
+    "small_steps": 25,
+    "quick_profile": True,
+}
+QUICK = {
+    "roundtrip_calls": 10,
+    "machine_rounds": 1,
+    "spec_examples": 1,
+    "spec_steps": 4,
+    "small_examples": 1,
+    "small_steps": 4,
+    "quick_profile": False,
+}
+
+
+@contextlib.contextmanager
+def _quiet_logging() -> Iterator[None]:
+    """Keep the engine's warnings (compress.v2 attempts the machines script to fail) off
+    stderr: a root handler stops `logging.lastResort` from printing them."""
+    root = logging.getLogger()
+    handler = logging.NullHandler()
+    root.addHandler(handler)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+
+
+def _unavailable(reason: str) -> dict[str, Any]:
+    return {"available": False, "reason": reason}
+
+
+def _roundtrips(cfg: dict[str, Any]) -> dict[str, Any]:
+    from conformance.driver_client import DriverClient
+    from conformance.fake_compress import FakeCompress
+
+    fake = FakeCompress().start()
+    clients: dict[str, Any] = {}
+    try:
+        for name, spec in (("in_process", IN_PROCESS), ("stdio", STDIO)):
+            client = DriverClient(spec, timeout=60)
+            clients[name] = client
+            reply = client.call("hello", {"protocol": 1, "compressUrl": fake.url})
+            if not reply.ok:
+                raise RuntimeError(f"hello refused by {spec}: {reply}")
+            client.call("create_game", {"game": "bench"})
+        text = Text(5)
+        pairs = [(text(60), text(240)) for _ in range(32)]
+        samples = Samples()
+        names = list(clients)
+        for i in range(cfg["roundtrip_calls"]):
+            order = names if i % 2 == 0 else names[::-1]
+            for name in order:
+                client = clients[name]
+                user, assistant = pairs[i % 32]
+                t0 = now_ns()
+                reply = client.call(
+                    "record_round", {"game": "bench", "input": user, "output": assistant}
+                )
+                samples.add(f"{name}:record_round", now_ns() - t0)
+                t0 = now_ns()
+                gen = client.call("generate", {"game": "bench"})
+                samples.add(f"{name}:generate", now_ns() - t0)
+                if not (reply.ok and gen.ok):
+                    raise RuntimeError(f"{name}: {reply} {gen}")
+        out: dict[str, Any] = {}
+        for name in names:
+            for op in ("record_round", "generate"):
+                s = summarize(samples[f"{name}:{op}"])
+                s["ops_per_s"] = round(1e6 / s["median_us"], 1) if s["median_us"] else None
+                out[f"{name}:{op}"] = s
+        out["stdio_over_in_process_record_round"] = ratio(
+            out["stdio:record_round"]["median_us"], out["in_process:record_round"]["median_us"]
+        )
+        return out
+    finally:
+        for client in clients.values():
+            with contextlib.suppress(Exception):
+                client.call("shutdown", {}, timeout=10)
+            client.close()
+        fake.close()
+
+
+def _machine_runs(cfg: dict[str, Any]) -> dict[str, Any]:
+    from hypothesis import HealthCheck, Phase, settings
+    from hypothesis.stateful import run_state_machine_as_test
+
+    from conformance.checks import Ledger
+    from conformance.machines import machine_factory
+    from conformance.runner import SMALL_THRESHOLDS
+    from conformance.session import Session
+
+    configs = {
+        "spec thresholds": (None, cfg["spec_examples"], cfg["spec_steps"]),
+        "small thresholds": (SMALL_THRESHOLDS, cfg["small_examples"], cfg["small_steps"]),
+    }
+    sessions: dict[tuple[str, str], Any] = {}
+    counters: dict[tuple[str, str], list[int]] = {}
+    results: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    errors: list[str] = []
+    try:
+        for label, (thresholds, _, _) in configs.items():
+            for transport, spec in (("in_process", IN_PROCESS), ("stdio", STDIO)):
+                session = Session(spec, Ledger(), thresholds=thresholds)
+                count = [0]
+                original = session.record
+
+                def counted(
+                    step: str, _orig: Any = original, _c: list[int] = count, **args: Any
+                ) -> None:
+                    _c[0] += 1
+                    _orig(step, **args)
+
+                session.record = counted  # type: ignore[method-assign]
+                sessions[(label, transport)] = session
+                counters[(label, transport)] = count
+        for rnd in range(cfg["machine_rounds"]):
+            for label, (_, examples, steps) in configs.items():
+                transports = ["in_process", "stdio"]
+                if rnd % 2:
+                    transports.reverse()
+                for transport in transports:
+                    session = sessions[(label, transport)]
+                    count = counters[(label, transport)]
+                    conf = settings(
+                        max_examples=examples,
+                        stateful_step_count=steps,
+                        deadline=None,
+                        database=None,
+                        derandomize=True,
+                        suppress_health_check=list(HealthCheck),
+                        phases=[Phase.explicit, Phase.generate],
+                    )
+                    before_steps = count[0]
+                    before_msgs = len(session.client.transcript)
+                    t0 = now_ns()
+                    try:
+                        run_state_machine_as_test(machine_factory(session), settings=conf)
+                        status = "pass"
+                    except Exception as exc:  # a failing check is reported, not fatal
+                        status = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
+                        errors.append(f"{label}/{transport}: {status}")
+                        with contextlib.suppress(Exception):
+                            session.recover()
+                    seconds = (now_ns() - t0) / 1e9
+                    done = count[0] - before_steps
+                    msgs = (len(session.client.transcript) - before_msgs) // 2
+                    results.setdefault((label, transport), []).append(
+                        {"steps": done, "messages": msgs, "seconds": seconds, "status": status}
+                    )
+    finally:
+        for session in sessions.values():
+            with contextlib.suppress(Exception):
+                session.close()
+    out = []
+    for (label, transport), runs in results.items():
+        rates = [r["steps"] / r["seconds"] for r in runs if r["seconds"] > 0]
+        msg_rates = [r["messages"] / r["seconds"] for r in runs if r["seconds"] > 0]
+        out.append(
+            {
+                "machine": label,
+                "transport": transport,
+                "runs": len(runs),
+                "steps_per_run": [r["steps"] for r in runs],
+                "steps_per_s": round(statistics.median(rates), 1) if rates else None,
+                "messages_per_s": round(statistics.median(msg_rates), 1) if msg_rates else None,
+                "seconds_per_run": round(statistics.median(r["seconds"] for r in runs), 2),
+                "status": sorted({r["status"] for r in runs}),
+            }
+        )
+    return {"runs": out, "errors": errors}
+
+
+def _quick_profile(cfg: dict[str, Any]) -> dict[str, Any]:
+    if not cfg["quick_profile"]:
+        return {"run": False, "reason": "not run with --quick (it takes tens of seconds)"}
+    from conformance.cli import main as conformance_main
+
+    report_dir = tempfile.mkdtemp(prefix="jfsm-bench-conformance-")
+    stderr = io.StringIO()
+    try:
+        t0 = now_ns()
+        with contextlib.redirect_stderr(stderr):
+            code = conformance_main(["--profile", "quick", "--report-dir", report_dir])
+        wall = (now_ns() - t0) / 1e9
+        durations: dict[str, float] = {}
+        counts: dict[str, Any] = {}
+        path = os.path.join(report_dir, "report.json")
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as f:
+                report = json.load(f)
+            durations = report.get("durations_s") or {}
+            counts = report.get("counts") or {}
+        top = sorted(durations.items(), key=lambda kv: -kv[1])[:5]
+        return {
+            "run": True,
+            "exit_code": code,
+            "wall_s": round(wall, 2),
+            "counts": counts,
+            "slowest_parts_s": {k: round(v, 2) for k, v in top},
+            "stderr_tail": stderr.getvalue().splitlines()[-3:],
+        }
+    finally:
+        shutil.rmtree(report_dir, ignore_errors=True)
+
+
+def run(quick: bool = False, log: Any = print) -> dict[str, Any]:
+    cfg = QUICK if quick else FULL
+    try:
+        import conformance.driver_client  # noqa: F401
+    except ImportError as exc:
+        return {"config": dict(cfg), "available": False, "reason": f"suite not available: {exc}"}
+    out: dict[str, Any] = {"config": dict(cfg), "available": True}
+    for key, fn in (
+        ("roundtrips", _roundtrips),
+        ("machines", _machine_runs),
+        ("quick_profile", _quick_profile),
+    ):
+        try:
+            with _quiet_logging():
+                out[key] = fn(cfg)
+        except ImportError as exc:
+            out[key] = _unavailable(f"suite not available: {exc}")
+        except Exception as exc:  # report, never fake numbers
+            out[key] = _unavailable(f"failed: {type(exc).__name__}: {exc}")
+        log(f"  suite {key}: done")
+    return out
