@@ -81,7 +81,7 @@ COMPRESSION_TRIGGER = _declare(
 )
 OUTCOME = _declare(
     "compression-outcome",
-    "COMP-006 COMP-007 COMP-008 COMP-010 COMP-011 CAT-009 COMP-012",
+    "COMP-006 COMP-007 COMP-008 COMP-010 COMP-011 CAT-009 COMP-012 CALL-005",
     "The reported outcome matches what the fake answered: published, refused, transport, "
     "empty, not_smaller, quota or stale.",
 )
@@ -130,9 +130,10 @@ NO_COMPRESSION = _declare(
 )
 CONCURRENCY = _declare(
     "appends-while-in-flight",
-    "CONC-002 CONC-003 COMP-003",
+    "CONC-002 CONC-003 CONC-004 COMP-003",
     "Rounds, scene exchanges and outcomes recorded while a compression is held complete "
-    "before it is released, and survive its publication exactly.",
+    "before it is released, and survive its publication exactly; a compression of another "
+    "stack may publish meanwhile (JF-CONC-004, optional).",
 )
 DETERMINISM = _declare(
     "deterministic-rebuild",

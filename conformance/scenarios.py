@@ -66,7 +66,7 @@ def fill_to(s: Session, g: str, total: int, flavour: str = "ascii", user: str = 
 # -- COMP: trigger and boundary -----------------------------------------------------------------
 
 
-@scenario("threshold-boundary", "COMP-001 TEXT-003 TEXT-004 COMP-002 CALL-003 COMP-004 COMP-005")
+@scenario("threshold-boundary", "COMP-001 TEXT-002 TEXT-003 TEXT-004 COMP-002 CALL-003 COMP-004 COMP-005 STORE-001 STORE-002 STORE-003 STORE-004 STORE-007 ATOM-001")
 def threshold_boundary(s: Session) -> None:
     g = game(s)
     s.record_round(g, make_text(1000, "astral", "\u27eaA\u27eb"), make_text(1000, "combining"))
@@ -112,7 +112,7 @@ def suffix_survives(s: Session) -> None:
     s.record_round(g, "after", "publication")
 
 
-@scenario("failure-outcomes", "COMP-006 COMP-007 COMP-008 COMP-009 COMP-012 CALL-005 CALL-007 TEXT-003")
+@scenario("failure-outcomes", "COMP-006 COMP-007 COMP-008 COMP-009 COMP-012 CALL-005 CALL-007 CALL-011 CALL-012 TEXT-003")
 def failure_outcomes(s: Session) -> None:
     g = game(s)
     fill_to(s, g, 300_010, flavour="controls")

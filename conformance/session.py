@@ -798,6 +798,10 @@ class Session:
                 f"{model.stack(scene).summary['compressionCallId']!r}",  # type: ignore[union-attr]
                 ids=("JF-COMP-004",),
             )
+        held = self.held
+        if held is not None and held.game == game and held.flight.scene != scene \
+                and flow["report"]["outcome"] == "published":
+            self.ledger.credit(C.CONCURRENCY, ("JF-CONC-004",))
         self._finish(game, flow, "generate")
         published = [f for f, o in flow["results"] if o == "published"]
         failed = [o for _, o in flow["results"] if o != "published"]

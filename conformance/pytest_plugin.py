@@ -1,0 +1,121 @@
+"""A pytest plugin: run the conformance suite inside pytest, one test per requirement.
+
+Enable it with `-p conformance.pytest_plugin` (or through the `pytest11` entry point) and
+point it at an implementation:
+
+```
+pytest -p conformance.pytest_plugin --jfsm-driver "stdio:node dist/driver.js" \\
+       --jfsm-profile quick --jfsm-select JF-COMP --jfsm-report-dir conformance-report
+```
+
+Without `--jfsm-driver` the plugin adds nothing. With it, pytest collects one item per
+requirement of the catalog (`jfsm-conformance::JF-COMP-003`...). The suite runs once, at
+the first item; each item then passes, fails with the suite's message (check, trace path,
+replay command), is xfailed (`--jfsm-expected-failures`), or is skipped with the reason the
+requirement is not covered. A harness error (driver dead or mute) fails every item.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+__all__ = ["pytest_addoption", "pytest_collect_file", "pytest_collection_modifyitems"]
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("jfsm", "jfsm conformance suite")
+    group.addoption("--jfsm-driver", default=None,
+                    help="run the jfsm conformance suite against this driver "
+                         "(python:MODULE:FACTORY, stdio:COMMAND or http:URL)")
+    group.addoption("--jfsm-profile", default="quick", choices=["quick", "standard", "thorough"])
+    group.addoption("--jfsm-select", default="", help="requirement ID prefix")
+    group.addoption("--jfsm-expected-failures", default=None, help="JSON or TOML {id, reason} file")
+    group.addoption("--jfsm-report-dir", default="conformance-report")
+
+
+class _SuiteRun:
+    """Runs the suite once per session, lazily."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.result: Any = None
+
+    def get(self) -> Any:
+        if self.result is None:
+            from conformance.cli import load_expected_failures
+            from conformance.report import write_report
+            from conformance.runner import Options, run
+
+            opt = self.config.getoption
+            expected = load_expected_failures(opt("--jfsm-expected-failures")) if opt("--jfsm-expected-failures") else {}
+            options = Options(driver=opt("--jfsm-driver"), profile=opt("--jfsm-profile"),
+                              select=opt("--jfsm-select"), expected_failures=expected,
+                              report_dir=Path(opt("--jfsm-report-dir")), progress=lambda line: None)
+            self.result = run(options)
+            write_report(self.result, options.report_dir)
+        return self.result
+
+
+class RequirementItem(pytest.Item):
+    def __init__(self, *, requirement: dict[str, Any], suite: _SuiteRun, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.requirement = requirement
+        self.suite = suite
+
+    def runtest(self) -> None:
+        result = self.suite.get()
+        if result.harness_error:
+            raise RequirementFailure(f"harness error: {result.harness_error}")
+        verdict = next((v for v in result.verdicts if v["id"] == self.requirement["id"]), None)
+        if verdict is None:
+            pytest.skip("not selected")
+        if verdict["verdict"] == "fail":
+            lines = []
+            for f in verdict["failures"]:
+                lines.append(f"{f['source']} / {f['check']}:\n{f['message']}")
+                if f.get("trace"):
+                    lines.append(f"replay: jfsm conformance replay {f['trace']}")
+            raise RequirementFailure("\n\n".join(lines))
+        if verdict["verdict"] == "xfail":
+            pytest.xfail(verdict.get("reason") or "expected failure")
+        if verdict["verdict"] == "not covered":
+            pytest.skip(verdict.get("reason") or "not covered")
+
+    def repr_failure(self, excinfo: Any, style: Any = None) -> str:
+        if isinstance(excinfo.value, RequirementFailure):
+            return f"{self.requirement['id']} {self.requirement['title']}\n{excinfo.value}"
+        return str(super().repr_failure(excinfo))
+
+    def reportinfo(self) -> tuple[Path, int, str]:
+        return self.path, 0, f"{self.requirement['id']}: {self.requirement['title']}"
+
+
+class RequirementFailure(Exception):
+    """A requirement failed in the conformance run."""
+
+
+class CatalogFile(pytest.File):
+    def collect(self) -> Any:
+        from conformance.runner import load_catalog
+
+        suite = _SuiteRun(self.config)
+        prefix = self.config.getoption("--jfsm-select")
+        for req in load_catalog():
+            if req["id"].startswith(prefix):
+                yield RequirementItem.from_parent(self, name=req["id"], requirement=req, suite=suite)
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> Any:
+    return None
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.getoption("--jfsm-driver"):
+        return
+    from conformance.protocol import spec_dir
+
+    catalog = CatalogFile.from_parent(session, path=spec_dir() / "requirements.toml")
+    items.extend(catalog.collect())
