@@ -41,15 +41,28 @@ def build_parser() -> argparse.ArgumentParser:
     from conformance.runner import DEFAULT_DRIVER, PROFILES
 
     parser = argparse.ArgumentParser(prog="jfsm conformance", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--driver", default=DEFAULT_DRIVER,
-                        help="python:MODULE:FACTORY, stdio:COMMAND or http:URL (default: %(default)s)")
+    parser.add_argument(
+        "--driver",
+        default=DEFAULT_DRIVER,
+        help="python:MODULE:FACTORY, stdio:COMMAND or http:URL (default: %(default)s)",
+    )
     parser.add_argument("--profile", default="quick", choices=sorted(PROFILES))
     parser.add_argument("--select", default="", help="only requirements whose ID starts with this")
     parser.add_argument("--expected-failures", help="JSON or TOML file of {id, reason} entries")
-    parser.add_argument("--report-dir", default="conformance-report", help="where report.json, report.md and traces go")
-    parser.add_argument("--seed", type=int, help="random seed for the state machines (default: derandomized)")
-    parser.add_argument("--shrink", action=argparse.BooleanOptionalAction, default=None,
-                        help="shrink failing random sequences (default: yes, except in the quick profile)")
+    parser.add_argument(
+        "--report-dir",
+        default="conformance-report",
+        help="where report.json, report.md and traces go",
+    )
+    parser.add_argument(
+        "--seed", type=int, help="random seed for the state machines (default: derandomized)"
+    )
+    parser.add_argument(
+        "--shrink",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="shrink failing random sequences (default: yes, except in the quick profile)",
+    )
     return parser
 
 
@@ -78,9 +91,15 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError) as exc:
         print(f"jfsm conformance: {exc}", file=sys.stderr)
         return 2
-    options = Options(driver=args.driver, profile=args.profile, select=args.select,
-                      expected_failures=expected, report_dir=Path(args.report_dir), seed=args.seed,
-                      shrink=args.shrink)
+    options = Options(
+        driver=args.driver,
+        profile=args.profile,
+        select=args.select,
+        expected_failures=expected,
+        report_dir=Path(args.report_dir),
+        seed=args.seed,
+        shrink=args.shrink,
+    )
     result = run(options)
     json_path, md_path = write_report(result, options.report_dir)
     for line in summary_lines(result):

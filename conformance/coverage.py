@@ -23,19 +23,23 @@ def coverage_rows() -> list[dict[str, Any]]:
     rows = []
     for req in load_catalog():
         rid = req["id"]
-        checks = [{"name": c.name, "description": c.description} for c in CHECKS.values() if rid in c.ids]
+        checks = [
+            {"name": c.name, "description": c.description} for c in CHECKS.values() if rid in c.ids
+        ]
         scenarios = [s.name for s in SCENARIOS if rid in s.ids]
         suite = req.get("verification") == "suite"
-        rows.append({
-            "id": rid,
-            "level": req["level"],
-            "title": req["title"],
-            "verification": req.get("verification"),
-            "checks": checks,
-            "scenarios": scenarios,
-            "covered": bool(checks) and suite,
-            "reason": None if suite else req.get("reason"),
-        })
+        rows.append(
+            {
+                "id": rid,
+                "level": req["level"],
+                "title": req["title"],
+                "verification": req.get("verification"),
+                "checks": checks,
+                "scenarios": scenarios,
+                "covered": bool(checks) and suite,
+                "reason": None if suite else req.get("reason"),
+            }
+        )
     return rows
 
 

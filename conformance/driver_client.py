@@ -43,7 +43,7 @@ class HarnessError(Exception):
     """The driver could not be started, died, or stopped answering (exit code 2)."""
 
 
-class Reply(dict):  # type: ignore[type-arg]
+class Reply(dict[str, Any]):
     """A reply envelope (a dict) with helpers."""
 
     @property
@@ -262,8 +262,9 @@ class DriverClient:
         self._ids = 0
         self._lock = threading.Lock()
         self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True,
-                                        name="conformance-driver")
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, daemon=True, name="conformance-driver"
+        )
         self._thread.start()
         kind, _, target = spec.partition(":")
         try:
@@ -275,7 +276,9 @@ class DriverClient:
             elif kind == "http":
                 self.transport = self._run(self._make(_Http, target), 60)
             else:
-                raise HarnessError(f"driver spec must start with python:, stdio: or http:, not {spec!r}")
+                raise HarnessError(
+                    f"driver spec must start with python:, stdio: or http:, not {spec!r}"
+                )
         except BaseException:
             self._stop_loop()
             raise

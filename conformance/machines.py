@@ -111,7 +111,9 @@ class MemoryMachine(RuleBasedStateMachine):
 
     @rule(a=size_st, b=size_st, flavour=flavour_st)
     def record_round(self, a: int, b: int, flavour: str) -> None:
-        self.s.record_round(self.g, make_text(a, flavour, self._tag()), make_text(b, flavour, self._tag()))
+        self.s.record_round(
+            self.g, make_text(a, flavour, self._tag()), make_text(b, flavour, self._tag())
+        )
 
     @precondition(lambda self: self.g)
     @rule(delta=st.sampled_from([-1, 0, 1, 2, 300]), flavour=flavour_st)
@@ -142,15 +144,27 @@ class MemoryMachine(RuleBasedStateMachine):
         self.s.release(retries=getattr(self, "pending_retries", []))
         self.pending_retries = []
 
-    @rule(a=size_st, b=st.integers(0, 200), cut=st.floats(0, 1), kind=reply_kind_st, flavour=flavour_st)
+    @rule(
+        a=size_st,
+        b=st.integers(0, 200),
+        cut=st.floats(0, 1),
+        kind=reply_kind_st,
+        flavour=flavour_st,
+    )
     def intervene(self, a: int, b: int, cut: float, kind: str, flavour: str) -> None:
         shown = make_text(b, flavour, self._tag())
         output = shown + canary("DISCARDED", self.n) + make_text(20, flavour)
         revealed = int(len(shown) * cut)
         chars = self._model().game.length() + 42 + a + revealed
-        held = self.s.held is not None and self.s.held.game == self.g and self.s.held.flight.scene is None
+        held = (
+            self.s.held is not None
+            and self.s.held.game == self.g
+            and self.s.held.flight.scene is None
+        )
         replies = [] if held else self._replies(kind, chars, 0.3)
-        self.s.intervene(self.g, make_text(a, flavour, self._tag()), output, revealed, replies=replies)
+        self.s.intervene(
+            self.g, make_text(a, flavour, self._tag()), output, revealed, replies=replies
+        )
 
     @precondition(lambda self: self.s.held is not None)
     @rule()
@@ -181,8 +195,12 @@ class MemoryMachine(RuleBasedStateMachine):
         size = a
         if big:
             size = max(0, self._threshold(True) + 1 - stack.length() - 42 - 1)
-        self.s.scene_exchange(self.g, scene, canary("SCENE", self.n + 1),
-                              make_text(size, "mixed", canary("SCENE", self.n + 2)))
+        self.s.scene_exchange(
+            self.g,
+            scene,
+            canary("SCENE", self.n + 1),
+            make_text(size, "mixed", canary("SCENE", self.n + 2)),
+        )
         self.n += 2
 
     @rule(pick=st.integers(0, 3), kind=reply_kind_st, hold=st.booleans())
@@ -193,7 +211,12 @@ class MemoryMachine(RuleBasedStateMachine):
         scene = alive[pick % len(alive)]
         model = self._model()
         stack = model.stack(scene)
-        if hold and self.s.held is None and not model.game.flag and model.due(scene, self._threshold(True)):
+        if (
+            hold
+            and self.s.held is None
+            and not model.game.flag
+            and model.due(scene, self._threshold(True))
+        ):
             first, *rest = self._replies(kind, stack.length(), 0.2)
             self.s.hold_generate(self.g, scene, first)
             self.pending_retries = rest
@@ -212,8 +235,12 @@ class MemoryMachine(RuleBasedStateMachine):
             if cancel:
                 self.s.cancel_scene(self.g, scene)
             else:
-                self.s.publish_scene(self.g, scene, f"Closing of {scene}: " + make_text(30, "mixed"),
-                                     f"Meanwhile ({scene}) " + make_text(10, "crlf"))
+                self.s.publish_scene(
+                    self.g,
+                    scene,
+                    f"Closing of {scene}: " + make_text(30, "mixed"),
+                    f"Meanwhile ({scene}) " + make_text(10, "crlf"),
+                )
         elif again and state.state == "published":
             record = self._model().archives[scene]
             self.s.publish_scene(self.g, scene, record["closingSummary"], record["meanwhileEvent"])
@@ -241,12 +268,20 @@ class MemoryMachine(RuleBasedStateMachine):
         self.s.set_participants(into, people)
         self.g = into
 
-    @rule(key=st.sampled_from(["score", "map", "\U0001f600", "z"]), value=st.integers(0, 5), delete=st.booleans())
+    @rule(
+        key=st.sampled_from(["score", "map", "\U0001f600", "z"]),
+        value=st.integers(0, 5),
+        delete=st.booleans(),
+    )
     def write(self, key: str, value: int, delete: bool) -> None:
         if delete:
             self.s.write(self.g, {}, [key])
         else:
-            self.s.write(self.g, {key: {"v": value, "t": make_text(value * 7, "mixed")}}, cheat=value % 2 == 1)
+            self.s.write(
+                self.g,
+                {key: {"v": value, "t": make_text(value * 7, "mixed")}},
+                cheat=value % 2 == 1,
+            )
 
     @rule(key=st.sampled_from(["jfGameStack.meta", "jfX", "jfRounds.1"]))
     def write_reserved(self, key: str) -> None:

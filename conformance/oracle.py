@@ -191,7 +191,11 @@ class GameModel:
     def end_scene(self, scene: str, closing: str | None, meanwhile: str | None) -> dict[str, Any]:
         model = self.scenes[scene]
         order = 1 + max((r["order"] for r in self.archives.values()), default=0)
-        record: dict[str, Any] = {"state": "cancelled", "afterRound": self.last_round(), "order": order}
+        record: dict[str, Any] = {
+            "state": "cancelled",
+            "afterRound": self.last_round(),
+            "order": order,
+        }
         if closing is not None:
             seq = self.game.append(
                 {"user": meanwhile, "assistant": closing, "origin": "catalyst", "catalystId": scene}
@@ -330,7 +334,9 @@ class Diff:
             text = "<absent>" if v is None else jcs(v)
             return text if len(text) <= limit else text[:limit] + f"…(+{len(text) - limit} chars)"
 
-        return f"{self.key}: {self.problem}; expected {short(self.expected)}; got {short(self.actual)}"
+        return (
+            f"{self.key}: {self.problem}; expected {short(self.expected)}; got {short(self.actual)}"
+        )
 
 
 def diff_store(expected: dict[str, Any], actual: dict[str, Any]) -> list[Diff]:

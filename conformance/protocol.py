@@ -46,7 +46,9 @@ class Protocol:
 
     def __init__(self, root: Path) -> None:
         driver = root / "driver"
-        self.registry_doc: dict[str, Any] = json.loads((driver / "protocol.json").read_text("utf-8"))
+        self.registry_doc: dict[str, Any] = json.loads(
+            (driver / "protocol.json").read_text("utf-8")
+        )
         resources = []
         self._schemas: dict[str, Any] = {}
         for name in ("envelope.schema.json", "ops.schema.json"):

@@ -27,9 +27,12 @@ __all__ = ["pytest_addoption", "pytest_collect_file", "pytest_collection_modifyi
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("jfsm", "jfsm conformance suite")
-    group.addoption("--jfsm-driver", default=None,
-                    help="run the jfsm conformance suite against this driver "
-                         "(python:MODULE:FACTORY, stdio:COMMAND or http:URL)")
+    group.addoption(
+        "--jfsm-driver",
+        default=None,
+        help="run the jfsm conformance suite against this driver "
+        "(python:MODULE:FACTORY, stdio:COMMAND or http:URL)",
+    )
     group.addoption("--jfsm-profile", default="quick", choices=["quick", "standard", "thorough"])
     group.addoption("--jfsm-select", default="", help="requirement ID prefix")
     group.addoption("--jfsm-expected-failures", default=None, help="JSON or TOML {id, reason} file")
@@ -50,10 +53,19 @@ class _SuiteRun:
             from conformance.runner import Options, run
 
             opt = self.config.getoption
-            expected = load_expected_failures(opt("--jfsm-expected-failures")) if opt("--jfsm-expected-failures") else {}
-            options = Options(driver=opt("--jfsm-driver"), profile=opt("--jfsm-profile"),
-                              select=opt("--jfsm-select"), expected_failures=expected,
-                              report_dir=Path(opt("--jfsm-report-dir")), progress=lambda line: None)
+            expected = (
+                load_expected_failures(opt("--jfsm-expected-failures"))
+                if opt("--jfsm-expected-failures")
+                else {}
+            )
+            options = Options(
+                driver=opt("--jfsm-driver"),
+                profile=opt("--jfsm-profile"),
+                select=opt("--jfsm-select"),
+                expected_failures=expected,
+                report_dir=Path(opt("--jfsm-report-dir")),
+                progress=lambda line: None,
+            )
             self.result = run(options)
             write_report(self.result, options.report_dir)
         return self.result
@@ -105,14 +117,18 @@ class CatalogFile(pytest.File):
         prefix = self.config.getoption("--jfsm-select")
         for req in load_catalog():
             if req["id"].startswith(prefix):
-                yield RequirementItem.from_parent(self, name=req["id"], requirement=req, suite=suite)
+                yield RequirementItem.from_parent(
+                    self, name=req["id"], requirement=req, suite=suite
+                )
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> Any:
     return None
 
 
-def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(
+    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+) -> None:
     if not config.getoption("--jfsm-driver"):
         return
     from conformance.protocol import spec_dir

@@ -31,7 +31,11 @@ def to_outcome(d: dict[str, Any]) -> fc.Outcome:
     if kind == "success":
         return fc.success(summary=d["summary"], call_id=d["callId"])
     if kind == "refuse":
-        return fc.refuse(d.get("code", "refused"), message=d.get("message"), call_id=d.get("callId", False) or False)
+        return fc.refuse(
+            d.get("code", "refused"),
+            message=d.get("message"),
+            call_id=d.get("callId", False) or False,
+        )
     if kind == "empty":
         return fc.empty(d.get("summary", ""))
     if kind == "not_smaller":

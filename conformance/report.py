@@ -37,8 +37,9 @@ def to_markdown(result: RunResult) -> str:
         "",
         f"- driver: `{result.options.driver}`",
         f"- implementation: {result.implementation or 'unknown'}",
-        f"- profile: {result.options.profile}" + (f", select `{result.options.select}`" if result.options.select else ""),
-        f"- verdicts: " + ", ".join(f"{k} {n}" for k, n in sorted(counts.items())),
+        f"- profile: {result.options.profile}"
+        + (f", select `{result.options.select}`" if result.options.select else ""),
+        "- verdicts: " + ", ".join(f"{k} {n}" for k, n in sorted(counts.items())),
         f"- exit code: {result.exit_code}",
     ]
     if result.harness_error:
@@ -55,15 +56,34 @@ def to_markdown(result: RunResult) -> str:
                 lines += ["  " + line for line in f["message"].splitlines()[:14]]
                 lines += ["  ```"]
                 if f.get("trace"):
-                    lines.append(f"  trace: `{f['trace']}` (replay: `jfsm conformance replay {f['trace']}`)")
+                    lines.append(
+                        f"  trace: `{f['trace']}` (replay: `jfsm conformance replay {f['trace']}`)"
+                    )
             lines.append("")
-    lines += ["", "## Verdict per requirement", "", "| ID | level | verdict | title | checks / reason |", "|---|---|---|---|---|"]
+    lines += [
+        "",
+        "## Verdict per requirement",
+        "",
+        "| ID | level | verdict | title | checks / reason |",
+        "|---|---|---|---|---|",
+    ]
     for v in result.verdicts:
-        detail = ", ".join(v.get("checks", [])) if v["verdict"] in ("pass", "fail") else (v.get("reason") or "")
+        detail = (
+            ", ".join(v.get("checks", []))
+            if v["verdict"] in ("pass", "fail")
+            else (v.get("reason") or "")
+        )
         detail = detail.replace("|", "\\|").replace("\n", " ")
         lines.append(f"| {v['id']} | {v['level']} | {v['verdict']} | {v['title']} | {detail} |")
     if result.driver_log.strip():
-        lines += ["", "## Driver log (tail)", "", "```", *result.driver_log.splitlines()[-30:], "```"]
+        lines += [
+            "",
+            "## Driver log (tail)",
+            "",
+            "```",
+            *result.driver_log.splitlines()[-30:],
+            "```",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -71,7 +91,9 @@ def write_report(result: RunResult, directory: Path) -> tuple[Path, Path]:
     directory.mkdir(parents=True, exist_ok=True)
     json_path = directory / "report.json"
     md_path = directory / "report.md"
-    json_path.write_text(json.dumps(to_json(result), ensure_ascii=False, indent=1), encoding="utf-8")
+    json_path.write_text(
+        json.dumps(to_json(result), ensure_ascii=False, indent=1), encoding="utf-8"
+    )
     md_path.write_text(to_markdown(result), encoding="utf-8")
     return json_path, md_path
 

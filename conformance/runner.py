@@ -31,7 +31,16 @@ from conformance.protocol import spec_dir
 from conformance.scenarios import SCENARIOS, Scenario
 from conformance.session import Session
 
-__all__ = ["PROFILES", "Failure", "Options", "Profile", "RunResult", "load_catalog", "replay", "run"]
+__all__ = [
+    "PROFILES",
+    "Failure",
+    "Options",
+    "Profile",
+    "RunResult",
+    "load_catalog",
+    "replay",
+    "run",
+]
 
 DEFAULT_DRIVER = "python:jfsm.driver:reference_driver"
 PROTOCOL_ROW = "DRIVER-PROTOCOL"
@@ -139,8 +148,14 @@ class _Run:
         self.trace_dir = options.report_dir / "traces"
         self.shrink = options.shrink if options.shrink is not None else options.profile != "quick"
 
-    def record_failure(self, source: str, exc: BaseException, session: Session, start: int,
-                       hypothesis_report: str = "") -> None:
+    def record_failure(
+        self,
+        source: str,
+        exc: BaseException,
+        session: Session,
+        start: int,
+        hypothesis_report: str = "",
+    ) -> None:
         if isinstance(exc, ConformanceFailure):
             check, ids, message = exc.check, exc.ids, exc.message
         else:
@@ -151,10 +166,20 @@ class _Run:
         self.failures.append(Failure(source, check, ids, message, path))
         self.o.progress(f"  FAIL {source}: [{', '.join(ids)}] {message.splitlines()[0][:200]}")
 
-    def write_trace(self, source: str, check: str, ids: tuple[str, ...], message: str,
-                    session: Session, start: int) -> str:
+    def write_trace(
+        self,
+        source: str,
+        check: str,
+        ids: tuple[str, ...],
+        message: str,
+        session: Session,
+        start: int,
+    ) -> str:
         self.trace_dir.mkdir(parents=True, exist_ok=True)
-        path = self.trace_dir / f"{len(self.failures) + 1:02d}-{source.replace(' ', '-').replace('/', '-')}.json"
+        path = (
+            self.trace_dir
+            / f"{len(self.failures) + 1:02d}-{source.replace(' ', '-').replace('/', '-')}.json"
+        )
         trace = {
             "format": TRACE_FORMAT,
             "driver": session.driver_spec,
@@ -168,8 +193,12 @@ class _Run:
         return str(path)
 
     def scenarios(self, session: Session) -> None:
-        chosen = [s for s in SCENARIOS if _selected(s.ids, self.o.select)
-                  and (self.o.scenarios is None or s.name in self.o.scenarios)]
+        chosen = [
+            s
+            for s in SCENARIOS
+            if _selected(s.ids, self.o.select)
+            and (self.o.scenarios is None or s.name in self.o.scenarios)
+        ]
         for i, scenario in enumerate(chosen, start=1):
             reason = _needs_met(scenario, session)
             if reason:
@@ -210,7 +239,7 @@ class _Run:
         )
         factory = machine_factory(session)
         try:
-            with with_reporter(lines.append):
+            with with_reporter(lambda value: lines.append(str(value))):
                 if self.o.seed is not None:
                     from hypothesis import seed as hseed
 
@@ -218,8 +247,9 @@ class _Run:
                 run_state_machine_as_test(factory, settings=conf)
             status = "pass"
         except (ConformanceFailure, ProtocolViolation) as exc:
-            self.record_failure(f"machine {label}", exc, session, session.trace_start,
-                                "\n".join(lines[-60:]))
+            self.record_failure(
+                f"machine {label}", exc, session, session.trace_start, "\n".join(lines[-60:])
+            )
             session.recover()
             status = "FAIL"
         took = time.monotonic() - began
@@ -259,13 +289,19 @@ def run(options: Options) -> RunResult:
         elif capabilities.get("thresholdOverride") and profile.small_examples:
             small = Session(options.driver, r.ledger, thresholds=SMALL_THRESHOLDS)
             try:
-                r.machine(small, f"at small thresholds {SMALL_THRESHOLDS}", profile.small_examples,
-                          profile.small_steps)
+                r.machine(
+                    small,
+                    f"at small thresholds {SMALL_THRESHOLDS}",
+                    profile.small_examples,
+                    profile.small_steps,
+                )
                 unsupported.update(small.unsupported)
             finally:
                 small.close()
         else:
-            r.skipped["machine at small thresholds"] = "the driver does not declare thresholdOverride"
+            r.skipped["machine at small thresholds"] = (
+                "the driver does not declare thresholdOverride"
+            )
     except HarnessError as exc:
         harness_error = str(exc)
         options.progress(f"HARNESS ERROR: {exc}")
@@ -277,9 +313,19 @@ def run(options: Options) -> RunResult:
                 session.close()
         logging.getLogger().removeHandler(capture)
     driver_log = "\n".join(filter(None, [driver_log, "\n".join(capture.lines[-40:])]))
-    verdicts = judge(load_catalog(), r.ledger, r.failures, options, unsupported, r.skipped, capabilities)
-    return RunResult(options, verdicts, r.failures, harness_error, implementation, capabilities,
-                     r.durations, driver_log)
+    verdicts = judge(
+        load_catalog(), r.ledger, r.failures, options, unsupported, r.skipped, capabilities
+    )
+    return RunResult(
+        options,
+        verdicts,
+        r.failures,
+        harness_error,
+        implementation,
+        capabilities,
+        r.durations,
+        driver_log,
+    )
 
 
 def judge(
@@ -298,17 +344,29 @@ def judge(
             failed.setdefault(rid, []).append(f)
     rows = []
     if PROTOCOL_ROW in failed:
-        rows.append({"id": PROTOCOL_ROW, "level": "MUST", "title": "Replies follow driver protocol v1",
-                     "verdict": "fail", "checks": ["protocol"], "reason": None,
-                     "failures": [_failure_json(f) for f in failed[PROTOCOL_ROW]]})
+        rows.append(
+            {
+                "id": PROTOCOL_ROW,
+                "level": "MUST",
+                "title": "Replies follow driver protocol v1",
+                "verdict": "fail",
+                "checks": ["protocol"],
+                "reason": None,
+                "failures": [_failure_json(f) for f in failed[PROTOCOL_ROW]],
+            }
+        )
     for req in catalog:
         rid = req["id"]
         if options.select and not rid.startswith(options.select):
             continue
         row: dict[str, Any] = {
-            "id": rid, "level": req["level"], "title": req["title"],
-            "checks": sorted(ledger.checks_by_id.get(rid, ())), "passes": ledger.passes.get(rid, 0),
-            "failures": [_failure_json(f) for f in failed.get(rid, [])], "reason": None,
+            "id": rid,
+            "level": req["level"],
+            "title": req["title"],
+            "checks": sorted(ledger.checks_by_id.get(rid, ())),
+            "passes": ledger.passes.get(rid, 0),
+            "failures": [_failure_json(f) for f in failed.get(rid, [])],
+            "reason": None,
         }
         expected = options.expected_failures.get(rid)
         if rid in failed:
@@ -341,8 +399,12 @@ def _failure_json(f: Failure) -> dict[str, Any]:
     return {"source": f.source, "check": f.check, "message": f.message, "trace": f.trace}
 
 
-def replay(path: str | Path, *, driver: str | None = None,
-           progress: Callable[[str], None] = lambda line: print(line, file=sys.stderr)) -> int:
+def replay(
+    path: str | Path,
+    *,
+    driver: str | None = None,
+    progress: Callable[[str], None] = lambda line: print(line, file=sys.stderr),
+) -> int:
     """Run the steps of a trace again; 1 if it still fails, 0 if it passes, 2 on harness error."""
     trace = json.loads(Path(path).read_text(encoding="utf-8"))
     if trace.get("format") != TRACE_FORMAT:
@@ -350,7 +412,10 @@ def replay(path: str | Path, *, driver: str | None = None,
         return 2
     spec = driver or trace["driver"]
     progress(f"replaying {len(trace['steps'])} steps of {path} against {spec}")
-    progress(f"recorded failure: [{', '.join(trace['failure']['ids'])}] {trace['failure']['message'].splitlines()[0]}")
+    progress(
+        f"recorded failure: [{', '.join(trace['failure']['ids'])}] "
+        f"{trace['failure']['message'].splitlines()[0]}"
+    )
     try:
         session = Session(spec, thresholds=trace.get("thresholds"))
     except HarnessError as exc:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from conformance.session import Session
 from conformance.texts import canary, make_text
@@ -36,7 +37,9 @@ class Scenario:
 SCENARIOS: list[Scenario] = []
 
 
-def scenario(name: str, ids: str, needs: str = "") -> Callable[[Callable[[Session], None]], Callable[[Session], None]]:
+def scenario(
+    name: str, ids: str, needs: str = ""
+) -> Callable[[Callable[[Session], None]], Callable[[Session], None]]:
     def wrap(fn: Callable[[Session], None]) -> Callable[[Session], None]:
         SCENARIOS.append(Scenario(name, tuple(f"JF-{i}" for i in ids.split()), fn, needs))
         return fn
@@ -66,7 +69,11 @@ def fill_to(s: Session, g: str, total: int, flavour: str = "ascii", user: str = 
 # -- COMP: trigger and boundary -----------------------------------------------------------------
 
 
-@scenario("threshold-boundary", "COMP-001 TEXT-002 TEXT-003 TEXT-004 COMP-002 CALL-003 COMP-004 COMP-005 STORE-001 STORE-002 STORE-003 STORE-004 STORE-007 ATOM-001")
+@scenario(
+    "threshold-boundary",
+    "COMP-001 TEXT-002 TEXT-003 TEXT-004 COMP-002 CALL-003 COMP-004 COMP-005 "
+    "STORE-001 STORE-002 STORE-003 STORE-004 STORE-007 ATOM-001",
+)
 def threshold_boundary(s: Session) -> None:
     g = game(s)
     s.record_round(g, make_text(1000, "astral", "\u27eaA\u27eb"), make_text(1000, "combining"))
@@ -88,7 +95,9 @@ def catalyst_threshold(s: Session) -> None:
     s.scene_exchange(g, "duel", canary("SCENE", 1), make_text(100, "crlf"))
     stack = s.games[g].scenes["duel"].stack
     need = 150_000 - stack.length() - 42 - 10
-    s.scene_exchange(g, "duel", make_text(10, "astral"), make_text(need, "astral", canary("SCENE", 2)))
+    s.scene_exchange(
+        g, "duel", make_text(10, "astral"), make_text(need, "astral", canary("SCENE", 2))
+    )
     s.generate(g, "duel")  # exactly 150,000: not due
     s.scene_exchange(g, "duel", "", "")  # +42
     s.generate(g, "duel", replies=[ok("scene")])
@@ -112,11 +121,14 @@ def suffix_survives(s: Session) -> None:
     s.record_round(g, "after", "publication")
 
 
-@scenario("failure-outcomes", "COMP-006 COMP-007 COMP-008 COMP-009 COMP-012 CALL-005 CALL-007 CALL-011 CALL-012 TEXT-003")
+@scenario(
+    "failure-outcomes",
+    "COMP-006 COMP-007 COMP-008 COMP-009 COMP-012 CALL-005 CALL-007 CALL-011 CALL-012 TEXT-003",
+)
 def failure_outcomes(s: Session) -> None:
     g = game(s)
     fill_to(s, g, 300_010, flavour="controls")
-    failures = [
+    failures: list[list[dict[str, Any]]] = [
         [{"reply": "refuse", "code": "policy", "message": canary("REFUSAL", 1)}],
         [{"reply": "empty", "summary": " \n\t\u3000\u00a0"}],
         [{"reply": "not_smaller", "extra": 0}],
@@ -139,7 +151,7 @@ def retry_then_success(s: Session) -> None:
     fill_to(s, g, 300_001)
     s.hold_generate(g, None, {"reply": "http_status", "status": 503})
     # the participants change while the first attempt is in flight: the retry must see them
-    s.set_participants(g, [{"id": "p-new", "human": True, "spectator": False}] + HUMANS)
+    s.set_participants(g, [{"id": "p-new", "human": True, "spectator": False}, *HUMANS])
     s.release(retries=[ok("retried")])
 
 
@@ -176,10 +188,17 @@ def intervene_forced(s: Session) -> None:
     s.record_round(g, "opening", "the scene is set")
     output = make_text(30, "astral", "revealed ") + canary("DISCARDED", 1) + " never shown"
     for bad in (-1, len(output) + 1, "3", 2.5, None):
-        s.invalid(g, "intervene", {"input": "q", "output": output, "revealed": bad}, "invalid_input",
-                  ["JF-INT-001", "JF-ERR-005"])
+        s.invalid(
+            g,
+            "intervene",
+            {"input": "q", "output": output, "revealed": bad},
+            "invalid_input",
+            ["JF-INT-001", "JF-ERR-005"],
+        )
     s.intervene(g, "what happens next?", output, 30, replies=[ok("forced")])
-    s.intervene(g, "reveal nothing", "\U0001f600" + canary("DISCARDED", 2), 0, replies=[ok("forced-0")])
+    s.intervene(
+        g, "reveal nothing", "\U0001f600" + canary("DISCARDED", 2), 0, replies=[ok("forced-0")]
+    )
     s.intervene(g, "reveal all", "all of it \U0001f600", 11, replies=[ok("forced-all")])
 
 
@@ -218,7 +237,10 @@ def intervene_in_flight(s: Session) -> None:
 # -- CAT -----------------------------------------------------------------------------------------
 
 
-@scenario("scene-lifecycle", "CAT-001 CAT-002 CAT-003 CAT-004 CAT-005 CAT-006 CAT-007 CAT-008 ERR-004 ERR-005 STORE-006")
+@scenario(
+    "scene-lifecycle",
+    "CAT-001 CAT-002 CAT-003 CAT-004 CAT-005 CAT-006 CAT-007 CAT-008 ERR-004 ERR-005 STORE-006",
+)
 def scene_lifecycle(s: Session) -> None:
     g = game(s)
     s.start_scene(g, "early")
@@ -227,20 +249,41 @@ def scene_lifecycle(s: Session) -> None:
     s.start_scene(g, "s1")
     s.scene_exchange(g, "s1", canary("SCENE", 10), canary("SCENE", 11))
     s.invalid(g, "start_scene", {"scene": "s1"}, "invalid_input", ["JF-ERR-005"])
-    s.publish_scene(g, "s1", "The envoy agreed.\r\nTerms: \U0001f600", "Meanwhile, envoys ride north.")
-    s.publish_scene(g, "s1", "The envoy agreed.\r\nTerms: \U0001f600", "Meanwhile, envoys ride north.")
-    s.invalid(g, "cancel_scene", {"scene": "s1"}, "invalid_transition", ["JF-ERR-004", "JF-CAT-001"])
-    s.invalid(g, "scene_exchange", {"scene": "s1", "user": "u", "assistant": "a"}, "invalid_transition",
-              ["JF-ERR-004", "JF-CAT-001"])
+    s.publish_scene(
+        g, "s1", "The envoy agreed.\r\nTerms: \U0001f600", "Meanwhile, envoys ride north."
+    )
+    s.publish_scene(
+        g, "s1", "The envoy agreed.\r\nTerms: \U0001f600", "Meanwhile, envoys ride north."
+    )
+    s.invalid(
+        g, "cancel_scene", {"scene": "s1"}, "invalid_transition", ["JF-ERR-004", "JF-CAT-001"]
+    )
+    s.invalid(
+        g,
+        "scene_exchange",
+        {"scene": "s1", "user": "u", "assistant": "a"},
+        "invalid_transition",
+        ["JF-ERR-004", "JF-CAT-001"],
+    )
     s.invalid(g, "generate", {"scene": "s1"}, "invalid_transition", ["JF-ERR-004", "JF-CAT-001"])
     s.start_scene(g, "s2")
     s.scene_exchange(g, "s2", canary("SCENE", 12), "secret")
     s.cancel_scene(g, "s2")
     s.cancel_scene(g, "s2")
-    s.invalid(g, "publish_scene", {"scene": "s2", "closingSummary": "x", "meanwhileEvent": "y"},
-              "invalid_transition", ["JF-ERR-004", "JF-CAT-001"])
-    s.invalid(g, "scene_exchange", {"scene": "nope", "user": "u", "assistant": "a"}, "invalid_input",
-              ["JF-ERR-005"])
+    s.invalid(
+        g,
+        "publish_scene",
+        {"scene": "s2", "closingSummary": "x", "meanwhileEvent": "y"},
+        "invalid_transition",
+        ["JF-ERR-004", "JF-CAT-001"],
+    )
+    s.invalid(
+        g,
+        "scene_exchange",
+        {"scene": "nope", "user": "u", "assistant": "a"},
+        "invalid_input",
+        ["JF-ERR-005"],
+    )
     s.start_scene(g, "s3")
     s.cancel_scene(g, "s3")  # cancel from created
 
@@ -248,7 +291,10 @@ def scene_lifecycle(s: Session) -> None:
 # -- HIST ----------------------------------------------------------------------------------------
 
 
-@scenario("history-rebuild", "HIST-001 HIST-003 HIST-004 HIST-005 HIST-006 HIST-007 HIST-008 HIST-009 HIST-010 HIST-011")
+@scenario(
+    "history-rebuild",
+    "HIST-001 HIST-003 HIST-004 HIST-005 HIST-006 HIST-007 HIST-008 HIST-009 HIST-010 HIST-011",
+)
 def history_rebuild(s: Session) -> None:
     g = game(s)
     s.start_scene(g, "prologue")
@@ -256,7 +302,9 @@ def history_rebuild(s: Session) -> None:
     s.record_round(g, "r1", make_text(50, "mixed"))
     s.start_scene(g, "a")
     s.publish_scene(g, "a", "Outcome A", "Meanwhile A")
-    s.intervene(g, "r2", "shown " + canary("DISCARDED", 6), 6, replies=[{"reply": "refuse", "code": "no"}])
+    s.intervene(
+        g, "r2", "shown " + canary("DISCARDED", 6), 6, replies=[{"reply": "refuse", "code": "no"}]
+    )
     s.start_scene(g, "b")
     s.publish_scene(g, "b", "Outcome B", "Meanwhile B")
     s.record_round(g, "r3", make_text(50, "crlf"))
@@ -282,9 +330,16 @@ def history_rebuild(s: Session) -> None:
 @scenario("conversion", "HIST-002 HIST-003 HIST-004 HIST-007 HIST-009 ERR-005")
 def conversion(s: Session) -> None:
     g = game(s)
-    s.convert(g, [{"input": "old 1", "output": make_text(40, "astral")},
-                  {"input": "old 2\r\n", "output": ""}])
-    s.invalid(g, "convert", {"rounds": [{"input": "x", "output": "y"}]}, "invalid_input", ["JF-ERR-005"])
+    s.convert(
+        g,
+        [
+            {"input": "old 1", "output": make_text(40, "astral")},
+            {"input": "old 2\r\n", "output": ""},
+        ],
+    )
+    s.invalid(
+        g, "convert", {"rounds": [{"input": "x", "output": "y"}]}, "invalid_input", ["JF-ERR-005"]
+    )
     s.record_round(g, "live 3", "now live")
     s.reset(g, 2)
 
@@ -295,7 +350,15 @@ def conversion(s: Session) -> None:
 @scenario("store-rules", "STORE-008 STORE-009 QUOTA-005 QUOTA-006 QUOTA-007 QUOTA-008 ERR-002")
 def store_rules(s: Session) -> None:
     g = game(s)
-    s.write(g, {"zeta": 1, "alpha": {"nested": [1, "two"]}, "\U0001f600key": "astral key", "\uff5e": "bmp"})
+    s.write(
+        g,
+        {
+            "zeta": 1,
+            "alpha": {"nested": [1, "two"]},
+            "\U0001f600key": "astral key",
+            "\uff5e": "bmp",
+        },
+    )
     for key in ("jfGameStack.meta", "jfAnything", "jf"):
         s.invalid(g, "write", {"sets": {key: 1}}, "invalid_input", ["JF-STORE-008"])
         s.invalid(g, "cheat", {"sets": {key: 1}}, "invalid_input", ["JF-STORE-008"])
@@ -318,16 +381,46 @@ def invalid_input(s: Session) -> None:
     s.invalid(g, "record_round", {"input": lone, "output": "x"}, "invalid_input", ["JF-TEXT-001"])
     s.invalid(g, "record_round", {"input": "x", "output": 42}, "invalid_input", ["JF-TEXT-001"])
     s.invalid(g, "record_round", {"input": "x"}, "invalid_input", ["JF-ERR-005"])
-    s.invalid(g, "intervene", {"input": "x", "output": "a\udfffb", "revealed": 1}, "invalid_input", ["JF-TEXT-001"])
-    s.invalid(g, "edit_round", {"round": 1, "input": lone, "output": "x"}, "invalid_input", ["JF-TEXT-001"])
-    s.invalid(g, "edit_round", {"round": 9, "input": "a", "output": "b"}, "invalid_input", ["JF-ERR-005"])
+    s.invalid(
+        g,
+        "intervene",
+        {"input": "x", "output": "a\udfffb", "revealed": 1},
+        "invalid_input",
+        ["JF-TEXT-001"],
+    )
+    s.invalid(
+        g,
+        "edit_round",
+        {"round": 1, "input": lone, "output": "x"},
+        "invalid_input",
+        ["JF-TEXT-001"],
+    )
+    s.invalid(
+        g, "edit_round", {"round": 9, "input": "a", "output": "b"}, "invalid_input", ["JF-ERR-005"]
+    )
     s.invalid(g, "reset", {"round": 5}, "invalid_input", ["JF-ERR-005"])
     s.start_scene(g, "sc")
-    s.invalid(g, "scene_exchange", {"scene": "sc", "user": lone, "assistant": "a"}, "invalid_input", ["JF-TEXT-001"])
-    s.invalid(g, "publish_scene", {"scene": "sc", "closingSummary": lone, "meanwhileEvent": "m"}, "invalid_input",
-              ["JF-TEXT-001"])
-    s.invalid(g, "publish_scene", {"scene": "sc", "closingSummary": "c", "meanwhileEvent": None}, "invalid_input",
-              ["JF-TEXT-001"])
+    s.invalid(
+        g,
+        "scene_exchange",
+        {"scene": "sc", "user": lone, "assistant": "a"},
+        "invalid_input",
+        ["JF-TEXT-001"],
+    )
+    s.invalid(
+        g,
+        "publish_scene",
+        {"scene": "sc", "closingSummary": lone, "meanwhileEvent": "m"},
+        "invalid_input",
+        ["JF-TEXT-001"],
+    )
+    s.invalid(
+        g,
+        "publish_scene",
+        {"scene": "sc", "closingSummary": "c", "meanwhileEvent": None},
+        "invalid_input",
+        ["JF-TEXT-001"],
+    )
 
 
 @scenario("quota", "QUOTA-001 QUOTA-002 QUOTA-003 QUOTA-004 ATOM-002 ATOM-003 COMP-010 ERR-002")
@@ -340,17 +433,42 @@ def quota(s: Session) -> None:
     # fill with game data so that the footprint is exactly at (or one below) the quota
     big = _fill_value(s, g, 31_457_280)
     s.write(g, {"big": big[0], **({"pad": big[1]} if big[1] is not None else {})})
-    s.invalid(g, "write", {"sets": {"one-more": 1}}, "quota_exceeded", ["JF-QUOTA-003", "JF-QUOTA-001"])
-    s.invalid(g, "cheat", {"sets": {"one-more": 1}}, "quota_exceeded", ["JF-QUOTA-002", "JF-QUOTA-003"])
+    s.invalid(
+        g, "write", {"sets": {"one-more": 1}}, "quota_exceeded", ["JF-QUOTA-003", "JF-QUOTA-001"]
+    )
+    s.invalid(
+        g, "cheat", {"sets": {"one-more": 1}}, "quota_exceeded", ["JF-QUOTA-002", "JF-QUOTA-003"]
+    )
     s.invalid(g, "record_round", {"input": "r3", "output": "x"}, "quota_exceeded", ["JF-QUOTA-002"])
-    s.invalid(g, "intervene", {"input": "r3", "output": "x", "revealed": 1}, "quota_exceeded", ["JF-QUOTA-002"])
+    s.invalid(
+        g,
+        "intervene",
+        {"input": "r3", "output": "x", "revealed": 1},
+        "quota_exceeded",
+        ["JF-QUOTA-002"],
+    )
     s.invalid(g, "start_scene", {"scene": "qs2"}, "quota_exceeded", ["JF-QUOTA-002"])
-    s.invalid(g, "scene_exchange", {"scene": "qs", "user": "u", "assistant": "a"}, "quota_exceeded",
-              ["JF-QUOTA-002"])
-    s.invalid(g, "publish_scene", {"scene": "qs", "closingSummary": "c", "meanwhileEvent": "m"},
-              "quota_exceeded", ["JF-QUOTA-002"])
-    s.invalid(g, "edit_round", {"round": 1, "input": "r1 but longer", "output": make_text(150_000, "ascii")},
-              "quota_exceeded", ["JF-QUOTA-002"])
+    s.invalid(
+        g,
+        "scene_exchange",
+        {"scene": "qs", "user": "u", "assistant": "a"},
+        "quota_exceeded",
+        ["JF-QUOTA-002"],
+    )
+    s.invalid(
+        g,
+        "publish_scene",
+        {"scene": "qs", "closingSummary": "c", "meanwhileEvent": "m"},
+        "quota_exceeded",
+        ["JF-QUOTA-002"],
+    )
+    s.invalid(
+        g,
+        "edit_round",
+        {"round": 1, "input": "r1 but longer", "output": make_text(150_000, "ascii")},
+        "quota_exceeded",
+        ["JF-QUOTA-002"],
+    )
     # publication: the summary (6 JCS bytes per control character) does not fit -> quota
     summary = make_text(250_000, "controls", "SUMMARY\u27eaquota\u27eb")
     s.generate(g, replies=[{"reply": "success", "summary": summary, "callId": "call-quota"}])
@@ -390,7 +508,9 @@ def _fill_value(s: Session, g: str, target: int) -> tuple[str, str | None]:
 @scenario("concurrent-rounds", "CONC-001")
 def concurrent_rounds(s: Session) -> None:
     g = game(s)
-    s.concurrent_rounds(g, [[f"c{i}", make_text(100 * i, "mixed", f"\u27eaC{i}\u27eb")] for i in range(1, 7)])
+    s.concurrent_rounds(
+        g, [[f"c{i}", make_text(100 * i, "mixed", f"\u27eaC{i}\u27eb")] for i in range(1, 7)]
+    )
 
 
 @scenario("restart", "ATOM-004", needs="durableRestart")
@@ -401,7 +521,9 @@ def restart(s: Session) -> None:
     s.scene_exchange(g, "kept", canary("SCENE", 20), "scene text")
     fill_to(s, g, 300_001)
     s.generate(g, replies=[ok("before-restart")])
-    s.intervene(g, "x", "y" + canary("DISCARDED", 7), 1, replies=[{"reply": "refuse", "code": "later"}])
+    s.intervene(
+        g, "x", "y" + canary("DISCARDED", 7), 1, replies=[{"reply": "refuse", "code": "later"}]
+    )
     s.checkpoint(g)
     s.write(g, {"after": "checkpoint"})
     s.restart()

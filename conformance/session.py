@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (long diagnostic f-strings read better unbroken)
 """A conformance session: one driver, the fake compress.v2, the oracle, and the checks.
 
 Every public operation of `Session` is one *step*: it is recorded (name and arguments, as
@@ -31,7 +32,7 @@ from conformance.canon import (
     idempotency_key,
     jcs,
 )
-from conformance.checks import ConformanceFailure, Ledger
+from conformance.checks import Ledger
 from conformance.driver_client import DriverClient, HarnessError, Reply
 from conformance.fake_compress import FakeCompress
 from conformance.oracle import GAME_KIND, Diff, GameModel, InFlight, diff_store, normalize
@@ -112,6 +113,7 @@ class Session:
         self.held: Held | None = None
         self.unsupported: dict[str, str] = {}
         self.broken: set[str] = set()
+        self.trace_start = 0
         self._counter = 0
         self.token = os.urandom(3).hex()
 
@@ -283,8 +285,12 @@ class Session:
                     ids.append("JF-TEXT-002")
                     if e.get("origin") == "intervene":
                         ids += ["JF-INT-002", "JF-INT-010"]
-                if set(a) - set(e) or e.get("origin") != a.get("origin") or (
-                    e.get("roundId"), e.get("catalystId")) != (a.get("roundId"), a.get("catalystId")):
+                if (
+                    set(a) - set(e)
+                    or e.get("origin") != a.get("origin")
+                    or (e.get("roundId"), e.get("catalystId"))
+                    != (a.get("roundId"), a.get("catalystId"))
+                ):
                     ids.append("JF-STORE-003")
                 if e.get("seq") != a.get("seq"):
                     ids.append("JF-STORE-004")
@@ -346,19 +352,22 @@ class Session:
         public += [e for e in log if not str(e.get("key", "")).startswith("jfCatalystStack.")]
         leak = _find(public, "SCENE-CANARY")
         self.ledger.expect(
-            C.CANARY_ABSENT, leak is None,
+            C.CANARY_ABSENT,
+            leak is None,
             lambda: f"scene transcript text reached game memory: …{leak}…",
             ids=("JF-CAT-008", "JF-CAT-002"),
         )
         everything = [store, log]
         leak = _find(everything, "DISCARDED-CANARY")
         self.ledger.expect(
-            C.CANARY_ABSENT, leak is None,
+            C.CANARY_ABSENT,
+            leak is None,
             lambda: f"the discarded continuation of an intervene was stored: …{leak}…",
             ids=("JF-INT-009",),
         )
         self.ledger.expect(
-            C.CANARY_ABSENT, _find(everything, "REFUSAL-CANARY") is None,
+            C.CANARY_ABSENT,
+            _find(everything, "REFUSAL-CANARY") is None,
             "a refusal's free-text message was stored",
             ids=("JF-CALL-012",),
         )
@@ -393,7 +402,8 @@ class Session:
                 "schema": ("JF-CALL-001", "JF-CALL-010"),
             }.get(v["reason"], ("JF-CALL-001",))
             self.ledger.expect(
-                C.REQUEST_CONTRACT, False,
+                C.REQUEST_CONTRACT,
+                False,
                 f"the fake compress.v2 rejected request #{v['index']}: {v['reason']} ({v['detail']})",
                 ids=ids,
             )
@@ -406,9 +416,11 @@ class Session:
         self.ledger.expect(
             check,
             not fresh,
-            lambda: f"{op} sent {len(fresh)} compress.v2 request(s) but none was due "
-            f"(first: kind {(fresh[0].get('body') or {}).get('kind')}, "
-            f"{(fresh[0].get('body') or {}).get('input', {}).get('chars')} chars)",
+            lambda: (
+                f"{op} sent {len(fresh)} compress.v2 request(s) but none was due "
+                f"(first: kind {(fresh[0].get('body') or {}).get('kind')}, "
+                f"{(fresh[0].get('body') or {}).get('input', {}).get('chars')} chars)"
+            ),
             ids=ids,
         )
 
@@ -431,7 +443,9 @@ class Session:
                     f"a compression of {'scene ' + flight.scene if flight.scene else 'the game stack'} "
                     f"was due ({'forced' if flight.forced else f'{len(flight.text)} code points'}) "
                     "but no compress.v2 request arrived",
-                    ids=("JF-INT-004", "JF-INT-007") if flight.forced else ("JF-COMP-001", "JF-TEXT-003"),
+                    ids=("JF-INT-004", "JF-INT-007")
+                    if flight.forced
+                    else ("JF-COMP-001", "JF-TEXT-003"),
                 )
             return None
         r = requests[0]
@@ -449,7 +463,8 @@ class Session:
             reply = self.completed[r["idempotency_key"]]
         else:
             self.ledger.expect(
-                C.COMPRESSION_TRIGGER, bool(self.mirror),
+                C.COMPRESSION_TRIGGER,
+                bool(self.mirror),
                 "more compress.v2 attempts arrived than the suite scripted",
                 ids=("JF-COMP-001", "JF-CONC-003"),
             )
@@ -458,7 +473,11 @@ class Session:
 
     def _check_request(self, game: str, flight: InFlight, r: dict[str, Any]) -> None:
         body = r.get("body") or {}
-        scope = {"gameId": game} if flight.scene is None else {"gameId": game, "catalystId": flight.scene}
+        scope = (
+            {"gameId": game}
+            if flight.scene is None
+            else {"gameId": game, "catalystId": flight.scene}
+        )
         self.ledger.expect(
             C.REQUEST_CONTRACT,
             body.get("kind") == flight.kind and body.get("scope") == scope,
@@ -497,7 +516,10 @@ class Session:
         self.ledger.credit(C.REQUEST_CONTRACT, ("JF-CALL-001", "JF-CALL-010"))
 
     def _run_attempts(
-        self, game: str, flight: InFlight, requests: deque[dict[str, Any]],
+        self,
+        game: str,
+        flight: InFlight,
+        requests: deque[dict[str, Any]],
         attempts: list[dict[str, Any]],
     ) -> bool:
         """Consume the attempts of one logical compression; True if it is complete."""
@@ -508,14 +530,16 @@ class Session:
             if attempts:
                 prev = settled(attempts[-1]["reply"])["reply"]
                 self.ledger.expect(
-                    C.RETRIES, prev in TRANSPORT,
+                    C.RETRIES,
+                    prev in TRANSPORT,
                     f"attempt {len(attempts) + 1} was sent after a {prev} reply: only transport "
                     "failures are retried",
                     ids=("JF-CALL-007",),
                 )
             attempts.append(got)
             self.ledger.expect(
-                C.RETRIES, len(attempts) <= MAX_ATTEMPTS,
+                C.RETRIES,
+                len(attempts) <= MAX_ATTEMPTS,
                 f"{len(attempts)} attempts for one logical compression (at most {MAX_ATTEMPTS})",
                 ids=("JF-CALL-008",),
             )
@@ -575,15 +599,22 @@ class Session:
         self.ledger.expect(
             C.CANARY_ABSENT,
             "CANARY" not in dump_text and "\u27ea" not in dump_text,
-            lambda: f"telemetry holds text: …{_around(dump_text, 'CANARY' if 'CANARY' in dump_text else chr(0x27EA))}…",
+            lambda: (
+                f"telemetry holds text: …{_around(dump_text, 'CANARY' if 'CANARY' in dump_text else chr(0x27EA))}…"
+            ),
             ids=("JF-CALL-012", "JF-CAT-008", "JF-INT-009"),
         )
         self.ledger.expect(
-            C.TELEMETRY, len(fresh) == len(attempts),
+            C.TELEMETRY,
+            len(fresh) == len(attempts),
             f"{len(fresh)} telemetry event(s) for a compression of {len(attempts)} attempt(s)",
             ids=("JF-CALL-011",),
         )
-        scope = {"gameId": game} if flight.scene is None else {"gameId": game, "catalystId": flight.scene}
+        scope = (
+            {"gameId": game}
+            if flight.scene is None
+            else {"gameId": game, "catalystId": flight.scene}
+        )
         numbers = []
         for i, (event, attempt) in enumerate(zip(fresh, attempts, strict=True)):
             final = i == len(attempts) - 1
@@ -596,7 +627,10 @@ class Session:
                 problems.append("kind/scope differ from the request's")
             if event.get("outcome") != want_outcome:
                 problems.append(f"outcome {event.get('outcome')!r}, expected {want_outcome!r}")
-            if event.get("inputChars") != len(flight.text) or event.get("throughSeq") != flight.through:
+            if (
+                event.get("inputChars") != len(flight.text)
+                or event.get("throughSeq") != flight.through
+            ):
                 problems.append("inputChars/throughSeq differ from the request's")
             want_out = output_chars(d, len(flight.text))
             if want_out is not None and event.get("outputChars") != want_out:
@@ -606,13 +640,15 @@ class Session:
                 problems.append(f"callId {event.get('callId')!r}, the fake's reply had {cid!r}")
             numbers.append(event.get("attempt"))
             self.ledger.expect(
-                C.TELEMETRY, not problems,
+                C.TELEMETRY,
+                not problems,
                 f"telemetry event of attempt {i + 1}: " + "; ".join(problems),
                 ids=("JF-CALL-011",),
             )
         self.ledger.expect(
             C.TELEMETRY,
-            all(isinstance(n, int) for n in numbers) and numbers == list(range(numbers[0], numbers[0] + len(numbers))),
+            all(isinstance(n, int) for n in numbers)
+            and numbers == list(range(numbers[0], numbers[0] + len(numbers))),
             f"attempt numbers {numbers} are not consecutive",
             ids=("JF-CALL-011",),
         )
@@ -627,7 +663,13 @@ class Session:
 
     # -- the generation flow ---------------------------------------------------------------
     def _flow(
-        self, game: str, scene: str | None, *, forced_first: bool, check: bool, op: str,
+        self,
+        game: str,
+        scene: str | None,
+        *,
+        forced_first: bool,
+        check: bool,
+        op: str,
         future: Any = None,
     ) -> dict[str, Any]:
         """Predict, request by request, what a generation (or an intervene) does.
@@ -642,7 +684,9 @@ class Session:
         self._violations()
         results: list[tuple[InFlight, str]] = []
         if forced_first:
-            if None in model.in_flight or (self.held and self.held.game == game and self.held.flight.scene is None):
+            if None in model.in_flight or (
+                self.held and self.held.game == game and self.held.flight.scene is None
+            ):
                 return {"pending": "in_flight", "requests": requests}
             flight = self._begin_flight(game, None, forced=True)
             attempts: list[dict[str, Any]] = []
@@ -656,14 +700,22 @@ class Session:
         if not check:
             return {"results": results, "requests": requests}
         stack = model.stack(scene)
-        busy = scene in model.in_flight or (self.held is not None and self.held.game == game and self.held.flight.scene == scene)
+        busy = scene in model.in_flight or (
+            self.held is not None and self.held.game == game and self.held.flight.scene == scene
+        )
         length = 0 if stack is None else stack.length()
         if busy:
-            return {"report": {"outcome": "in_flight", "lengthBefore": length, "lengthAfter": length},
-                    "results": results, "requests": requests}
+            return {
+                "report": {"outcome": "in_flight", "lengthBefore": length, "lengthAfter": length},
+                "results": results,
+                "requests": requests,
+            }
         if not model.due(scene, self.thresholds["game" if scene is None else "catalyst"]):
-            return {"report": {"outcome": "not_due", "lengthBefore": length, "lengthAfter": length},
-                    "results": results, "requests": requests}
+            return {
+                "report": {"outcome": "not_due", "lengthBefore": length, "lengthAfter": length},
+                "results": results,
+                "requests": requests,
+            }
         flight = self._begin_flight(game, scene, forced=False)
         attempts = []
         done = self._run_attempts(game, flight, requests, attempts)
@@ -686,9 +738,12 @@ class Session:
     def _finish(self, game: str, flow: dict[str, Any], op: str) -> None:
         leftover = flow.get("requests") or deque()
         self.ledger.expect(
-            C.COMPRESSION_TRIGGER, not leftover,
-            lambda: f"{op} sent {len(leftover)} unexpected compress.v2 request(s): "
-            f"{[(r.get('body') or {}).get('kind') for r in leftover]}",
+            C.COMPRESSION_TRIGGER,
+            not leftover,
+            lambda: (
+                f"{op} sent {len(leftover)} unexpected compress.v2 request(s): "
+                f"{[(r.get('body') or {}).get('kind') for r in leftover]}"
+            ),
             ids=("JF-COMP-001", "JF-CONC-003"),
         )
         self.fake.reset_script()
@@ -696,26 +751,31 @@ class Session:
 
     def _check_report(self, op: str, got: dict[str, Any], want: dict[str, Any]) -> None:
         self.ledger.expect(
-            C.OUTCOME, got.get("outcome") == want["outcome"],
+            C.OUTCOME,
+            got.get("outcome") == want["outcome"],
             f"{op} reported outcome {got.get('outcome')!r}, expected {want['outcome']!r}",
             ids=_outcome_ids(want["outcome"]),
         )
         if want["outcome"] in ("not_due", "in_flight"):
             self.ledger.expect(
-                C.COMPRESSION_TRIGGER, got.get("lengthBefore") == want["lengthBefore"],
+                C.COMPRESSION_TRIGGER,
+                got.get("lengthBefore") == want["lengthBefore"],
                 f"lengthBefore {got.get('lengthBefore')} but the canonical length is {want['lengthBefore']}",
                 ids=("JF-TEXT-003", "JF-TEXT-004"),
             )
         else:
             self.ledger.expect(
-                C.COMPRESSION_TRIGGER, got.get("lengthBefore") == want["lengthBefore"] and got.get("throughSeq") == want.get("throughSeq"),
+                C.COMPRESSION_TRIGGER,
+                got.get("lengthBefore") == want["lengthBefore"]
+                and got.get("throughSeq") == want.get("throughSeq"),
                 f"lengthBefore/throughSeq {got.get('lengthBefore')}/{got.get('throughSeq')}, the request had "
                 f"{want['lengthBefore']}/{want.get('throughSeq')}",
                 ids=("JF-CALL-003",),
             )
         if want["outcome"] == "published":
             self.ledger.expect(
-                C.OUTCOME, got.get("lengthAfter") == want["lengthAfter"],
+                C.OUTCOME,
+                got.get("lengthAfter") == want["lengthAfter"],
                 f"lengthAfter {got.get('lengthAfter')}, the model's canonical length is {want['lengthAfter']}",
                 ids=("JF-TEXT-004", "JF-COMP-003"),
             )
@@ -735,8 +795,11 @@ class Session:
 
     def set_participants(self, game: str, participants: list[dict[str, Any]]) -> None:
         self.record("set_participants", game=game, participants=participants)
-        self._ok(self._call("set_participants", {"game": game, "participants": participants}),
-                 "set_participants", ("JF-CALL-009",))
+        self._ok(
+            self._call("set_participants", {"game": game, "participants": participants}),
+            "set_participants",
+            ("JF-CALL-009",),
+        )
         self.games[game].participants = copy.deepcopy(participants)
         self._participants_to_fake(game)
 
@@ -746,15 +809,28 @@ class Session:
         reply = self._call("record_round", {"game": game, "input": user, "output": assistant})
         result = self._ok(reply, "record_round", ("JF-STORE-007",))
         want = self.games[game].record_round(user, assistant)
-        self.ledger.expect(C.REPLY, result == want, f"record_round returned {result}, expected {want}",
-                           ids=("JF-STORE-004",))
+        self.ledger.expect(
+            C.REPLY,
+            result == want,
+            f"record_round returned {result}, expected {want}",
+            ids=("JF-STORE-004",),
+        )
         self._expect_no_request("record_round")
-        ids = ("JF-STORE-003", "JF-STORE-004", "JF-STORE-007", "JF-TEXT-002", "JF-ATOM-001", "JF-STORE-001")
+        ids: tuple[str, ...] = (
+            "JF-STORE-003",
+            "JF-STORE-004",
+            "JF-STORE-007",
+            "JF-TEXT-002",
+            "JF-ATOM-001",
+            "JF-STORE-001",
+        )
         if self.held is not None and self.held.game == game:
             ids += ("JF-CONC-002",)
         self.verify(game, Ctx("record_round", verifies=ids))
 
-    def generate(self, game: str, scene: str | None = None, replies: list[dict[str, Any]] | None = None) -> None:
+    def generate(
+        self, game: str, scene: str | None = None, replies: list[dict[str, Any]] | None = None
+    ) -> None:
         """A generation on the game (or a scene): forced compression owed first, then the check."""
         replies = replies or []
         self.record("generate", game=game, scene=scene, replies=replies)
@@ -771,36 +847,53 @@ class Session:
             pass
         if "pending" in flow:
             self.ledger.expect(
-                C.ERROR_CODE, not reply.ok and reply.code == "compression_pending",
-                lambda: f"a forced compression was owed and ended {flow['pending']}, yet generate "
-                f"answered {reply.get('result') or reply.get('error')} instead of compression_pending",
+                C.ERROR_CODE,
+                not reply.ok and reply.code == "compression_pending",
+                lambda: (
+                    f"a forced compression was owed and ended {flow['pending']}, yet generate "
+                    f"answered {reply.get('result') or reply.get('error')} instead of compression_pending"
+                ),
                 ids=("JF-INT-007", "JF-INT-008"),
             )
             details = reply.get("error", {}).get("details") or {}
             self.ledger.expect(
-                C.ERROR_CODE, reply["error"].get("retryable") is True and details.get("cause") == flow["pending"],
+                C.ERROR_CODE,
+                reply["error"].get("retryable") is True and details.get("cause") == flow["pending"],
                 f"compression_pending must be retryable and name the cause {flow['pending']!r}: {reply['error']}",
                 ids=("JF-INT-008",),
             )
             self._finish(game, flow, "generate")
-            self.verify(game, Ctx("generate", published=[f for f, o in flow.get("results", []) if o == "published"],
-                                  failed=[o for _, o in flow.get("results", []) if o != "published"],
-                                  verifies=("JF-INT-006", "JF-INT-008", "JF-COMP-009")))
+            self.verify(
+                game,
+                Ctx(
+                    "generate",
+                    published=[f for f, o in flow.get("results", []) if o == "published"],
+                    failed=[o for _, o in flow.get("results", []) if o != "published"],
+                    verifies=("JF-INT-006", "JF-INT-008", "JF-COMP-009"),
+                ),
+            )
             return
         result = self._ok(reply, "generate", ("JF-COMP-012", "JF-INT-007"))
         if scene is not None and scene in model.scenes:
             model.mark_running(scene)
         self._check_report("generate", result, flow["report"])
         if flow["report"]["outcome"] == "published":
+            stack = model.stack(scene)
+            assert stack is not None and stack.summary is not None
+            stored = stack.summary["compressionCallId"]
             self.ledger.expect(
-                C.CALL_ID, result.get("callId") == model.stack(scene).summary["compressionCallId"],  # type: ignore[union-attr]
-                f"generate reported callId {result.get('callId')!r}, the fake's was "
-                f"{model.stack(scene).summary['compressionCallId']!r}",  # type: ignore[union-attr]
+                C.CALL_ID,
+                result.get("callId") == stored,
+                f"generate reported callId {result.get('callId')!r}, the fake's was {stored!r}",
                 ids=("JF-COMP-004",),
             )
         held = self.held
-        if held is not None and held.game == game and held.flight.scene != scene \
-                and flow["report"]["outcome"] == "published":
+        if (
+            held is not None
+            and held.game == game
+            and held.flight.scene != scene
+            and flow["report"]["outcome"] == "published"
+        ):
             self.ledger.credit(C.CONCURRENCY, ("JF-CONC-004",))
         self._finish(game, flow, "generate")
         published = [f for f, o in flow["results"] if o == "published"]
@@ -818,19 +911,45 @@ class Session:
         self.record("hold_generate", game=game, scene=scene, reply=reply)
         if self.games[game].game.flag:
             raise HarnessError("hold_generate needs a game without an owed forced compression")
-        self._start_held(game, "generate", {"game": game} if scene is None else {"game": game, "scene": scene},
-                         scene, reply, forced=False)
+        self._start_held(
+            game,
+            "generate",
+            {"game": game} if scene is None else {"game": game, "scene": scene},
+            scene,
+            reply,
+            forced=False,
+        )
 
-    def hold_intervene(self, game: str, user: str, output: str, revealed: int, reply: dict[str, Any]) -> None:
+    def hold_intervene(
+        self, game: str, user: str, output: str, revealed: int, reply: dict[str, Any]
+    ) -> None:
         """An intervene whose forced compression the fake holds in flight."""
-        self.record("hold_intervene", game=game, user=user, output=output, revealed=revealed, reply=reply)
+        self.record(
+            "hold_intervene", game=game, user=user, output=output, revealed=revealed, reply=reply
+        )
         model = self.games[game]
-        self._start_held(game, "intervene", {"game": game, "input": user, "output": output, "revealed": revealed},
-                         None, reply, forced=True, intervene=(user, output[:revealed]))
+        self._start_held(
+            game,
+            "intervene",
+            {"game": game, "input": user, "output": output, "revealed": revealed},
+            None,
+            reply,
+            forced=True,
+            intervene=(user, output[:revealed]),
+        )
         del model
 
-    def _start_held(self, game: str, op: str, args: dict[str, Any], scene: str | None,
-                    reply: dict[str, Any], *, forced: bool, intervene: tuple[str, str] | None = None) -> None:
+    def _start_held(
+        self,
+        game: str,
+        op: str,
+        args: dict[str, Any],
+        scene: str | None,
+        reply: dict[str, Any],
+        *,
+        forced: bool,
+        intervene: tuple[str, str] | None = None,
+    ) -> None:
         if self.held is not None:
             raise HarnessError("only one held compression at a time")
         model = self.games[game]
@@ -848,9 +967,12 @@ class Session:
             if self.client.done(future, 0):
                 got = self.client.wait(future)
                 self._violations()
-                self.ledger.expect(C.COMPRESSION_TRIGGER, False,
-                                   f"{op} was expected to send a compression request and wait; it answered {got}",
-                                   ids=("JF-INT-004",) if forced else ("JF-COMP-001",))
+                self.ledger.expect(
+                    C.COMPRESSION_TRIGGER,
+                    False,
+                    f"{op} was expected to send a compression request and wait; it answered {got}",
+                    ids=("JF-INT-004",) if forced else ("JF-COMP-001",),
+                )
             if time.monotonic() > deadline:
                 raise HarnessError(f"{op}: no compression request reached the fake within 30 s")
         requests: deque[dict[str, Any]] = deque(self._new_requests())
@@ -862,7 +984,13 @@ class Session:
         assert not done
         model.in_flight[scene] = flight
         self.held = Held(game, op, future, flight, reply, attempts, len(flight.text), forced)
-        self.verify(game, Ctx(f"{op} (held)", verifies=("JF-ATOM-001", "JF-INT-003") if intervene else ("JF-ATOM-001",)))
+        self.verify(
+            game,
+            Ctx(
+                f"{op} (held)",
+                verifies=("JF-ATOM-001", "JF-INT-003") if intervene else ("JF-ATOM-001",),
+            ),
+        )
 
     def release(self, retries: list[dict[str, Any]] | None = None) -> None:
         """Let the held reply go (then answer retries with `retries`) and check the settle."""
@@ -889,69 +1017,131 @@ class Session:
             self._run_attempts(game, held.flight, requests, attempts)
         outcome = self._settle(game, held.flight, attempts)
         after = model.stack(held.flight.scene)
-        want = {"outcome": outcome, "lengthBefore": len(held.flight.text),
-                "lengthAfter": 0 if after is None else after.length(), "throughSeq": held.flight.through}
+        want = {
+            "outcome": outcome,
+            "lengthBefore": len(held.flight.text),
+            "lengthAfter": 0 if after is None else after.length(),
+            "throughSeq": held.flight.through,
+        }
         if held.op == "intervene":
             result = self._ok(reply, "intervene", ("JF-INT-003",))
             if result.get("compression") is not None:
                 self._check_report("intervene", result["compression"], want)
-            self.ledger.expect(C.REPLY, result.get("forcedCompression") is model.game.flag,
-                               f"intervene reported forcedCompression {result.get('forcedCompression')}, "
-                               f"the model says {model.game.flag}", ids=("JF-INT-006",))
+            self.ledger.expect(
+                C.REPLY,
+                result.get("forcedCompression") is model.game.flag,
+                f"intervene reported forcedCompression {result.get('forcedCompression')}, "
+                f"the model says {model.game.flag}",
+                ids=("JF-INT-006",),
+            )
         else:
             result = self._ok(reply, "generate", ("JF-COMP-012",))
             self._check_report("generate", result, want)
         self._finish(game, {"requests": requests}, "release")
-        verifies: tuple[str, ...] = ("JF-COMP-003", "JF-CONC-002") if outcome == "published" else ("JF-COMP-009",)
+        verifies: tuple[str, ...] = (
+            ("JF-COMP-003", "JF-CONC-002") if outcome == "published" else ("JF-COMP-009",)
+        )
         if outcome == "stale":
-            verifies += ("JF-COMP-011",) if held.flight.scene is None or model.stack(held.flight.scene) else ("JF-CAT-009",)
-        self.verify(game, Ctx("release", published=[held.flight] if outcome == "published" else [],
-                              failed=[] if outcome == "published" else [outcome], verifies=verifies))
+            verifies += (
+                ("JF-COMP-011",)
+                if held.flight.scene is None or model.stack(held.flight.scene)
+                else ("JF-CAT-009",)
+            )
+        self.verify(
+            game,
+            Ctx(
+                "release",
+                published=[held.flight] if outcome == "published" else [],
+                failed=[] if outcome == "published" else [outcome],
+                verifies=verifies,
+            ),
+        )
 
-    def intervene(self, game: str, user: str, output: str, revealed: int,
-                  replies: list[dict[str, Any]] | None = None) -> None:
+    def intervene(
+        self,
+        game: str,
+        user: str,
+        output: str,
+        revealed: int,
+        replies: list[dict[str, Any]] | None = None,
+    ) -> None:
         replies = replies or []
-        self.record("intervene", game=game, user=user, output=output, revealed=revealed, replies=replies)
+        self.record(
+            "intervene", game=game, user=user, output=output, revealed=revealed, replies=replies
+        )
         model = self.games[game]
         self._script(replies)
         self._participants_to_fake(game)
-        reply = self._call("intervene", {"game": game, "input": user, "output": output, "revealed": revealed})
+        reply = self._call(
+            "intervene", {"game": game, "input": user, "output": output, "revealed": revealed}
+        )
         result = self._ok(reply, "intervene", ("JF-INT-001", "JF-INT-003"))
         busy = None in model.in_flight
         want = model.intervene(user, output[:revealed])
-        self.ledger.expect(C.REPLY, result.get("round") == want["round"] and result.get("seq") == want["seq"],
-                           f"intervene returned round/seq {result.get('round')}/{result.get('seq')}, expected {want}",
-                           ids=("JF-INT-003", "JF-STORE-004"))
+        self.ledger.expect(
+            C.REPLY,
+            result.get("round") == want["round"] and result.get("seq") == want["seq"],
+            f"intervene returned round/seq {result.get('round')}/{result.get('seq')}, expected {want}",
+            ids=("JF-INT-003", "JF-STORE-004"),
+        )
         if busy:
-            flow = {"results": [], "requests": deque(self._new_requests())}
-            self.ledger.expect(C.COMPRESSION_TRIGGER, result.get("compression") is None,
-                               "intervene started a second compression of the game stack while one was in flight",
-                               ids=("JF-CONC-003",))
+            flow: dict[str, Any] = {"results": [], "requests": deque(self._new_requests())}
+            self.ledger.expect(
+                C.COMPRESSION_TRIGGER,
+                result.get("compression") is None,
+                "intervene started a second compression of the game stack while one was in flight",
+                ids=("JF-CONC-003",),
+            )
         else:
             flow = self._flow(game, None, forced_first=True, check=False, op="intervene")
             flight, outcome = flow["results"][0]
             comp = result.get("compression")
-            self.ledger.expect(C.COMPRESSION_TRIGGER, isinstance(comp, dict),
-                               "intervene reported no forced compression although none was in flight",
-                               ids=("JF-INT-004",))
+            self.ledger.expect(
+                C.COMPRESSION_TRIGGER,
+                isinstance(comp, dict),
+                "intervene reported no forced compression although none was in flight",
+                ids=("JF-INT-004",),
+            )
             after = model.game
-            self._check_report("intervene", comp, {"outcome": outcome, "lengthBefore": len(flight.text),
-                                                   "lengthAfter": after.length(), "throughSeq": flight.through})
-        self.ledger.expect(C.REPLY, result.get("forcedCompression") is model.game.flag,
-                           f"intervene reported forcedCompression {result.get('forcedCompression')}, "
-                           f"the model says {model.game.flag}", ids=("JF-INT-006",))
+            self._check_report(
+                "intervene",
+                comp,
+                {
+                    "outcome": outcome,
+                    "lengthBefore": len(flight.text),
+                    "lengthAfter": after.length(),
+                    "throughSeq": flight.through,
+                },
+            )
+        self.ledger.expect(
+            C.REPLY,
+            result.get("forcedCompression") is model.game.flag,
+            f"intervene reported forcedCompression {result.get('forcedCompression')}, "
+            f"the model says {model.game.flag}",
+            ids=("JF-INT-006",),
+        )
         self._finish(game, flow, "intervene")
         published = [f for f, o in flow.get("results", []) if o == "published"]
-        self.verify(game, Ctx("intervene", published=published,
-                              failed=[o for _, o in flow.get("results", []) if o != "published"],
-                              verifies=("JF-INT-002", "JF-INT-003", "JF-INT-004", "JF-INT-010")
-                              + (("JF-INT-005",) if published else ("JF-INT-006",))))
+        self.verify(
+            game,
+            Ctx(
+                "intervene",
+                published=published,
+                failed=[o for _, o in flow.get("results", []) if o != "published"],
+                verifies=("JF-INT-002", "JF-INT-003", "JF-INT-004", "JF-INT-010")
+                + (("JF-INT-005",) if published else ("JF-INT-006",)),
+            ),
+        )
 
     # -- scenes --------------------------------------------------------------------------
     def start_scene(self, game: str, scene: str) -> None:
         self.record("start_scene", game=game, scene=scene)
         self._script([])
-        self._ok(self._call("start_scene", {"game": game, "scene": scene}), "start_scene", ("JF-CAT-001",))
+        self._ok(
+            self._call("start_scene", {"game": game, "scene": scene}),
+            "start_scene",
+            ("JF-CAT-001",),
+        )
         self.games[game].start_scene(scene)
         self._expect_no_request("start_scene")
         self.verify(game, Ctx("start_scene", verifies=("JF-STORE-005", "JF-CAT-001")))
@@ -959,85 +1149,156 @@ class Session:
     def scene_exchange(self, game: str, scene: str, user: str, assistant: str) -> None:
         self.record("scene_exchange", game=game, scene=scene, user=user, assistant=assistant)
         self._script([])
-        reply = self._call("scene_exchange", {"game": game, "scene": scene, "user": user, "assistant": assistant})
+        reply = self._call(
+            "scene_exchange", {"game": game, "scene": scene, "user": user, "assistant": assistant}
+        )
         result = self._ok(reply, "scene_exchange", ("JF-CAT-001",))
         seq = self.games[game].scene_exchange(scene, user, assistant)
-        self.ledger.expect(C.REPLY, result.get("seq") == seq, f"scene_exchange returned {result}, expected seq {seq}",
-                           ids=("JF-STORE-004",))
+        self.ledger.expect(
+            C.REPLY,
+            result.get("seq") == seq,
+            f"scene_exchange returned {result}, expected seq {seq}",
+            ids=("JF-STORE-004",),
+        )
         self._expect_no_request("scene_exchange")
-        self.verify(game, Ctx("scene_exchange", verifies=("JF-CAT-002", "JF-STORE-005", "JF-CAT-008")))
+        self.verify(
+            game, Ctx("scene_exchange", verifies=("JF-CAT-002", "JF-STORE-005", "JF-CAT-008"))
+        )
 
     def publish_scene(self, game: str, scene: str, closing: str, meanwhile: str) -> None:
         self.record("publish_scene", game=game, scene=scene, closing=closing, meanwhile=meanwhile)
         self._script([])
         model = self.games[game]
         again = model.scenes[scene].state == "published"
-        reply = self._call("publish_scene", {"game": game, "scene": scene, "closingSummary": closing,
-                                             "meanwhileEvent": meanwhile})
+        reply = self._call(
+            "publish_scene",
+            {"game": game, "scene": scene, "closingSummary": closing, "meanwhileEvent": meanwhile},
+        )
         result = self._ok(reply, "publish_scene", ("JF-CAT-001",))
         want = model.archives[scene] if again else model.end_scene(scene, closing, meanwhile)
         got = result
-        self.ledger.expect(C.REPLY, got == want, f"publish_scene returned {result}, expected {want}",
-                           ids=("JF-CAT-006",) if again else ("JF-CAT-005",))
+        self.ledger.expect(
+            C.REPLY,
+            got == want,
+            f"publish_scene returned {result}, expected {want}",
+            ids=("JF-CAT-006",) if again else ("JF-CAT-005",),
+        )
         self._expect_no_request("publish_scene")
-        self.verify(game, Ctx("publish_scene", verifies=("JF-CAT-006",) if again else
-                              ("JF-CAT-003", "JF-CAT-004", "JF-CAT-005", "JF-STORE-006")))
+        self.verify(
+            game,
+            Ctx(
+                "publish_scene",
+                verifies=("JF-CAT-006",)
+                if again
+                else ("JF-CAT-003", "JF-CAT-004", "JF-CAT-005", "JF-STORE-006"),
+            ),
+        )
 
     def cancel_scene(self, game: str, scene: str) -> None:
         self.record("cancel_scene", game=game, scene=scene)
         self._script([])
         model = self.games[game]
         again = model.scenes[scene].state == "cancelled"
-        result = self._ok(self._call("cancel_scene", {"game": game, "scene": scene}), "cancel_scene", ("JF-CAT-001",))
+        result = self._ok(
+            self._call("cancel_scene", {"game": game, "scene": scene}),
+            "cancel_scene",
+            ("JF-CAT-001",),
+        )
         want = model.archives[scene] if again else model.end_scene(scene, None, None)
         got = result
-        self.ledger.expect(C.REPLY, got == want, f"cancel_scene returned {result}, expected {want}",
-                           ids=("JF-CAT-006",) if again else ("JF-CAT-007",))
+        self.ledger.expect(
+            C.REPLY,
+            got == want,
+            f"cancel_scene returned {result}, expected {want}",
+            ids=("JF-CAT-006",) if again else ("JF-CAT-007",),
+        )
         self._expect_no_request("cancel_scene")
-        self.verify(game, Ctx("cancel_scene", verifies=("JF-CAT-006",) if again else ("JF-CAT-007", "JF-STORE-006")))
+        self.verify(
+            game,
+            Ctx(
+                "cancel_scene",
+                verifies=("JF-CAT-006",) if again else ("JF-CAT-007", "JF-STORE-006"),
+            ),
+        )
 
     # -- history -------------------------------------------------------------------------
-    def _rebuilt(self, game: str, op: str, args: dict[str, Any], apply: Any, ids: tuple[str, ...]) -> None:
+    def _rebuilt(
+        self, game: str, op: str, args: dict[str, Any], apply: Any, ids: tuple[str, ...]
+    ) -> None:
         self._script([])
         reply = self._call(op, args)
         result = self._ok(reply, op, ids)
         model = self.games[game]
         apply(model)
         want = {"rounds": len(model.rounds), "chunks": len(model.game.chunks)}
-        self.ledger.expect(C.REPLY, {k: result.get(k) for k in want} == want,
-                           f"{op} returned {result}, expected {want}", ids=("JF-HIST-004",))
+        self.ledger.expect(
+            C.REPLY,
+            {k: result.get(k) for k in want} == want,
+            f"{op} returned {result}, expected {want}",
+            ids=("JF-HIST-004",),
+        )
         self._expect_no_request(op)
         running = any(sc.state in ("created", "running") for sc in model.scenes.values())
-        self.verify(game, Ctx(op, verifies=ids + ("JF-HIST-004", "JF-HIST-005", "JF-HIST-007")
-                              + (("JF-HIST-011",) if running else ())))
+        self.verify(
+            game,
+            Ctx(
+                op,
+                verifies=ids
+                + ("JF-HIST-004", "JF-HIST-005", "JF-HIST-007")
+                + (("JF-HIST-011",) if running else ()),
+            ),
+        )
         self._check_determinism(game, op)
 
     def _check_determinism(self, game: str, op: str) -> None:
         store = self.dumps[game]["store"]
         game_keys = {k: v for k, v in store.items() if k.startswith("jfGameStack.")}
-        expected = {k: v for k, v in self.games[game].store().items() if k.startswith("jfGameStack.")}
-        self.ledger.expect(C.DETERMINISM, jcs(game_keys) == jcs(expected),
-                           f"{op}: the rebuilt game stack is not the deterministic rebuild", ids=("JF-HIST-006",))
+        expected = {
+            k: v for k, v in self.games[game].store().items() if k.startswith("jfGameStack.")
+        }
+        self.ledger.expect(
+            C.DETERMINISM,
+            jcs(game_keys) == jcs(expected),
+            f"{op}: the rebuilt game stack is not the deterministic rebuild",
+            ids=("JF-HIST-006",),
+        )
 
     def reset(self, game: str, to_round: int) -> None:
         self.record("reset", game=game, to_round=to_round)
-        self._rebuilt(game, "reset", {"game": game, "round": to_round}, lambda m: m.reset(to_round),
-                      ("JF-HIST-001", "JF-HIST-003", "JF-HIST-010"))
+        self._rebuilt(
+            game,
+            "reset",
+            {"game": game, "round": to_round},
+            lambda m: m.reset(to_round),
+            ("JF-HIST-001", "JF-HIST-003", "JF-HIST-010"),
+        )
 
     def edit_round(self, game: str, n: int, user: str, assistant: str) -> None:
         self.record("edit_round", game=game, n=n, user=user, assistant=assistant)
-        self._rebuilt(game, "edit_round", {"game": game, "round": n, "input": user, "output": assistant},
-                      lambda m: m.edit_round(n, user, assistant), ("JF-HIST-001", "JF-HIST-003"))
+        self._rebuilt(
+            game,
+            "edit_round",
+            {"game": game, "round": n, "input": user, "output": assistant},
+            lambda m: m.edit_round(n, user, assistant),
+            ("JF-HIST-001", "JF-HIST-003"),
+        )
 
     def convert(self, game: str, rounds: list[dict[str, str]]) -> None:
         self.record("convert", game=game, rounds=rounds)
-        self._rebuilt(game, "convert", {"game": game, "rounds": rounds}, lambda m: m.convert(rounds),
-                      ("JF-HIST-002", "JF-HIST-003"))
+        self._rebuilt(
+            game,
+            "convert",
+            {"game": game, "rounds": rounds},
+            lambda m: m.convert(rounds),
+            ("JF-HIST-002", "JF-HIST-003"),
+        )
 
     def duplicate(self, game: str, into: str) -> None:
         self.record("duplicate", game=game, into=into)
         self._script([])
-        self._ok(self._call("duplicate", {"game": game, "into": into}), "duplicate", ("JF-HIST-008",))
+        self._ok(
+            self._call("duplicate", {"game": game, "into": into}), "duplicate", ("JF-HIST-008",)
+        )
         self._expect_no_request("duplicate")
         source = self.dump(game)["store"]
         self.games[into] = self.games[game].clone(into)
@@ -1046,13 +1307,23 @@ class Session:
         self.verify(into, Ctx("duplicate", verifies=("JF-HIST-008",)))
         copied = {k: v for k, v in self.dumps[into]["store"].items() if k.startswith("jf")}
         original = {k: v for k, v in source.items() if k.startswith("jf")}
-        self.ledger.expect(C.STORE_MODEL, jcs(copied) == jcs(original),
-                           "the duplicate's jf keys differ from the source's", ids=("JF-HIST-008",))
-        self.ledger.expect(C.CHANGE_LOG, self.dumps[into]["changeLog"] == [],
-                           "the duplicate's change log is not empty", ids=("JF-HIST-008",))
+        self.ledger.expect(
+            C.STORE_MODEL,
+            jcs(copied) == jcs(original),
+            "the duplicate's jf keys differ from the source's",
+            ids=("JF-HIST-008",),
+        )
+        self.ledger.expect(
+            C.CHANGE_LOG,
+            self.dumps[into]["changeLog"] == [],
+            "the duplicate's change log is not empty",
+            ids=("JF-HIST-008",),
+        )
 
     # -- data, checkpoint ----------------------------------------------------------------
-    def write(self, game: str, sets: dict[str, Any], deletes: list[str] | None = None, cheat: bool = False) -> None:
+    def write(
+        self, game: str, sets: dict[str, Any], deletes: list[str] | None = None, cheat: bool = False
+    ) -> None:
         deletes = deletes or []
         self.record("write", game=game, sets=sets, deletes=deletes, cheat=cheat)
         op = "cheat" if cheat else "write"
@@ -1066,11 +1337,14 @@ class Session:
         before = self.dumps.get(game, {}).get("footprint")
         reply = self._call(op, {"game": game, "sets": sets, "deletes": deletes})
         if would_be > QUOTA:
-            self._expect_refusal(game, op, reply, "quota_exceeded", ("JF-QUOTA-003", "JF-QUOTA-002"))
+            self._expect_refusal(
+                game, op, reply, "quota_exceeded", ("JF-QUOTA-003", "JF-QUOTA-002")
+            )
             details = (reply.get("error") or {}).get("details") or {}
             self.ledger.expect(
                 C.QUOTA_NUMBERS,
-                details.get("current") == before and details.get("would_be", details.get("wouldBe")) == would_be
+                details.get("current") == before
+                and details.get("would_be", details.get("wouldBe")) == would_be
                 and details.get("quota") == QUOTA,
                 f"quota_exceeded details {details}, expected current {before}, would_be {would_be}, quota {QUOTA}",
             )
@@ -1079,8 +1353,11 @@ class Session:
         for k in deletes:
             model.data.pop(k, None)
         model.data.update(copy.deepcopy(sets))
-        self.ledger.expect(C.FOOTPRINT, result.get("footprint") == would_be,
-                           f"{op} returned footprint {result.get('footprint')}, the suite counts {would_be}")
+        self.ledger.expect(
+            C.FOOTPRINT,
+            result.get("footprint") == would_be,
+            f"{op} returned footprint {result.get('footprint')}, the suite counts {would_be}",
+        )
         self._expect_no_request(op)
         self.verify(game, Ctx(op, verifies=("JF-STORE-009", "JF-QUOTA-001", "JF-QUOTA-002")))
 
@@ -1090,34 +1367,53 @@ class Session:
         store = self.dump(game)["store"]
         self.bases[game] = copy.deepcopy(store)
         self.verify(game, Ctx("checkpoint", verifies=("JF-QUOTA-008",)))
-        self.ledger.expect(C.CHANGE_LOG, self.dumps[game]["changeLog"] == [],
-                           "the change log is not empty right after a checkpoint", ids=("JF-QUOTA-008",))
+        self.ledger.expect(
+            C.CHANGE_LOG,
+            self.dumps[game]["changeLog"] == [],
+            "the change log is not empty right after a checkpoint",
+            ids=("JF-QUOTA-008",),
+        )
 
     # -- refusals ------------------------------------------------------------------------
-    def _expect_refusal(self, game: str, op: str, reply: Reply, code: str, ids: tuple[str, ...]) -> None:
+    def _expect_refusal(
+        self, game: str, op: str, reply: Reply, code: str, ids: tuple[str, ...]
+    ) -> None:
         self.ledger.expect(
-            C.ERROR_CODE, not reply.ok and reply.code == code,
-            lambda: f"{op} should be refused with {code}; got {reply.get('result') if reply.ok else reply['error']}",
+            C.ERROR_CODE,
+            not reply.ok and reply.code == code,
+            lambda: (
+                f"{op} should be refused with {code}; got {reply.get('result') if reply.ok else reply['error']}"
+            ),
             ids=ids,
         )
         stable = self.capabilities and reply.code in self.client.protocol.error_codes
-        self.ledger.expect(C.ERROR_CODE, bool(stable), f"error code {reply.code!r} is not a stable code",
-                           ids=("JF-ERR-001",))
-        self.ledger.expect(C.ERROR_CODE, bool(reply["error"].get("message")), "the error has no message",
-                           ids=("JF-ERR-001",))
+        self.ledger.expect(
+            C.ERROR_CODE,
+            bool(stable),
+            f"error code {reply.code!r} is not a stable code",
+            ids=("JF-ERR-001",),
+        )
+        self.ledger.expect(
+            C.ERROR_CODE,
+            bool(reply["error"].get("message")),
+            "the error has no message",
+            ids=("JF-ERR-001",),
+        )
         if code == "quota_exceeded" and not reply.ok:
             details = reply["error"].get("details") or {}
             would_be = details.get("would_be", details.get("wouldBe"))
             before = self.dumps.get(game, {}).get("footprint")
             self.ledger.expect(
                 C.QUOTA_NUMBERS,
-                details.get("current") == before and details.get("quota") == QUOTA
-                and isinstance(would_be, int) and would_be > QUOTA,
+                details.get("current") == before
+                and details.get("quota") == QUOTA
+                and isinstance(would_be, int)
+                and would_be > QUOTA,
                 f"quota_exceeded details {details}: expected current {before}, a would_be above "
                 f"the quota, and quota {QUOTA}",
             )
         self._expect_no_request(op)
-        self.verify(game, Ctx(op, refused=True, verifies=("JF-ERR-002", "JF-ATOM-001") + ids))
+        self.verify(game, Ctx(op, refused=True, verifies=("JF-ERR-002", "JF-ATOM-001", *ids)))
 
     def invalid(self, game: str, op: str, args: dict[str, Any], code: str, ids: list[str]) -> None:
         """Send an operation that must be refused with `code`, writing nothing."""
@@ -1130,12 +1426,20 @@ class Session:
         """A generation while the forced compression is in flight: compression_pending (in_flight)."""
         self.record("expect_pending_generation", game=game, scene=scene)
         self._script([])
-        reply = self._call("generate", {"game": game} if scene is None else {"game": game, "scene": scene})
-        self.ledger.expect(C.ERROR_CODE, not reply.ok and reply.code == "compression_pending"
-                           and (reply["error"].get("details") or {}).get("cause") == "in_flight",
-                           lambda: f"generate while the forced compression is in flight answered "
-                           f"{reply.get('result') or reply.get('error')}; expected compression_pending (cause in_flight)",
-                           ids=("JF-INT-008", "JF-CONC-003"))
+        reply = self._call(
+            "generate", {"game": game} if scene is None else {"game": game, "scene": scene}
+        )
+        self.ledger.expect(
+            C.ERROR_CODE,
+            not reply.ok
+            and reply.code == "compression_pending"
+            and (reply["error"].get("details") or {}).get("cause") == "in_flight",
+            lambda: (
+                f"generate while the forced compression is in flight answered "
+                f"{reply.get('result') or reply.get('error')}; expected compression_pending (cause in_flight)"
+            ),
+            ids=("JF-INT-008", "JF-CONC-003"),
+        )
         self._expect_no_request("generate")
         self.verify(game, Ctx("generate", refused=True, verifies=("JF-INT-008", "JF-CONC-003")))
 
@@ -1144,9 +1448,13 @@ class Session:
         self.record("compare_game_stacks", a=a, b=b)
         sa = {k: v for k, v in self.dump(a)["store"].items() if k.startswith("jfGameStack.")}
         sb = {k: v for k, v in self.dump(b)["store"].items() if k.startswith("jfGameStack.")}
-        self.ledger.expect(C.DETERMINISM, jcs(sa) == jcs(sb),
-                           f"games {a} and {b} were rebuilt from the same inputs but their game "
-                           "stacks differ in JCS", ids=("JF-HIST-006",))
+        self.ledger.expect(
+            C.DETERMINISM,
+            jcs(sa) == jcs(sb),
+            f"games {a} and {b} were rebuilt from the same inputs but their game "
+            "stacks differ in JCS",
+            ids=("JF-HIST-006",),
+        )
 
     def recover(self) -> None:
         """After a failed step: release anything held, drop the script, skip unread requests.
@@ -1175,14 +1483,26 @@ class Session:
             self._hello()
         for game in self.games:
             if self.games[game].participants:
-                self._ok(self._call("set_participants", {"game": game, "participants": self.games[game].participants}),
-                         "set_participants", ("JF-CALL-009",))
+                self._ok(
+                    self._call(
+                        "set_participants",
+                        {"game": game, "participants": self.games[game].participants},
+                    ),
+                    "set_participants",
+                    ("JF-CALL-009",),
+                )
             after = jcs(self.dump(game))
-            self.ledger.expect(C.DURABILITY, after == before[game],
-                               f"after restart, game {game} differs from its state before", ids=("JF-ATOM-004",))
+            self.ledger.expect(
+                C.DURABILITY,
+                after == before[game],
+                f"after restart, game {game} differs from its state before",
+                ids=("JF-ATOM-004",),
+            )
             if game not in self.broken:
                 self.verify(game, Ctx("restart", verifies=("JF-ATOM-004",)))
-        self.telemetry_seen = {g: len(self._call("telemetry", {"game": g}).result or []) for g in self.games}
+        self.telemetry_seen = {
+            g: len(self._call("telemetry", {"game": g}).result or []) for g in self.games
+        }
 
     def kill_during_round(self, game: str, user: str, assistant: str) -> None:
         """stdio only: kill the driver right after sending a round; reopen to before or after."""
@@ -1197,32 +1517,49 @@ class Session:
         store = normalize(self.dump(game)["store"])
         before_ok = not diff_store(model.store(), store)
         after_ok = not diff_store(after_model.store(), store)
-        self.ledger.expect(C.DURABILITY, before_ok or after_ok,
-                           "after a kill during record_round, the store is neither the state before nor after",
-                           ids=("JF-ATOM-004",))
+        self.ledger.expect(
+            C.DURABILITY,
+            before_ok or after_ok,
+            "after a kill during record_round, the store is neither the state before nor after",
+            ids=("JF-ATOM-004",),
+        )
         if after_ok and not before_ok:
             self.games[game] = after_model
         if model.participants:
             self._call("set_participants", {"game": game, "participants": model.participants})
-        self.telemetry_seen = {g: len(self._call("telemetry", {"game": g}).result or []) for g in self.games}
+        self.telemetry_seen = {
+            g: len(self._call("telemetry", {"game": g}).result or []) for g in self.games
+        }
         self.verify(game, Ctx("restart", verifies=("JF-ATOM-004",)))
 
     def concurrent_rounds(self, game: str, pairs: list[list[str]]) -> None:
         """Several record_round requests outstanding at once: some serial order must explain them."""
         self.record("concurrent_rounds", game=game, pairs=pairs)
         self._script([])
-        futures = [self.client.start("record_round", {"game": game, "input": u, "output": a}) for u, a in pairs]
+        futures = [
+            self.client.start("record_round", {"game": game, "input": u, "output": a})
+            for u, a in pairs
+        ]
         results = [self.client.wait(f) for f in futures]
         model = self.games[game]
         order = []
         for (u, a), r in zip(pairs, results, strict=True):
-            self.ledger.expect(C.REPLY, r.ok, f"a concurrent record_round failed: {r.get('error')}", ids=("JF-CONC-001",))
+            self.ledger.expect(
+                C.REPLY,
+                r.ok,
+                f"a concurrent record_round failed: {r.get('error')}",
+                ids=("JF-CONC-001",),
+            )
             order.append((r.result["round"], u, a, r.result["seq"]))
         for n, u, a, seq in sorted(order):
             want = model.record_round(u, a)
-            self.ledger.expect(C.REPLY, want == {"round": n, "seq": seq},
-                               f"concurrent rounds are not explained by a serial order: got {n}/{seq}, "
-                               f"the serial order gives {want}", ids=("JF-CONC-001",))
+            self.ledger.expect(
+                C.REPLY,
+                want == {"round": n, "seq": seq},
+                f"concurrent rounds are not explained by a serial order: got {n}/{seq}, "
+                f"the serial order gives {want}",
+                ids=("JF-CONC-001",),
+            )
         self._expect_no_request("record_round")
         self.verify(game, Ctx("concurrent record_round", verifies=("JF-CONC-001",)))
 
@@ -1248,16 +1585,21 @@ def _find(value: Any, needle: str) -> str | None:
 
 def _around(text: str, needle: str, width: int = 60) -> str:
     i = text.find(needle)
-    return text[max(0, i - width): i + len(needle) + width] if i >= 0 else ""
+    return text[max(0, i - width) : i + len(needle) + width] if i >= 0 else ""
 
 
 def _text_mismatch(want: str, got: Any) -> str:
     if not isinstance(got, str):
         return f"input.text is {type(got).__name__}, expected the canonical text"
-    i = next((k for k, (a, b) in enumerate(zip(want, got)) if a != b), min(len(want), len(got)))
-    return (f"input.text differs from the canonical text of the represented prefix at code point {i} "
-            f"(expected {len(want)} code points, got {len(got)}): expected …{want[max(0, i - 40): i + 40]!r}…, "
-            f"got …{got[max(0, i - 40): i + 40]!r}…")
+    i = next(
+        (k for k, (a, b) in enumerate(zip(want, got, strict=False)) if a != b),
+        min(len(want), len(got)),
+    )
+    return (
+        f"input.text differs from the canonical text of the represented prefix at code point {i} "
+        f"(expected {len(want)} code points, got {len(got)}): expected …{want[max(0, i - 40) : i + 40]!r}…, "
+        f"got …{got[max(0, i - 40) : i + 40]!r}…"
+    )
 
 
 def _log_message(expected: list[Any], got: list[Any]) -> str:

@@ -21,7 +21,7 @@ _PATTERNS = {
     "astral": "\U0001f600a\U0001d11e\U00010348b\U0001f9d1\u200d\U0001f680 ",
     "combining": "e\u0301a\u0308o\u0302\u0323n\u0303 \u0915\u094d\u0937 ",
     "crlf": "line\r\nnext\rmore\n\r\n  \t tab ",
-    "controls": "c\u0001\u001f\u007f\"\\/\u2028\u2029\ufeff ",
+    "controls": 'c\u0001\u001f\u007f"\\/\u2028\u2029\ufeff ',
     "mixed": "Zoë \U0001f600 a\u0301\r\n\u4e2d\u6587 \u0001 ",
 }
 FLAVOURS = tuple(_PATTERNS)

@@ -55,11 +55,17 @@ class _DropSuffix(BrokenDriver):
         store = reply["result"]["store"]
         summary = store.get("jfGameStack.summary")
         if summary:
-            gone = [k for k in store if k.startswith("jfGameStack.chunk.")
-                    and int(k.rsplit(".", 1)[1]) > summary["throughSeq"]]
+            gone = [
+                k
+                for k in store
+                if k.startswith("jfGameStack.chunk.")
+                and int(k.rsplit(".", 1)[1]) > summary["throughSeq"]
+            ]
             for key in gone:
                 del store[key]
-            reply["result"]["changeLog"] = [e for e in reply["result"]["changeLog"] if e["key"] not in gone]
+            reply["result"]["changeLog"] = [
+                e for e in reply["result"]["changeLog"] if e["key"] not in gone
+            ]
         return reply
 
 
@@ -68,8 +74,10 @@ class _LeakScene(BrokenDriver):
         reply = await self.inner.handle(message)
         if reply.get("ok"):
             args = message["args"]
-            await self.call("record_round", {"game": args["game"], "input": args["user"],
-                                             "output": args["assistant"]})
+            await self.call(
+                "record_round",
+                {"game": args["game"], "input": args["user"], "output": args["assistant"]},
+            )
         return reply
 
 
@@ -77,7 +85,7 @@ class _Utf16(BrokenDriver):
     async def bend_intervene(self, message: dict[str, Any]) -> dict[str, Any]:
         args = dict(message.get("args") or {})
         output, revealed = args.get("output"), args.get("revealed")
-        if isinstance(output, str) and isinstance(revealed, int) and 0 <= revealed:
+        if isinstance(output, str) and isinstance(revealed, int) and revealed >= 0:
             units = 0
             for i, ch in enumerate(output):  # treat `revealed` as UTF-16 units
                 if units >= revealed:
@@ -90,11 +98,15 @@ class _Utf16(BrokenDriver):
 
     async def bend_generate(self, message: dict[str, Any]) -> dict[str, Any]:
         reply = await self.inner.handle(message)
-        result = reply.get("result")
+        result: dict[str, Any] = reply.get("result") or {}
         if reply.get("ok") and result.get("outcome") == "not_due":
             dump = await self.call("dump", {"game": message["args"]["game"]})
             store = dump["result"]["store"]
-            prefix = "jfGameStack" if "scene" not in message["args"] else f"jfCatalystStack.{message['args']['scene']}"
+            prefix = (
+                "jfGameStack"
+                if "scene" not in message["args"]
+                else f"jfCatalystStack.{message['args']['scene']}"
+            )
             units = 0
             summary = store.get(f"{prefix}.summary")
             if summary:
@@ -110,8 +122,10 @@ class _SpectatorsPay(BrokenDriver):
     async def bend_set_participants(self, message: dict[str, Any]) -> dict[str, Any]:
         args = dict(message["args"])
         if isinstance(args.get("participants"), list):
-            args["participants"] = [{**p, "spectator": False} if isinstance(p, dict) else p
-                                    for p in args["participants"]]
+            args["participants"] = [
+                {**p, "spectator": False} if isinstance(p, dict) else p
+                for p in args["participants"]
+            ]
         return await self.inner.handle({**message, "args": args})
 
 

@@ -24,9 +24,16 @@ CASES = [
 
 
 @pytest.mark.parametrize(("factory", "scenarios", "requirement"), CASES)
-def test_suite_fails_broken_driver(tmp_path: Path, factory: str, scenarios: list[str], requirement: str) -> None:
-    options = Options(driver=BROKEN + factory, scenarios=scenarios, machines=False,
-                      report_dir=tmp_path, progress=lambda line: None)
+def test_suite_fails_broken_driver(
+    tmp_path: Path, factory: str, scenarios: list[str], requirement: str
+) -> None:
+    options = Options(
+        driver=BROKEN + factory,
+        scenarios=scenarios,
+        machines=False,
+        report_dir=tmp_path,
+        progress=lambda line: None,
+    )
     result = run(options)
     assert result.exit_code == 1
     verdicts = {v["id"]: v for v in result.verdicts}
@@ -42,18 +49,40 @@ def test_suite_fails_broken_driver(tmp_path: Path, factory: str, scenarios: list
 
 
 def test_drop_suffix_is_a_lost_suffix_not_a_generic_failure(tmp_path: Path) -> None:
-    options = Options(driver=BROKEN + "drop_suffix", scenarios=["suffix-survives"], machines=False,
-                      report_dir=tmp_path, progress=lambda line: None)
+    options = Options(
+        driver=BROKEN + "drop_suffix",
+        scenarios=["suffix-survives"],
+        machines=False,
+        report_dir=tmp_path,
+        progress=lambda line: None,
+    )
     failing = {v["id"] for v in run(options).verdicts if v["verdict"] == "fail"}
     assert failing == {"JF-COMP-003"}
 
 
 def test_expected_failures_turn_into_xfail(tmp_path: Path) -> None:
     listed = tmp_path / "expected.json"
-    listed.write_text(json.dumps([{"id": "JF-CAT-008", "reason": "known leak"},
-                                  {"id": "JF-CAT-002", "reason": "known leak"}]), encoding="utf-8")
-    code = main(["--driver", BROKEN + "leak_scene", "--select", "JF-CAT-008", "--expected-failures",
-                 str(listed), "--report-dir", str(tmp_path / "report")])
+    listed.write_text(
+        json.dumps(
+            [
+                {"id": "JF-CAT-008", "reason": "known leak"},
+                {"id": "JF-CAT-002", "reason": "known leak"},
+            ]
+        ),
+        encoding="utf-8",
+    )
+    code = main(
+        [
+            "--driver",
+            BROKEN + "leak_scene",
+            "--select",
+            "JF-CAT-008",
+            "--expected-failures",
+            str(listed),
+            "--report-dir",
+            str(tmp_path / "report"),
+        ]
+    )
     report = json.loads((tmp_path / "report" / "report.json").read_text(encoding="utf-8"))
     verdicts = {v["id"]: v["verdict"] for v in report["verdicts"]}
     assert verdicts["JF-CAT-008"] == "xfail"
@@ -62,7 +91,11 @@ def test_expected_failures_turn_into_xfail(tmp_path: Path) -> None:
 
 def test_reference_passes_quick_profile(tmp_path: Path) -> None:
     result = run(Options(report_dir=tmp_path, progress=lambda line: None))
-    failing = [(v["id"], v["failures"][0]["message"][:300]) for v in result.verdicts if v["verdict"] == "fail"]
+    failing = [
+        (v["id"], v["failures"][0]["message"][:300])
+        for v in result.verdicts
+        if v["verdict"] == "fail"
+    ]
     assert failing == []
     assert result.harness_error is None
     assert result.exit_code == 0
@@ -77,16 +110,31 @@ def test_reference_passes_over_stdio_with_durable_state(tmp_path: Path) -> None:
     spec = f"stdio:uv run jfsm driver --state {state}"
     # Known reference-driver deviation (reported to the lead): with durable state, a duplicated
     # game's telemetry is appended to the *source* game's telemetry file.
-    known = {"JF-CALL-011": "durable reference driver: a duplicate's telemetry goes to its source game"}
-    result = run(Options(driver=spec, report_dir=tmp_path / "report", progress=lambda line: None,
-                         machines=False, expected_failures=known))
-    failing = [(v["id"], v["failures"][0]["message"][:300]) for v in result.verdicts if v["verdict"] == "fail"]
+    known = {
+        "JF-CALL-011": "durable reference driver: a duplicate's telemetry goes to its source game"
+    }
+    result = run(
+        Options(
+            driver=spec,
+            report_dir=tmp_path / "report",
+            progress=lambda line: None,
+            machines=False,
+            expected_failures=known,
+        )
+    )
+    failing = [
+        (v["id"], v["failures"][0]["message"][:300])
+        for v in result.verdicts
+        if v["verdict"] == "fail"
+    ]
     assert failing == []
     assert {v["id"]: v["verdict"] for v in result.verdicts}["JF-ATOM-004"] == "pass"
 
 
 def test_dead_driver_is_a_harness_error(tmp_path: Path) -> None:
-    code = main(["--driver", "stdio:python -c 'import sys; sys.exit(3)'", "--report-dir", str(tmp_path)])
+    code = main(
+        ["--driver", "stdio:python -c 'import sys; sys.exit(3)'", "--report-dir", str(tmp_path)]
+    )
     assert code == 2
 
 
@@ -97,10 +145,26 @@ def test_pytest_plugin_reports_one_item_per_requirement(tmp_path: Path) -> None:
     empty = tmp_path / "tests"
     empty.mkdir()
     run_ = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "conformance.pytest_plugin", "-p", "no:cacheprovider",
-         "--jfsm-driver", BROKEN + "leak_scene", "--jfsm-select", "JF-CAT-008",
-         "--jfsm-report-dir", str(tmp_path / "report"), "-q", str(empty)],
-        capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "conformance.pytest_plugin",
+            "-p",
+            "no:cacheprovider",
+            "--jfsm-driver",
+            BROKEN + "leak_scene",
+            "--jfsm-select",
+            "JF-CAT-008",
+            "--jfsm-report-dir",
+            str(tmp_path / "report"),
+            "-q",
+            str(empty),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert "1 failed" in run_.stdout, run_.stdout[-2000:]
     assert "JF-CAT-008" in run_.stdout
