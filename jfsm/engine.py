@@ -168,7 +168,7 @@ class GameEngine:
         return sid, machine
 
     def _last_round(self) -> int:
-        return max(self.index.rounds, default=0)
+        return self.index.last_round
 
     # -- participants --------------------------------------------------------------------
     def set_participants(self, participants: Iterable[Participant | Mapping[str, Any]]) -> None:

@@ -97,12 +97,18 @@ class MemoryIndex:
         self.game = StackState(GAME)
         self.scenes: dict[str, StackState] = {}
         self.rounds: dict[int, Round] = {}
+        self.last_round = 0
         self.archives: dict[str, ArchiveRecord] = {}
         for key in list(image.keys()):
             self.observe(key, image.raw(key))
 
     def observe(self, key: str, raw: bytes | None) -> None:
-        """Account for one key a committed projection set (`raw` JCS bytes) or deleted."""
+        """Account for one key a committed projection set (`raw` JCS bytes) or deleted.
+
+        Game-data keys (not starting with `jf`) are ignored without being decoded.
+        """
+        if not key.startswith("jf"):
+            return
         value = None if raw is None else json.loads(raw)
         if GAME.owns(key):
             self.game.observe(key, value)
@@ -118,8 +124,11 @@ class MemoryIndex:
             n = int(key[len(_ROUND_PREFIX) :])
             if value is None:
                 self.rounds.pop(n, None)
+                if n == self.last_round:  # only a reset deletes rounds: O(rounds) there
+                    self.last_round = max(self.rounds, default=0)
             else:
                 self.rounds[n] = parse_record(Round, value)
+                self.last_round = max(self.last_round, n)
         elif key == ARCHIVES:
             records = value or {}
             self.archives = {
