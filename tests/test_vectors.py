@@ -19,7 +19,7 @@ from jfsm.image import StoreImage
 from jfsm.jcs import canonical_bytes, canonicalize
 from jfsm.projection import Projection
 from jfsm.spec import constants, spec_dir
-from jfsm.text import canonical_length, canonical_text
+from jfsm.text import canonical_length, canonical_text, count
 
 VECTOR_DIR = spec_dir() / "vectors"
 FILES = sorted(VECTOR_DIR.glob("*.json"))
@@ -37,6 +37,7 @@ def run_canonical(case: dict[str, Any]) -> None:
     text = canonical_text(summary, exchanges)
     assert text == case["expected"]["text"]
     assert len(text) == canonical_length(summary, exchanges) == case["expected"]["length"]
+    assert count(text) == case["expected"]["length"]
 
 
 def run_jcs(case: dict[str, Any]) -> None:
