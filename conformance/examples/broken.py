@@ -11,6 +11,8 @@ jfsm conformance --driver python:conformance.examples.broken:drop_suffix
 - `utf16_counts`: the revealed count of an intervene and the reported canonical lengths are
   taken in UTF-16 code units, as JavaScript's `.length` would: JF-INT-002, JF-TEXT-003.
 - `spectators_pay`: spectators are sent to compress.v2 as beneficiaries: JF-CALL-009.
+- `off_protocol`: `record_round` answers `{"round": n}` without the `seq` the protocol
+  requires: a protocol failure (report row DRIVER-PROTOCOL), not a requirement failure.
 """
 
 from __future__ import annotations
@@ -18,7 +20,14 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-__all__ = ["BrokenDriver", "drop_suffix", "leak_scene", "spectators_pay", "utf16_counts"]
+__all__ = [
+    "BrokenDriver",
+    "drop_suffix",
+    "leak_scene",
+    "off_protocol",
+    "spectators_pay",
+    "utf16_counts",
+]
 
 
 def _utf16(text: str) -> int:
@@ -127,6 +136,18 @@ class _SpectatorsPay(BrokenDriver):
                 for p in args["participants"]
             ]
         return await self.inner.handle({**message, "args": args})
+
+
+class _OffProtocol(BrokenDriver):
+    async def bend_record_round(self, message: dict[str, Any]) -> dict[str, Any]:
+        reply = await self.inner.handle(message)
+        if reply.get("ok"):
+            reply["result"].pop("seq", None)
+        return reply
+
+
+def off_protocol() -> BrokenDriver:
+    return _OffProtocol()
 
 
 def drop_suffix() -> BrokenDriver:

@@ -178,3 +178,19 @@ def test_every_suite_requirement_has_a_named_check() -> None:
     for row in coverage_rows():
         if row["verification"] != "suite":
             assert row["reason"], row["id"]
+
+
+def test_off_protocol_reply_is_a_protocol_failure(tmp_path: Path) -> None:
+    options = Options(
+        driver=BROKEN + "off_protocol",
+        scenarios=["conversion"],
+        machines=False,
+        report_dir=tmp_path,
+        progress=lambda line: None,
+    )
+    result = run(options)
+    assert result.exit_code == 1
+    row = result.verdicts[0]
+    assert row["id"] == "DRIVER-PROTOCOL" and row["verdict"] == "fail"
+    assert "record_round_result" in row["failures"][0]["message"]
+    assert "'seq' is a required property" in row["failures"][0]["message"]
