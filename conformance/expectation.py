@@ -57,6 +57,15 @@ class Expectation(Observation):
             ids=ids,
         )
 
+    def can_hold(self, game: str, scene: str | None) -> bool:
+        """Whether a compression of this stack would reach the fake's script now: not if the
+        service already completed this logical compression (it would replay its reply)."""
+        stack = self.games[game].stack(scene)
+        if stack is None or not stack.chunks:
+            return False
+        key = idempotency_key(game, scene, stack.epoch, max(stack.chunks), stack.text())
+        return key not in self.completed
+
     def _begin_flight(self, game: str, scene: str | None, forced: bool) -> InFlight:
         model = self.games[game]
         stack = model.stack(scene)

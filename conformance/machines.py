@@ -132,7 +132,11 @@ class MemoryMachine(RuleBasedStateMachine):
     @rule(kind=reply_kind_st, ratio=st.sampled_from([0.01, 0.5]))
     def hold_generate(self, kind: str, ratio: float) -> None:
         model = self._model()
-        if model.game.flag or not model.due(None, self._threshold(False)):
+        if (
+            model.game.flag
+            or not model.due(None, self._threshold(False))
+            or not self.s.can_hold(self.g, None)
+        ):
             return
         first, *rest = self._replies(kind, model.game.length(), ratio)
         self.s.hold_generate(self.g, None, first)
@@ -213,6 +217,7 @@ class MemoryMachine(RuleBasedStateMachine):
         stack = model.stack(scene)
         if (
             hold
+            and self.s.can_hold(self.g, scene)
             and self.s.held is None
             and not model.game.flag
             and model.due(scene, self._threshold(True))

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from hypothesis import HealthCheck, Phase, settings
+from hypothesis.errors import HypothesisException
 from hypothesis.reporting import with_reporter
 from hypothesis.stateful import run_state_machine_as_test
 
@@ -252,6 +253,21 @@ class _Run:
             )
             session.recover()
             status = "FAIL"
+        except HypothesisException as exc:
+            # Hypothesis could not replay the failing sequence identically (the driver behaved
+            # differently on the second run): report the failure it found, from the context.
+            found = _conformance_cause(exc)
+            if found is None:
+                raise HarnessError(f"machine {label}: {type(exc).__name__}: {exc}") from exc
+            self.record_failure(
+                f"machine {label} (not reproducible: {type(exc).__name__})",
+                found,
+                session,
+                session.trace_start,
+                "\n".join(lines[-60:]),
+            )
+            session.recover()
+            status = "FAIL"
         took = time.monotonic() - began
         self.durations[f"machine {label}"] = took
         self.o.progress(f"machine {label}: {status} ({took:.1f}s)")
@@ -393,6 +409,17 @@ def judge(
                 row["reason"] = "not exercised in this run"
         rows.append(row)
     return rows
+
+
+def _conformance_cause(exc: BaseException) -> BaseException | None:
+    seen = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, (ConformanceFailure, ProtocolViolation)):
+            return current
+        current = current.__cause__ or current.__context__
+    return None
 
 
 def _failure_json(f: Failure) -> dict[str, Any]:

@@ -176,6 +176,10 @@ class Session(Expectation):
         self.record("hold_generate", game=game, scene=scene, reply=reply)
         if self.games[game].game.flag:
             raise HarnessError("hold_generate needs a game without an owed forced compression")
+        if not self.can_hold(game, scene):
+            raise HarnessError(
+                "this logical compression was completed before: the service replays it"
+            )
         self._start_held(
             game,
             "generate",
