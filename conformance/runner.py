@@ -253,7 +253,7 @@ class _Run:
             )
             session.recover()
             status = "FAIL"
-        except HypothesisException as exc:
+        except (HypothesisException, ExceptionGroup) as exc:
             # Hypothesis could not replay the failing sequence identically (the driver behaved
             # differently on the second run): report the failure it found, from the context.
             found = _conformance_cause(exc)
@@ -412,13 +412,18 @@ def judge(
 
 
 def _conformance_cause(exc: BaseException) -> BaseException | None:
+    """The first check failure inside `exc`: its cause/context chain or exception group."""
     seen = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
+    pending: list[BaseException] = [exc]
+    while pending:
+        current = pending.pop(0)
+        if id(current) in seen:
+            continue
         seen.add(id(current))
         if isinstance(current, (ConformanceFailure, ProtocolViolation)):
             return current
-        current = current.__cause__ or current.__context__
+        pending += list(getattr(current, "exceptions", ()))
+        pending += [e for e in (current.__cause__, current.__context__) if e is not None]
     return None
 
 
