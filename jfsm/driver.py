@@ -270,7 +270,9 @@ class ReferenceDriver:
             raise InvalidInput(f"cannot duplicate into {into!r}", field="into")
         store = self._new_store(into)
         try:
-            self.games[into] = await source.duplicate(store, into)
+            self.games[into] = await source.duplicate(
+                store, into, telemetry=lambda event: self._log_telemetry(into, event)
+            )
         except BaseException:
             store.close()
             if self.state_dir is not None:

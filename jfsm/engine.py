@@ -589,9 +589,12 @@ class GameEngine:
             )
         return {"rounds": len(imported), "chunks": len(self.index.game.chunks)}
 
-    async def duplicate(self, target: Store, game_id: str) -> GameEngine:
+    async def duplicate(
+        self, target: Store, game_id: str, *, telemetry: TelemetrySink | None = None
+    ) -> GameEngine:
         """Copy this game's store as it is (forced flag included) into an empty `target`,
-        whose change log starts empty; returns the new game's engine."""
+        whose change log starts empty; returns the new game's engine, which reports its
+        own compressions to `telemetry` (never to this game's sink)."""
         require_text(game_id, "game id")
         if not game_id:
             raise InvalidInput("game id must not be empty", field="game id")
@@ -602,7 +605,7 @@ class GameEngine:
             self.compressor,
             game_id=game_id,
             participants=self._participants,
-            telemetry=self._sink,
+            telemetry=telemetry,
             thresholds=self.thresholds,
         )
 
