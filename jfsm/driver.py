@@ -212,12 +212,15 @@ class ReferenceDriver:
         if not isinstance(participants, list):
             raise InvalidInput("participants must be a list", field="participants")
         engine.set_participants(participants)
+        self._save_participants(engine)
+        return {}
+
+    def _save_participants(self, engine: GameEngine) -> None:
         path = self._sidecar(engine.game_id, "participants.json")
         if path is not None:
             path.write_text(
                 json.dumps([p.to_json() for p in engine.participants()]), encoding="utf-8"
             )
-        return {}
 
     async def op_record_round(self, args: Mapping[str, Any]) -> Any:
         return await self._game(args).record_round(_arg(args, "input"), _arg(args, "output"))
@@ -273,6 +276,7 @@ class ReferenceDriver:
             self.games[into] = await source.duplicate(
                 store, into, telemetry=lambda event: self._log_telemetry(into, event)
             )
+            self._save_participants(self.games[into])
         except BaseException:
             store.close()
             if self.state_dir is not None:
