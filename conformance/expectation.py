@@ -313,3 +313,15 @@ class Expectation(Observation):
         )
         self.fake.reset_script()
         self.mirror.clear()
+        reply = self._call("telemetry", {"game": game})
+        if reply.ok:
+            extra = reply.result[self.telemetry_seen.get(game, 0) :]
+            self.ledger.expect(
+                C.TELEMETRY,
+                not extra,
+                lambda: (
+                    f"{op} left {len(extra)} telemetry event(s) that match no compress.v2 "
+                    f"attempt: {[(e.get('outcome'), e.get('kind')) for e in extra]}"
+                ),
+                ids=("JF-CALL-011",),
+            )

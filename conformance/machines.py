@@ -143,9 +143,11 @@ class MemoryMachine(RuleBasedStateMachine):
         self.pending_retries = rest
 
     @precondition(lambda self: self.s.held is not None)
-    @rule()
-    def release(self) -> None:
-        self.s.release(retries=getattr(self, "pending_retries", []))
+    @rule(kind=reply_kind_st)
+    def release(self, kind: str) -> None:
+        model = self._model()
+        then = self._replies(kind, model.game.length(), 0.3) if model.game.flag else []
+        self.s.release(retries=getattr(self, "pending_retries", []), then=then)
         self.pending_retries = []
 
     @rule(

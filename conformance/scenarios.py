@@ -212,8 +212,10 @@ def intervene_retry(s: Session) -> None:
     s.generate(g)  # the same logical compression: the service replays its refusal
     s.start_scene(g, "side")
     s.generate(g, "side")  # a catalyst generation is refused as well
+    s.scene_exchange(g, "side", canary("SCENE", 9), make_text(150_001, "mixed"))
     s.record_round(g, "later", "more")  # a new logical compression
-    s.generate(g, "side", replies=[ok("settled")])
+    # one generation, two compressions: the owed forced one, then the scene's own
+    s.generate(g, "side", replies=[ok("settled"), ok("side-scene")])
     s.generate(g)
 
 
@@ -230,8 +232,14 @@ def intervene_in_flight(s: Session) -> None:
     s.hold_generate(g, None, ok("big", 60))
     s.intervene(g, "second twist", "visible " + canary("DISCARDED", 5), 8)
     s.expect_pending_generation(g)
-    s.release()
+    # the held generation may only start once the owed forced compression published
+    s.release(then=[{"reply": "refuse", "code": "not-now"}])
+    s.record_round(g, "later", "a new logical compression")
     s.generate(g, replies=[ok("forced-after")])
+    fill_to(s, g, 300_001)
+    s.hold_generate(g, None, ok("big-2", 60))
+    s.intervene(g, "third twist", "seen " + canary("DISCARDED", 6), 5)
+    s.release(then=[ok("forced-in-the-same-generation")])
 
 
 # -- CAT -----------------------------------------------------------------------------------------

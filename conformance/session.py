@@ -111,22 +111,7 @@ class Session(Expectation):
         if scene is not None and model.scenes.get(scene) and model.scenes[scene].state == "created":
             pass
         if "pending" in flow:
-            self.ledger.expect(
-                C.ERROR_CODE,
-                not reply.ok and reply.code == "compression_pending",
-                lambda: (
-                    f"a forced compression was owed and ended {flow['pending']}, yet generate "
-                    f"answered {reply.get('result') or reply.get('error')} instead of compression_pending"
-                ),
-                ids=("JF-INT-007", "JF-INT-008"),
-            )
-            details = reply.get("error", {}).get("details") or {}
-            self.ledger.expect(
-                C.ERROR_CODE,
-                reply["error"].get("retryable") is True and details.get("cause") == flow["pending"],
-                f"compression_pending must be retryable and name the cause {flow['pending']!r}: {reply['error']}",
-                ids=("JF-INT-008",),
-            )
+            self._expect_pending(reply, flow["pending"])
             self._finish(game, flow, "generate")
             self.verify(
                 game,
@@ -170,6 +155,25 @@ class Session(Expectation):
             verifies += ("JF-COMP-009",)
         del before
         self.verify(game, Ctx("generate", published=published, failed=failed, verifies=verifies))
+
+    def _expect_pending(self, reply: Reply, cause: str) -> None:
+        """The generation must be refused with a retryable compression_pending naming `cause`."""
+        self.ledger.expect(
+            C.ERROR_CODE,
+            not reply.ok and reply.code == "compression_pending",
+            lambda: (
+                f"a forced compression was owed and ended {cause}, yet generate answered "
+                f"{reply.get('result') or reply.get('error')} instead of compression_pending"
+            ),
+            ids=("JF-INT-007", "JF-INT-008"),
+        )
+        details = reply["error"].get("details") or {}
+        self.ledger.expect(
+            C.ERROR_CODE,
+            reply["error"].get("retryable") is True and details.get("cause") == cause,
+            f"compression_pending must be retryable and name the cause {cause!r}: {reply['error']}",
+            ids=("JF-INT-008",),
+        )
 
     def hold_generate(self, game: str, scene: str | None, reply: dict[str, Any]) -> None:
         """Start a generation whose compression the fake holds in flight."""
@@ -261,16 +265,22 @@ class Session(Expectation):
             ),
         )
 
-    def release(self, retries: list[dict[str, Any]] | None = None) -> None:
-        """Let the held reply go (then answer retries with `retries`) and check the settle."""
+    def release(
+        self, retries: list[dict[str, Any]] | None = None, then: list[dict[str, Any]] | None = None
+    ) -> None:
+        """Let the held reply go and check the settle. `retries` answer further attempts of the
+        held compression (after a transport failure); `then` answers the forced compression a
+        held *generation* owes when an intervene landed meanwhile (JF-INT-007: it must publish
+        before the generation may start)."""
         retries = retries or []
-        self.record("release", retries=retries)
+        then = then or []
+        self.record("release", retries=retries, then=then)
         held = self.held
         assert held is not None
         game, model = held.game, self.games[held.game]
         self.fake.reset_script()
         self.mirror.clear()
-        for d in retries:
+        for d in retries + then:
             self.fake.script(to_outcome(d))
             self.mirror.append(d)
         self._participants_to_fake(game)
@@ -303,9 +313,24 @@ class Session(Expectation):
                 f"the model says {model.game.flag}",
                 ids=("JF-INT-006",),
             )
-        else:
+        elif not model.game.flag:
             result = self._ok(reply, "generate", ("JF-COMP-012",))
             self._check_report("generate", result, want)
+        published_flights = [held.flight] if outcome == "published" else []
+        if held.op == "generate" and model.game.flag:
+            # an intervene landed while the check was in flight: the same generation must
+            # settle the owed forced compression before it may start
+            forced = self._begin_flight(game, None, forced=True)
+            forced_attempts: list[dict[str, Any]] = []
+            self._run_attempts(game, forced, requests, forced_attempts)
+            forced_outcome = self._settle(game, forced, forced_attempts)
+            if forced_outcome == "published":
+                published_flights.append(forced)
+            if model.game.flag:
+                self._expect_pending(reply, forced_outcome)
+            else:
+                result = self._ok(reply, "generate", ("JF-INT-007",))
+                self._check_report("generate", result, want)
         self._finish(game, {"requests": requests}, "release")
         verifies: tuple[str, ...] = (
             ("JF-COMP-003", "JF-CONC-002") if outcome == "published" else ("JF-COMP-009",)
@@ -320,7 +345,7 @@ class Session(Expectation):
             game,
             Ctx(
                 "release",
-                published=[held.flight] if outcome == "published" else [],
+                published=published_flights,
                 failed=[] if outcome == "published" else [outcome],
                 verifies=verifies,
             ),
@@ -413,6 +438,17 @@ class Session(Expectation):
         )
         self.games[game].start_scene(scene)
         self._expect_no_request("start_scene")
+        # the spec leaves a new scene's starting epoch to the implementation (the reference
+        # starts at the game's, so a reused id never repeats an Idempotency-Key): adopt it
+        meta = self.dump(game)["store"].get(f"jfCatalystStack.{scene}.meta")
+        epoch = meta.get("epoch") if isinstance(meta, dict) else None
+        self.ledger.expect(
+            C.STORE_MODEL,
+            isinstance(epoch, int) and not isinstance(epoch, bool) and epoch >= 0,
+            f"start_scene wrote meta {meta!r}: it needs an integer epoch >= 0",
+            ids=("JF-STORE-005",),
+        )
+        self.games[game].scenes[scene].stack.epoch = epoch
         self.verify(game, Ctx("start_scene", verifies=("JF-STORE-005", "JF-CAT-001")))
 
     def scene_exchange(self, game: str, scene: str, user: str, assistant: str) -> None:

@@ -108,18 +108,12 @@ def test_reference_passes_quick_profile(tmp_path: Path) -> None:
 def test_reference_passes_over_stdio_with_durable_state(tmp_path: Path) -> None:
     state = tmp_path / "state"
     spec = f"stdio:uv run jfsm driver --state {state}"
-    # Known reference-driver deviation (reported to the lead): with durable state, a duplicated
-    # game's telemetry is appended to the *source* game's telemetry file.
-    known = {
-        "JF-CALL-011": "durable reference driver: a duplicate's telemetry goes to its source game"
-    }
     result = run(
         Options(
             driver=spec,
             report_dir=tmp_path / "report",
             progress=lambda line: None,
             machines=False,
-            expected_failures=known,
         )
     )
     failing = [
@@ -128,7 +122,9 @@ def test_reference_passes_over_stdio_with_durable_state(tmp_path: Path) -> None:
         if v["verdict"] == "fail"
     ]
     assert failing == []
-    assert {v["id"]: v["verdict"] for v in result.verdicts}["JF-ATOM-004"] == "pass"
+    verdicts = {v["id"]: v["verdict"] for v in result.verdicts}
+    assert verdicts["JF-ATOM-004"] == "pass"
+    assert verdicts["JF-CALL-011"] == "pass"  # a duplicate's telemetry is its own (was a bug)
 
 
 def test_dead_driver_is_a_harness_error(tmp_path: Path) -> None:
