@@ -15,6 +15,7 @@ from jfsm.errors import (
     QuotaExceeded,
     StoreCorrupted,
     StoreLocked,
+    StoreUnavailable,
     TransportError,
 )
 from jfsm.image import StoreImage
@@ -46,6 +47,7 @@ __all__ = [
     "StoreCorrupted",
     "StoreImage",
     "StoreLocked",
+    "StoreUnavailable",
     "SyncGameEngine",
     "SyncHttpCompressor",
     "TransportError",

@@ -53,15 +53,16 @@ def judge(flight: InFlight, result: CompressionResult, stack: StackState | None)
     summary = result.summary
     try:
         require_text(summary, "summary")
+        require_text(result.call_id, "callId")
     except InvalidInput:
         return "transport"
     assert summary is not None
+    if not result.call_id:
+        return "transport"
     if is_blank(summary):
         return "empty"
     if len(summary) >= flight.request.chars:
         return "not_smaller"
-    if not result.call_id:
-        return "transport"
     return "valid"
 
 

@@ -14,13 +14,21 @@ that cannot be settled raises `CompressionPending`. In every case nothing was wr
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from jfsm.compression import InFlight, judge, plan_publication
 from jfsm.compressor import CompressionRequest, CompressionResult, Compressor
-from jfsm.errors import CompressionPending, InvalidInput, QuotaExceeded
+from jfsm.errors import (
+    CompressionPending,
+    InvalidInput,
+    InvalidTransition,
+    JfsmError,
+    QuotaExceeded,
+    StoreUnavailable,
+)
 from jfsm.history import rebuild_game_stack
 from jfsm.layout import ARCHIVES, GAME, is_reserved, round_key, scene_keys, validate_scene_id
 from jfsm.machines import StateMachine
@@ -40,6 +48,8 @@ from jfsm.telemetry import TelemetrySink, attempt_events
 from jfsm.text import require_text
 
 __all__ = ["CompressionReport", "GameEngine"]
+
+_log = logging.getLogger("jfsm.engine")
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,7 +165,14 @@ class GameEngine:
         return any(c.origin == "intervene" for c in self.index.game.chunks.values())
 
     def _commit(self, projection: Projection) -> None:
-        self.store.commit(projection)
+        """Commit through the store; an I/O failure becomes `StoreUnavailable`."""
+        try:
+            self.store.commit(projection)
+        except OSError as exc:
+            raise StoreUnavailable(
+                f"the store could not commit {projection.label}: {exc.strerror or exc}",
+                errno=exc.errno,
+            ) from exc
         image = self.store.image
         for key in projection.touched():
             self.index.observe(key, image.raw(key))
@@ -216,41 +233,66 @@ class GameEngine:
     async def before_generation(self, scene_id: str | None = None) -> CompressionReport:
         """Run the checks owed before a game (or scene) generation.
 
-        First any owed forced compression of the game stack (raising `CompressionPending`
-        if it cannot be settled), then the stack's own compression check, awaited.
+        The scene, if any, is validated first. Then any owed forced compression of the game
+        stack runs (raising `CompressionPending` if it cannot be settled), then the stack's
+        own compression check, awaited. If an intervene lands while that check is awaited,
+        its forced compression is settled too before this returns: no generation starts
+        while the game stack holds an intervened exchange exactly.
         """
+        sid: str | None = None
+        if scene_id is not None:
+            sid, machine = self._scene(scene_id)
+            if not machine.allowed("generate"):
+                raise InvalidTransition(
+                    f"scene {sid!r} is {machine.current}: it cannot generate",
+                    state=machine.current,
+                    machine="catalyst_scene",
+                    event="generate",
+                )
         forced = await self._settle_forced()
         async with self._lock:
-            if scene_id is not None:
-                sid, machine = self._scene(scene_id)
+            if sid is not None:
+                sid, machine = self._scene(sid)
                 with machine.attempt("generate"):
                     self._mark_running(sid)
-                scene_id = sid
-            started = self._start(scene_id, "check")
-        report = await self._finish_started(scene_id, started)
+            started = self._start(sid, "check")
+        report = await self._finish_started(sid, started)
+        if self._intervene.current != "clear":
+            forced = await self._settle_forced() or forced
         return report if forced is None else replace(report, forced=forced)
 
     async def _settle_forced(self) -> CompressionReport | None:
-        async with self._lock:
-            row = self._intervene.fire("before_generation")
-            if row.effect == "proceed":
-                return None
-            if row.effect == "refuse_pending":
-                raise CompressionPending(
-                    "a forced compression of the game stack is in flight; retry the generation",
-                    state=self._intervene.current,
-                    cause="in_flight",
-                )
-            started = self._start(None, "force")
-        report = await self._finish_started(None, started)
-        if self._intervene.current != "clear":
-            raise CompressionPending(
-                f"the owed forced compression failed again ({report.outcome}); "
-                "the intervened exchange stays exact and the generation is refused",
-                state=self._intervene.current,
-                cause=report.outcome,
-            )
-        return report
+        """Settle an owed forced compression; `CompressionPending` if it stays owed.
+
+        A forced compression that publishes while another intervene lands is followed by
+        one more (the new intervened exchange is owed too); then the cause is `superseded`.
+        """
+        report: CompressionReport | None = None
+        for _ in range(2):
+            async with self._lock:
+                row = self._intervene.fire("before_generation")
+                if row.effect == "proceed":
+                    return report
+                if row.effect == "refuse_pending":
+                    raise CompressionPending(
+                        "a forced compression of the game stack is in flight; retry the generation",
+                        state=self._intervene.current,
+                        cause="in_flight",
+                    )
+                started = self._start(None, "force")
+            report = await self._finish_started(None, started)
+            if self._intervene.current == "clear":
+                return report
+            if report.outcome != "published":
+                break
+        assert report is not None
+        cause = "superseded" if report.outcome == "published" else report.outcome
+        raise CompressionPending(
+            f"the owed forced compression did not settle ({cause}); "
+            "the intervened exchange stays exact and the generation is refused",
+            state=self._intervene.current,
+            cause=cause,
+        )
 
     # -- compression ---------------------------------------------------------------------
     def _start(self, scene_id: str | None, event: str) -> _Started | CompressionReport:
@@ -293,6 +335,12 @@ class GameEngine:
             return started
         try:
             result = await self.compressor.compress(started.flight.request, self.participants)
+        except asyncio.CancelledError:
+            # The caller gave up: settle as a transport failure so the machines leave
+            # `in_flight` (nothing was written), then let the cancellation through.
+            cancelled = CompressionResult(outcome="transport", attempts=(), error_code="cancelled")
+            self._settle(scene_id, started, cancelled)
+            raise
         except Exception as exc:  # a compressor must not raise; treat it as transport
             result = CompressionResult(
                 outcome="transport", attempts=(), error_code=type(exc).__name__
@@ -313,7 +361,16 @@ class GameEngine:
             outcome = judge(flight, result, stack)
             if outcome == "valid":
                 assert stack is not None
-                outcome = self._publish(scene_id, flight, result, stack, machine)
+                try:
+                    outcome = self._publish(scene_id, flight, result, stack, machine)
+                except JfsmError:
+                    # The store refused the publication (I/O failure): nothing was written;
+                    # the machines return to their resting states before the error goes on.
+                    if scene_id is None:
+                        self._intervene.fire("attempt_failed")
+                    for event in attempt_events(flight.request, result, "aborted"):
+                        self._emit(event)
+                    raise
             else:
                 machine.fire("reply_stale" if outcome == "stale" else "reply_failed")
         if scene_id is None:
@@ -348,13 +405,20 @@ class GameEngine:
         except QuotaExceeded:
             machine.fire("commit_refused")
             return "quota"
+        except BaseException:
+            machine.fire("commit_refused")
+            raise
         machine.fire("commit")
         return "published"
 
     def _emit(self, event: dict[str, Any]) -> None:
+        """Record a telemetry event; a failing sink is logged, never the caller's error."""
         self.telemetry.append(event)
         if self._sink is not None:
-            self._sink(event)
+            try:
+                self._sink(event)
+            except Exception as exc:
+                _log.warning("telemetry sink failed: %s", type(exc).__name__)
 
     # -- intervene -----------------------------------------------------------------------
     async def intervene(self, input: str, output: str, revealed: int) -> dict[str, Any]:
@@ -402,9 +466,10 @@ class GameEngine:
         async with self._lock:
             if sid in self._scenes:
                 raise InvalidInput(f"scene {sid!r} already exists", scene=sid)
-            self._commit(
-                Projection.of({scene_keys(sid).meta: SceneMeta().to_json()}, label="start_scene")
-            )
+            # The scene's epoch starts at the game's, so a scene id reused after a reset
+            # never repeats an earlier incarnation's Idempotency-Key.
+            meta = SceneMeta(epoch=self.index.game.stack_meta().epoch)
+            self._commit(Projection.of({scene_keys(sid).meta: meta.to_json()}, label="start_scene"))
             self._scenes[sid] = StateMachine("catalyst_scene")
             self._stacks[sid] = self._stack_machine(sid)
 
@@ -577,8 +642,18 @@ class GameEngine:
             )
         async with self._lock:
             game = self.index.game
-            if self.index.rounds or game.chunks or game.summary is not None or self.index.scenes:
-                raise InvalidInput("only a game without rounds or memory can be converted")
+            if (
+                self.index.rounds
+                or game.meta is not None
+                or game.chunks
+                or game.summary is not None
+                or self.index.scenes
+                or self.index.archives
+            ):
+                raise InvalidInput(
+                    "only a game without rounds, memory or scenes can be converted",
+                    field="rounds",
+                )
             self._rebuild(
                 imported,
                 {},

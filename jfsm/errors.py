@@ -14,6 +14,7 @@ JfsmError
 ├── InvalidTransition     invalid_transition
 ├── StoreLocked           store_locked
 ├── StoreCorrupted        store_corrupted
+├── StoreUnavailable      store_unavailable     (retryable)
 └── TransportError        transport_error       (retryable)
 ```
 """
@@ -31,6 +32,7 @@ __all__ = [
     "QuotaExceeded",
     "StoreCorrupted",
     "StoreLocked",
+    "StoreUnavailable",
     "TransportError",
 ]
 
@@ -102,6 +104,14 @@ class StoreCorrupted(JfsmError):
     code = "store_corrupted"
 
 
+class StoreUnavailable(JfsmError):
+    """The store could not write (an I/O failure, or a closed or broken store); nothing
+    of the change was written. Retry once the store is back (reopen a broken store)."""
+
+    code = "store_unavailable"
+    retryable = True
+
+
 class TransportError(JfsmError):
     """compress.v2 could not be reached or answered outside its contract."""
 
@@ -118,6 +128,7 @@ ERROR_CODES: tuple[str, ...] = tuple(
         InvalidTransition,
         StoreLocked,
         StoreCorrupted,
+        StoreUnavailable,
         TransportError,
     )
 )

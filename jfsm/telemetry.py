@@ -3,7 +3,8 @@
 An event links the attempt's `callId` with the `idempotencyKey` (the Broker's idempotency)
 and carries kind, scope, attempt number, outcome, sizes and duration. Earlier attempts of a
 call that was retried carry their transport outcome; the last attempt carries the final
-outcome of the logical compression (`published` or one of the failure outcomes of D7).
+outcome of the logical compression (`published` or one of the failure outcomes of D7),
+or `aborted` when the store itself failed while publishing (the error reaches the caller).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ FINAL_OUTCOMES = (
     "not_smaller",
     "quota",
     "stale",
+    "aborted",
 )
 
 

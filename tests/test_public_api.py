@@ -46,6 +46,7 @@ def test_package_root_api() -> None:
             "StoreCorrupted",
             "StoreImage",
             "StoreLocked",
+            "StoreUnavailable",
             "SyncGameEngine",
             "SyncHttpCompressor",
             "TransportError",
