@@ -2,13 +2,18 @@
 
 - **Every crash point, process death.** A deterministic workload runs over a file-system
   layer that numbers every boundary around a mutating call (before and after each create,
-  write, fsync, rename, truncate, remove and directory fsync, plus the middle of each
-  write, where half the bytes are out). For each boundary the workload is rerun on a real
-  directory with a crash there; the store object is abandoned, its descriptors closed (the
-  kernel does that when a process dies) and the directory reopened.
+  write, pwrite, log extension, fsync, fdatasync, rename, truncate, remove and directory
+  fsync, plus the middle of each write, pwrite and extension, where half the bytes are
+  out). For each boundary the workload is rerun on a real directory with a crash there;
+  the store object is abandoned, its descriptors closed (the kernel does that when a
+  process dies) and the directory reopened. Both with the store's own log extents and with
+  tiny ones, so extensions (first, doubling, capped, oversized for a record) are many.
 - **Every crash point, power loss.** The same enumeration over a simulated disk that
-  remembers what was fsynced: after the crash only synced directory entries and/or synced
-  file bytes survive (or half of the unsynced tail), which is what proves the fsyncs.
+  remembers what was synced: after the crash only synced directory entries and/or synced
+  file bytes survive, or the first half of every unsynced write, or only the second half
+  (out-of-order sectors: zeros where the first half was), which is what proves the
+  fsyncs. Its `fdatasync` is stricter than POSIX: it persists bytes within the synced size
+  but never a size change, so the log extension's own fsync is proven necessary too.
 - **A real process killed with SIGKILL** while committing in a loop.
 - Damage: torn tails are dropped, anything else raises `StoreCorrupted` naming file and
   offset; the lock; quota refusals write nothing; failed writes roll back.
@@ -19,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import inspect
+import json
 import os
 import random
 import shutil
@@ -27,6 +33,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -37,7 +44,7 @@ from jfsm.errors import InvalidTransition, QuotaExceeded, StoreCorrupted, StoreL
 from jfsm.image import StoreImage
 from jfsm.projection import Projection
 from jfsm.stores import FileStore, MemoryStore
-from jfsm.stores.file import HEADER_SIZE, encode_record
+from jfsm.stores.file import HEADER_SIZE, MAGIC, encode_record
 from jfsm.stores.fsio import OsFileSystem
 
 QUOTA = 4_000_000
@@ -115,9 +122,9 @@ class CrashingFileSystem:
 
         return int(self._mutate(f"create {os.path.basename(path)}", create))
 
-    def open_append(self, path: str) -> int:
+    def open_write(self, path: str) -> int:
         self._alive()
-        handle = int(self.inner.open_append(path))
+        handle = int(self.inner.open_write(path))
         self._handles.add(handle)
         return handle
 
@@ -129,8 +136,27 @@ class CrashingFileSystem:
         self.inner.write(handle, data)
         self._boundary("after write")
 
+    def pwrite(self, handle: int, data: bytes, offset: int) -> None:
+        self._boundary("before pwrite")
+        if self.crash_at == self.boundaries:
+            self.inner.pwrite(handle, data[: len(data) // 2], offset)
+        self._boundary("mid pwrite")
+        self.inner.pwrite(handle, data, offset)
+        self._boundary("after pwrite")
+
+    def extend(self, handle: int, start: int, end: int) -> None:
+        self._boundary("before extend")
+        if self.crash_at == self.boundaries:
+            self.inner.extend(handle, start, start + (end - start) // 2)
+        self._boundary("mid extend")
+        self.inner.extend(handle, start, end)
+        self._boundary("after extend")
+
     def fsync(self, handle: int) -> None:
         self._mutate("fsync", lambda: self.inner.fsync(handle))
+
+    def fdatasync(self, handle: int) -> None:
+        self._mutate("fdatasync", lambda: self.inner.fdatasync(handle))
 
     def truncate(self, handle: int, size: int) -> None:
         self._mutate("truncate", lambda: self.inner.truncate(handle, size))
@@ -167,51 +193,110 @@ class UnsyncedOsFileSystem(OsFileSystem):
     def fsync(self, handle: int) -> None:
         pass
 
+    def fdatasync(self, handle: int) -> None:
+        pass
+
     def fsync_dir(self, path: str) -> None:
         pass
 
 
+Pending = tuple[int, bytes | None]  # (offset, bytes written) or (size, None): a truncation
+
+
+def _write_at(content: bytearray, offset: int, data: bytes) -> None:
+    if offset > len(content):
+        content.extend(bytes(offset - len(content)))  # a hole reads as zeros
+    content[offset : offset + len(data)] = data
+
+
+def _replay(durable: bytes, pending: list[Pending], part: str) -> bytes:
+    """`durable` with the unsynced changes: all of each write, its first or second half."""
+    content = bytearray(durable)
+    for offset, data in pending:
+        if data is None:
+            del content[offset:]
+            content.extend(bytes(offset - len(content)))
+            continue
+        half = (len(data) + 1) // 2
+        if part == "first":
+            data = data[:half]
+        elif part == "second":
+            offset, data = offset + half, data[half:]
+        _write_at(content, offset, data)
+    return bytes(content)
+
+
 class _Inode:
-    __slots__ = ("data", "durable")
+    """A file: its live bytes, what survives a power loss, and the writes in between."""
+
+    __slots__ = ("data", "durable", "pending")
 
     def __init__(self, data: bytes = b"") -> None:
         self.data = bytearray(data)
         self.durable = bytes(data)
+        self.pending: list[Pending] = []
+
+    def write(self, offset: int, data: bytes) -> None:
+        _write_at(self.data, offset, data)
+        self.pending.append((offset, bytes(data)))
+
+    def truncate(self, size: int) -> None:
+        del self.data[size:]
+        self.data.extend(bytes(size - len(self.data)))
+        self.pending.append((size, None))
+
+    def fsync(self) -> None:
+        self.durable, self.pending = bytes(self.data), []
+
+    def fdatasync(self) -> None:
+        """Stricter than POSIX: the bytes within the synced size persist, a size change
+        does not (it stays pending)."""
+        durable = bytearray(self.durable)
+        common = min(len(durable), len(self.data))
+        durable[:common] = self.data[:common]
+        self.durable = bytes(durable)
+        if len(self.data) > len(durable):
+            self.pending = [(len(durable), bytes(self.data[len(durable) :]))]
+        elif len(self.data) < len(durable):
+            self.pending = [(len(self.data), None)]
+        else:
+            self.pending = []
+
+    def after_power_loss(self, data: str) -> bytes:
+        if data == "all":
+            return bytes(self.data)
+        if data == "durable":
+            return self.durable
+        return _replay(self.durable, self.pending, "first" if data == "torn" else "second")
 
 
 class SimulatedDisk:
-    """One directory in memory that knows which entries and bytes were fsynced."""
+    """One directory in memory that knows which entries and bytes were synced."""
 
     def __init__(self) -> None:
         self.live: dict[str, _Inode] = {}
         self.synced: dict[str, _Inode] = {}
         self.handles: dict[int, _Inode] = {}
+        self.positions: dict[int, int] = {}
         self.locked: set[str] = set()
         self.lock_paths: dict[int, str] = {}
         self._next = 3
 
     def after_power_loss(self, entries: str, data: str) -> SimulatedDisk:
-        """What a reboot finds: `entries` live|synced, `data` all|durable|torn."""
+        """What a reboot finds: `entries` live|synced, `data` all|durable|torn|late (torn:
+        the first half of every unsynced write persisted; late: only the second half)."""
         disk = SimulatedDisk()
         copies: dict[int, _Inode] = {}
         for path, inode in (self.live if entries == "live" else self.synced).items():
             if id(inode) not in copies:
-                content = bytes(inode.data)
-                if data == "durable":
-                    content = inode.durable
-                elif data == "torn":
-                    extra = content[len(inode.durable) :]
-                    durable_prefix = content.startswith(inode.durable)
-                    content = inode.durable + (
-                        extra[: (len(extra) + 1) // 2] if durable_prefix else b""
-                    )
-                copies[id(inode)] = _Inode(content)
+                copies[id(inode)] = _Inode(inode.after_power_loss(data))
             disk.live[path] = disk.synced[path] = copies[id(inode)]
         return disk
 
     def _handle(self, inode: _Inode) -> int:
         self._next += 1
         self.handles[self._next] = inode
+        self.positions[self._next] = 0
         return self._next
 
     def makedirs(self, path: str) -> None:
@@ -229,24 +314,34 @@ class SimulatedDisk:
         inode = self.live.get(path)
         if inode is None:
             inode = self.live[path] = _Inode()
-        del inode.data[:]
+        inode.truncate(0)
         return self._handle(inode)
 
-    def open_append(self, path: str) -> int:
+    def open_write(self, path: str) -> int:
         return self._handle(self.live[path])
 
     def write(self, handle: int, data: bytes) -> None:
-        self.handles[handle].data += data
+        self.handles[handle].write(self.positions[handle], data)
+        self.positions[handle] += len(data)
+
+    def pwrite(self, handle: int, data: bytes, offset: int) -> None:
+        self.handles[handle].write(offset, data)
+
+    def extend(self, handle: int, start: int, end: int) -> None:
+        self.handles[handle].write(start, bytes(end - start))
 
     def fsync(self, handle: int) -> None:
-        inode = self.handles[handle]
-        inode.durable = bytes(inode.data)
+        self.handles[handle].fsync()
+
+    def fdatasync(self, handle: int) -> None:
+        self.handles[handle].fdatasync()
 
     def truncate(self, handle: int, size: int) -> None:
-        del self.handles[handle].data[size:]
+        self.handles[handle].truncate(size)
 
     def close(self, handle: int) -> None:
         del self.handles[handle]
+        del self.positions[handle]
 
     def rename(self, src: str, dst: str) -> None:
         self.live[dst] = self.live.pop(src)
@@ -270,6 +365,7 @@ class SimulatedDisk:
     def unlock(self, handle: int) -> None:
         self.locked.discard(self.lock_paths.pop(handle))
         del self.handles[handle]
+        del self.positions[handle]
 
 
 # -- the workload ---------------------------------------------------------------------------
@@ -320,13 +416,15 @@ def expected_states(ops: list[Op]) -> list[State]:
     return states
 
 
-def run_workload(directory: str, fs: Any, ops: list[Op]) -> int | None:
+def run_workload(
+    directory: str, fs: Any, ops: list[Op], store_cls: type[FileStore] = FileStore
+) -> int | None:
     """Run `ops`; the index of the op in flight when the process died, or None."""
     store: FileStore | None = None
     for index, (kind, projection) in enumerate(ops):
         try:
             if kind == "open":
-                store = FileStore.open(directory, quota=QUOTA, fs=fs)
+                store = store_cls.open(directory, quota=QUOTA, fs=fs)
             elif kind == "close":
                 assert store is not None
                 store.close()
@@ -342,31 +440,59 @@ def run_workload(directory: str, fs: Any, ops: list[Op]) -> int | None:
     return None
 
 
-def check_reopen(directory: str, fs: Any, allowed: list[State], marker: int) -> int:
-    """Reopen after a crash; the state must be one of `allowed`, and the store must work."""
-    store = FileStore.open(directory, quota=QUOTA, fs=fs)
+def check_reopen(
+    directory: str,
+    fs: Any,
+    allowed: list[State],
+    marker: int,
+    store_cls: type[FileStore] = FileStore,
+) -> int:
+    """Reopen after a crash; the state must be one of `allowed`, and the store must work.
+
+    On a simulated disk, a second power loss right after the first commit of the reopened
+    store must keep that commit: recovery left nothing unsynced that the commit relies on.
+    """
+    store = store_cls.open(directory, quota=QUOTA, fs=fs)
     state = state_of(store.image)
     assert state in allowed
     names = sorted(fs.listdir(directory))
     assert [n for n in names if n.startswith("log.")] and not [n for n in names if "tmp" in n]
     assert len([n for n in names if n.startswith("snapshot.")]) <= 1
     store.commit(Projection.of({"marker": marker}))
+    views = [fs.after_power_loss("synced", "durable")] if isinstance(fs, SimulatedDisk) else []
     store.close()
-    with FileStore.open(directory, quota=QUOTA, fs=fs) as again:
-        values, base = state_of(again.image)
-        assert values.pop("marker") == str(marker).encode()
-        assert (values, base) == state
+    for view in [fs, *views]:
+        with store_cls.open(directory, quota=QUOTA, fs=view) as again:
+            values, base = state_of(again.image)
+            assert values.pop("marker", None) == str(marker).encode()
+            assert (values, base) == state
     return allowed.index(state)
+
+
+class TinyExtents(FileStore):
+    """Log extents of 2 to 8 KiB instead of 1 to 16 MiB: the workloads extend the log
+    often, with every kind of extension (first, doubling, capped, larger for a record)."""
+
+    extent_min = 2048
+    extent_max = 8192
+
+
+EXTENTS = pytest.mark.parametrize(
+    "store_cls", [FileStore, TinyExtents], ids=["own extents", "tiny extents"]
+)
 
 
 @pytest.mark.slow
 @pytest.mark.req("JF-ATOM-001", "JF-ATOM-004")
-def test_every_crash_point_on_disk_reopens_to_before_or_after(tmp_path: Path) -> None:
+@EXTENTS
+def test_every_crash_point_on_disk_reopens_to_before_or_after(
+    tmp_path: Path, store_cls: type[FileStore]
+) -> None:
     ops = build_workload(big=4000)
     states = expected_states(ops)
     counter = CrashingFileSystem(UnsyncedOsFileSystem())
-    assert run_workload(str(tmp_path / "full"), counter, ops) is None
-    with FileStore.open(tmp_path / "full", quota=QUOTA) as store:
+    assert run_workload(str(tmp_path / "full"), counter, ops, store_cls) is None
+    with store_cls.open(tmp_path / "full", quota=QUOTA) as store:
         assert state_of(store.image) == states[-1]
     total = counter.boundaries
     outcomes = [0, 0]
@@ -374,69 +500,86 @@ def test_every_crash_point_on_disk_reopens_to_before_or_after(tmp_path: Path) ->
     for k in range(total):
         directory = str(tmp_path / f"crash-{k}")
         fs = CrashingFileSystem(UnsyncedOsFileSystem(), crash_at=k)
-        index = run_workload(directory, fs, ops)
+        index = run_workload(directory, fs, ops, store_cls)
         assert index is not None, f"no crash at boundary {k}"
         allowed = states[index : index + 2]
         try:
-            recovery_points += crash_during_recovery(directory, allowed, k)
-            outcomes[check_reopen(directory, OsFileSystem(), allowed, k)] += 1
+            recovery_points += crash_during_recovery(directory, allowed, k, store_cls)
+            outcomes[check_reopen(directory, OsFileSystem(), allowed, k, store_cls)] += 1
         except AssertionError as exc:
             raise AssertionError(
                 f"crash at boundary {k} ({counter.labels[k]}) in op {index}"
             ) from exc
         shutil.rmtree(directory)
+    extensions = counter.labels.count("before extend")
     print(
-        f"\n{total} crash points on disk: {outcomes[0]} reopened before, {outcomes[1]} after; "
+        f"\n[{store_cls.__name__}] {total} crash points on disk ({extensions} log extensions): "
+        f"{outcomes[0]} reopened before, {outcomes[1]} after; "
         f"{recovery_points} more crash points inside the recoveries"
     )
     assert total > 300
     assert min(outcomes) > 50
     assert recovery_points > 50
+    assert extensions >= (5 if store_cls is FileStore else 15)
 
 
-def crash_during_recovery(directory: str, allowed: list[State], marker: int) -> int:
-    """Crash at every boundary of the reopen's own recovery (torn-tail truncation, removal
-    of leftovers), on copies of `directory`; each must reopen to what a clean one finds."""
+def crash_during_recovery(
+    directory: str, allowed: list[State], marker: int, store_cls: type[FileStore] = FileStore
+) -> int:
+    """Crash at every boundary of the reopen's own recovery (truncation of a torn tail or of
+    unused preallocation, removal of leftovers), on copies of `directory`; each must reopen
+    to what a clean one finds."""
     probe = CrashingFileSystem(UnsyncedOsFileSystem())
-    with FileStore.open(shutil.copytree(directory, directory + "-probe"), fs=probe) as store:
+    with store_cls.open(shutil.copytree(directory, directory + "-probe"), fs=probe) as store:
         recovered = state_of(store.image)
     assert recovered in allowed
     for j in range(probe.boundaries):
         copy = shutil.copytree(directory, f"{directory}-{j}")
         with pytest.raises(SimulatedCrash):
-            FileStore.open(copy, quota=QUOTA, fs=CrashingFileSystem(OsFileSystem(), crash_at=j))
-        check_reopen(copy, OsFileSystem(), [recovered], marker)
+            store_cls.open(copy, quota=QUOTA, fs=CrashingFileSystem(OsFileSystem(), crash_at=j))
+        check_reopen(copy, OsFileSystem(), [recovered], marker, store_cls)
         shutil.rmtree(copy)
     shutil.rmtree(directory + "-probe")
     return probe.boundaries
 
 
+POWER_LOSS_VIEWS = [(e, d) for e in ("synced", "live") for d in ("durable", "torn", "late", "all")]
+
+
 @pytest.mark.slow
 @pytest.mark.req("JF-ATOM-004", "JF-ATOM-005")
-def test_every_crash_point_with_power_loss_keeps_what_was_returned() -> None:
+@EXTENTS
+def test_every_crash_point_with_power_loss_keeps_what_was_returned(
+    store_cls: type[FileStore],
+) -> None:
     ops = build_workload(big=400)
     states = expected_states(ops)
     directory = "/simulated/store"
     counter = CrashingFileSystem(SimulatedDisk())
-    assert run_workload(directory, counter, ops) is None
+    assert run_workload(directory, counter, ops, store_cls) is None
     total = counter.boundaries
-    modes = [(e, d) for e in ("synced", "live") for d in ("durable", "torn", "all")]
     outcomes = [0, 0]
     for k in range(total):
         disk = SimulatedDisk()
-        index = run_workload(directory, CrashingFileSystem(disk, crash_at=k), ops)
+        index = run_workload(directory, CrashingFileSystem(disk, crash_at=k), ops, store_cls)
         assert index is not None
-        for entries, data in modes:
+        for entries, data in POWER_LOSS_VIEWS:
             rebooted = disk.after_power_loss(entries, data)
+            allowed = states[index : index + 2]
             try:
-                outcomes[check_reopen(directory, rebooted, states[index : index + 2], k)] += 1
+                outcomes[check_reopen(directory, rebooted, allowed, k, store_cls)] += 1
             except AssertionError as exc:
                 raise AssertionError(
                     f"power loss ({entries} entries, {data} data) at boundary {k} "
                     f"({counter.labels[k]}) in op {index}"
                 ) from exc
-    print(f"\n{total} crash points x {len(modes)} power-loss views: {outcomes} before/after")
+    extensions = counter.labels.count("before extend")
+    print(
+        f"\n[{store_cls.__name__}] {total} crash points ({extensions} log extensions) x "
+        f"{len(POWER_LOSS_VIEWS)} power-loss views: {outcomes} before/after"
+    )
     assert min(outcomes) > 100
+    assert extensions >= (5 if store_cls is FileStore else 15)
 
 
 # -- a real process, killed ----------------------------------------------------------------
@@ -613,20 +756,43 @@ def test_torn_tail_is_dropped_and_truncated(tmp_path: Path, cut: int) -> None:
         assert store.image.store_json() == {**_state_after(2), "d": 4}
 
 
+NEXT = encode_record(Projection.of({"next": "𝄞" * 300}))
+ZEROS = bytes(5000)
+
+
 @pytest.mark.req("JF-ATOM-006")
-@pytest.mark.parametrize("garbage", [b"\x00" * 300, b"JFr1\x00\x00"])
-def test_unwritten_garbage_after_the_last_record_is_a_torn_tail(
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        pytest.param(ZEROS[:300], id="zeros: the end of the log"),
+        pytest.param(ZEROS[:1], id="one zero"),
+        pytest.param(b"JFr1\x00\x00", id="torn header"),
+        pytest.param(b"JFr1\x00\x00" + ZEROS, id="torn header, zeros"),
+        pytest.param(NEXT[: len(NEXT) // 2] + ZEROS, id="first half, zeros"),
+        pytest.param(bytes(len(NEXT) // 2) + NEXT[len(NEXT) // 2 :] + ZEROS, id="second half"),
+        pytest.param(NEXT[:-1] + b"\x00" + ZEROS, id="all but the last byte"),
+        pytest.param(NEXT[:HEADER_SIZE] + ZEROS, id="header only"),
+    ],
+)
+def test_whatever_follows_the_last_record_without_a_valid_one_is_dropped(
     tmp_path: Path, garbage: bytes
 ) -> None:
+    """Zeros (preallocation a session did not give back) end the log; anything else is a
+    torn tail (bad record, no valid one after it): dropped, and the log cut after the last
+    committed record either way."""
     log, offsets = _three_commits(tmp_path)
     with log.open("ab") as file:
         file.write(garbage)
     with FileStore.open(tmp_path) as store:
         assert store.image.store_json() == _state_after(3)
-    assert log.stat().st_size == offsets[3]
+        assert log.stat().st_size == offsets[3]
+        store.commit(Projection.of({"d": 4}))
+    with FileStore.open(tmp_path) as store:
+        assert store.image.store_json() == {**_state_after(3), "d": 4}
 
 
 @pytest.mark.req("JF-ATOM-006")
+@pytest.mark.parametrize("zeros", [0, 8192], ids=["trimmed log", "zeros after the records"])
 @pytest.mark.parametrize(
     ("record", "within", "reason"),
     [
@@ -638,9 +804,11 @@ def test_unwritten_garbage_after_the_last_record_is_a_torn_tail(
     ],
 )
 def test_damage_before_the_last_record_is_refused_with_file_and_offset(
-    tmp_path: Path, record: int, within: int, reason: str
+    tmp_path: Path, record: int, within: int, reason: str, zeros: int
 ) -> None:
     log, offsets = _three_commits(tmp_path, checkpoint_first=True)
+    with log.open("ab") as file:
+        file.write(bytes(zeros))  # the unused preallocation of a session that did not close
     _flip(log, offsets[record] + within)
     damaged = log.read_bytes()
     for _ in range(2):  # refused every time, and the lock is released after each refusal
@@ -676,8 +844,6 @@ def _snapshot_store(directory: Path) -> Path:
 @pytest.mark.req("JF-ATOM-006")
 @pytest.mark.parametrize("damage", ["flip", "truncate", "not-json"])
 def test_damaged_snapshot_is_refused(tmp_path: Path, damage: str) -> None:
-    import zlib
-
     snapshot = _snapshot_store(tmp_path)
     offset = 0
     if damage == "flip":
@@ -703,6 +869,266 @@ def test_a_log_without_its_snapshot_is_refused(tmp_path: Path) -> None:
     snapshot.unlink()
     with pytest.raises(StoreCorrupted, match=r"log\.00000001\.jfl"):
         FileStore.open(tmp_path)
+
+
+# -- the preallocated log ----------------------------------------------------------------------
+class RecordingFileSystem(OsFileSystem):
+    """The real disk, noting the log-writing calls."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[Any, ...]] = []
+
+    def extend(self, handle: int, start: int, end: int) -> None:
+        self.calls.append(("extend", start, end))
+        super().extend(handle, start, end)
+
+    def pwrite(self, handle: int, data: bytes, offset: int) -> None:
+        self.calls.append(("pwrite", offset, len(data)))
+        super().pwrite(handle, data, offset)
+
+    def fsync(self, handle: int) -> None:
+        self.calls.append(("fsync",))
+        super().fsync(handle)
+
+    def fdatasync(self, handle: int) -> None:
+        self.calls.append(("fdatasync",))
+        super().fdatasync(handle)
+
+    def truncate(self, handle: int, size: int) -> None:
+        self.calls.append(("truncate", size))
+        super().truncate(handle, size)
+
+
+def test_no_record_header_is_all_zeros() -> None:
+    """What lets zeros mark the end of the log: every header starts with the magic, which
+    has no zero byte, and every record ends with its payload's `}`."""
+    assert 0 not in MAGIC
+    for projection in [*PROJECTIONS, Projection.of({}, ["a"]), Projection.of({"": 0})]:
+        record = encode_record(projection)
+        assert record[:4] == MAGIC and record[-1:] == b"}"
+
+
+@pytest.mark.req("JF-ATOM-001")
+def test_commits_write_into_a_synced_zero_extent_and_only_fdatasync(tmp_path: Path) -> None:
+    fs = RecordingFileSystem()
+    store = FileStore.open(tmp_path, fs=fs)
+    (log,) = tmp_path.glob("log.*.jfl")
+    records = [encode_record(projection) for projection in PROJECTIONS]
+    ends = [sum(map(len, records[: i + 1])) for i in range(3)]
+    fs.calls.clear()
+    store.commit(PROJECTIONS[0])
+    # Grow the log with zeros and fsync that (size and blocks), then write and fdatasync.
+    extent = FileStore.extent_min
+    assert fs.calls == [
+        ("extend", 0, extent),
+        ("fsync",),
+        ("pwrite", 0, len(records[0])),
+        ("fdatasync",),
+    ]
+    fs.calls.clear()
+    store.commit(PROJECTIONS[1])
+    store.commit(PROJECTIONS[2])
+    assert fs.calls == [
+        ("pwrite", ends[0], len(records[1])),
+        ("fdatasync",),
+        ("pwrite", ends[1], len(records[2])),
+        ("fdatasync",),
+    ]
+    data = log.read_bytes()
+    assert len(data) == extent
+    assert data[: ends[2]] == b"".join(records) and not data[ends[2] :].strip(b"\x00")
+    fs.calls.clear()
+    store.close()
+    assert fs.calls == [("truncate", ends[2])]  # the preallocation given back, unsynced
+    assert log.read_bytes() == b"".join(records)
+    with FileStore.open(tmp_path, fs=fs) as again:
+        assert again.image.store_json() == _state_after(3)
+        fs.calls.clear()
+        again.commit(Projection.of({"d": 4}))
+        assert fs.calls[:2] == [("extend", ends[2], extent), ("fsync",)]
+
+
+def test_extents_double_up_to_the_cap_and_make_room_for_a_large_record(tmp_path: Path) -> None:
+    fs = RecordingFileSystem()
+    sizes = []
+    with TinyExtents.open(tmp_path, fs=fs) as store:  # extents of 2 KiB, doubling to 8 KiB
+        for i in range(60):
+            projection = Projection.of({"k": f"{i:03d}" + "x" * 251})
+            sizes.append(len(encode_record(projection)))
+            store.commit(projection)
+        big = Projection.of({"big": "y" * 20_000})
+        sizes.append(len(encode_record(big)))
+        store.commit(big)
+        extensions = [call[1:] for call in fs.calls if call[0] == "extend"]
+        assert sizes[0] == 300 and sum(sizes[:60]) == 18_000
+        assert extensions == [
+            (0, 2048),  # the first extent
+            (2048, 4096),  # doubling
+            (4096, 8192),
+            (8192, 16384),
+            (16384, 24576),  # capped at 8 KiB
+            (24576, 38912),  # the big record (18,000 to 38,048) needs more than 8 KiB
+        ]
+        (log,) = tmp_path.glob("log.*.jfl")
+        assert log.stat().st_size == 38912
+    assert log.stat().st_size == sum(sizes)
+    with TinyExtents.open(tmp_path) as store:
+        assert store.image.get("big") == "y" * 20_000 and store.image.get("k") == "059" + "x" * 251
+
+
+@pytest.mark.req("JF-ATOM-004")
+def test_a_store_left_open_reopens_through_its_zero_tail(tmp_path: Path) -> None:
+    """What a killed process leaves: the log with the zeros after its records. Reopen reads
+    up to the zeros and cuts them off (synced), so the new session extends for itself."""
+    live = tmp_path / "live"
+    store = FileStore.open(live)
+    for projection in PROJECTIONS:
+        store.commit(projection)
+    left = Path(shutil.copytree(live, tmp_path / "left"))
+    store.close()
+    (log,) = left.glob("log.*.jfl")
+    assert log.stat().st_size == FileStore.extent_min
+    fs = RecordingFileSystem()
+    with FileStore.open(left, fs=fs) as store:
+        assert store.image.store_json() == _state_after(3)
+        end = len(b"".join(encode_record(p) for p in PROJECTIONS))
+        assert fs.calls == [("truncate", end), ("fsync",)]
+        assert log.stat().st_size == end
+        store.commit(Projection.of({"d": 4}))
+    with FileStore.open(left) as store:
+        assert store.image.store_json() == {**_state_after(3), "d": 4}
+
+
+# -- reading: the fast path and verify ---------------------------------------------------------
+def _replace_snapshot(directory: Path, text: bytes) -> Path:
+    """Put `text` in place of the store's snapshot, under a name with its right CRC."""
+    (old,) = directory.glob("snapshot.*.json")
+    old.unlink()
+    path = old.with_name(old.name[:18] + f"{zlib.crc32(text):08x}.json")
+    path.write_bytes(text)
+    return path
+
+
+def _frame(payload: bytes) -> bytes:
+    """A record with the right CRCs around any payload."""
+    head = MAGIC + len(payload).to_bytes(4, "big") + zlib.crc32(payload).to_bytes(4, "big")
+    return head + zlib.crc32(head).to_bytes(4, "big") + payload
+
+
+@pytest.mark.req("JF-ATOM-006")
+@pytest.mark.parametrize(
+    ("text", "offset"),
+    [
+        (b'{"a":NaN}', 5),
+        (b'{"a":-Infinity}', 5),
+        (b'{"a":"\xff"}', 6),  # not UTF-8
+        (b'{"a":1,"a":2}', 7),  # a duplicate name
+        (b'{"a":1}x', 7),
+        (b'{"a":1}\x00', 7),
+        (b'{"\\ud800":1}', 1),  # a lone surrogate
+        (b'{"a": 1}', 5),  # white space: not the layout written
+        (b'{"a":[1,}', 8),
+        (b'{"a":1,}', 7),
+        (b"{1:2}", 1),
+        (b"[1]", 0),
+        (b"", 0),
+    ],
+)
+@pytest.mark.parametrize("verify", [False, True], ids=["fast", "verify"])
+def test_a_snapshot_with_the_right_crc_but_malformed_content_is_refused(
+    tmp_path: Path, text: bytes, offset: int, verify: bool
+) -> None:
+    snapshot = _replace_snapshot(_snapshot_store(tmp_path).parent, text)
+    with pytest.raises(StoreCorrupted) as refused:
+        FileStore.open(tmp_path, verify=verify)
+    assert refused.value.details["file"] == str(snapshot)
+    assert refused.value.details["offset"] == offset
+
+
+@pytest.mark.req("JF-ATOM-006")
+@pytest.mark.parametrize(
+    ("text", "offset", "reason"),
+    [
+        (b'{"a":1.0}', 5, "value of 'a' is not canonical JCS"),
+        (b'{"a":[1, 2]}', 5, "value of 'a' is not canonical JCS"),
+        (b'{"a":"\\u00e9"}', 5, "value of 'a' is not canonical JCS"),
+        (b'{"a":1e400}', 5, "value of 'a' is not storable JSON"),
+        (b'{"a":"\\udd1e"}', 5, "value of 'a' is not storable JSON"),
+        (b'{"b":1,"a":2}', 2, "member order or layout differs"),
+        (b'{"\\u0061":1}', 2, "member order or layout differs"),
+    ],
+)
+def test_verify_refuses_a_snapshot_that_is_valid_json_but_not_canonical(
+    tmp_path: Path, text: bytes, offset: int, reason: str
+) -> None:
+    """The fast path keeps the bytes the CRC vouches for; `verify` re-canonicalizes."""
+    snapshot = _replace_snapshot(_snapshot_store(tmp_path).parent, text)
+    with FileStore.open(tmp_path) as store:
+        assert set(store.image.keys()) == {"a", "b", "d"} - ({"b"} if b'"b"' not in text else set())
+    with pytest.raises(StoreCorrupted) as refused:
+        FileStore.open(tmp_path, verify=True)
+    assert refused.value.details["file"] == str(snapshot)
+    assert refused.value.details["offset"] == offset
+    assert reason in str(refused.value)
+
+
+@pytest.mark.req("JF-ATOM-006")
+@pytest.mark.parametrize(
+    ("payload", "verify_only"),
+    [
+        (b'{"deletes":[],"sets":{"a":}}', False),
+        (b'{"deletes":[],"sets":{"a":NaN}}', False),
+        (b'{"deletes":["a"],"sets":{"a":1}}', False),  # both set and deleted
+        (b'{"deletes":[1],"sets":{}}', False),
+        (b'{"deletes":{},"sets":{}}', False),
+        (b'{"sets":{},"deletes":[]}', False),
+        (b'{"deletes":[],"sets":{}} ', False),
+        (b'{"deletes":[],"sets":{"\xc3":1}}', False),  # not UTF-8
+        (b'{"deletes":[],"sets":{"a":1.0}}', True),
+        (b'{"deletes":["b","a"],"sets":{}}', True),  # order
+        (b'{"deletes":["a","a"],"sets":{}}', True),
+    ],
+)
+def test_a_record_with_the_right_crcs_but_bad_content_is_refused_at_its_offset(
+    tmp_path: Path, payload: bytes, verify_only: bool
+) -> None:
+    log, offsets = _three_commits(tmp_path, checkpoint_first=True)
+    valid = encode_record(Projection.of({"e": 5}))
+    with log.open("ab") as file:
+        file.write(_frame(payload) + valid + bytes(100))
+    for verify in (False, True):
+        if verify_only and not verify:
+            with FileStore.open(tmp_path) as store:
+                assert store.image.get("e") == 5
+            continue
+        with pytest.raises(StoreCorrupted) as refused:
+            FileStore.open(tmp_path, verify=verify)
+        assert refused.value.details["file"] == str(log)
+        assert refused.value.details["offset"] == offsets[3]
+        reason = "not canonical" if verify_only else "undecodable log record"
+        assert reason in str(refused.value)
+
+
+@pytest.mark.req("JF-ATOM-004")
+def test_fast_and_verified_reopen_find_the_same_store(tmp_path: Path) -> None:
+    tricky = {
+        'é𝄞\n"\\': {"x": [1, 2.5, None, True, '\u0000\u001f"\\/'], "": {}},
+        "\uff61": "😀" * 10,
+        "𝄞": -0.0,
+        "n": [1e21, 1e-7, 123456789012345, -5e-324, 0.1],
+        "": "",
+    }
+    with FileStore.open(tmp_path) as store:
+        store.commit(Projection.of(tricky))
+        store.checkpoint()
+        store.commit(Projection.of({'é𝄞\n"\\': "changed", "new": tricky}, ["\uff61"]))
+        expected = state_of(store.image)
+    for verify in (False, True):
+        with FileStore.open(tmp_path, verify=verify) as store:
+            assert state_of(store.image) == expected
+    values, base = expected
+    for raw in [*values.values(), *base.values()]:  # every value kept in canonical form
+        assert Projection.of({"k": json.loads(raw)}).sets["k"] == raw
 
 
 # -- quota and failed writes -----------------------------------------------------------------
@@ -742,9 +1168,25 @@ class FailingFileSystem(OsFileSystem):
         self._fail("write")
         super().write(handle, data)
 
+    def pwrite(self, handle: int, data: bytes, offset: int) -> None:
+        if "pwrite" in self.failing:
+            super().pwrite(handle, data[: len(data) // 2], offset)
+        self._fail("pwrite")
+        super().pwrite(handle, data, offset)
+
+    def extend(self, handle: int, start: int, end: int) -> None:
+        if "extend" in self.failing:
+            super().extend(handle, start, (start + end) // 2)
+        self._fail("extend")
+        super().extend(handle, start, end)
+
     def fsync(self, handle: int) -> None:
         self._fail("fsync")
         super().fsync(handle)
+
+    def fdatasync(self, handle: int) -> None:
+        self._fail("fdatasync")
+        super().fdatasync(handle)
 
     def truncate(self, handle: int, size: int) -> None:
         self._fail("truncate")
@@ -759,20 +1201,45 @@ class FailingFileSystem(OsFileSystem):
         super().fsync_dir(path)
 
 
+def _contents(directory: Path) -> dict[str, bytes]:
+    """The files, each log without the zeros after its last record (a record ends in `}`)."""
+    files = _files(directory)
+    return {n: d.rstrip(b"\x00") if n.startswith("log.") else d for n, d in files.items()}
+
+
 @pytest.mark.req("JF-ATOM-001")
-@pytest.mark.parametrize("failing", ["write", "fsync"])
-def test_failed_append_is_rolled_back_and_the_store_stays_usable(
-    tmp_path: Path, failing: str
+@pytest.mark.parametrize(
+    ("failing", "room"),
+    [
+        ("extend", False),  # the log must grow first: fail writing its zeros
+        ("fsync", False),  # or syncing them
+        ("pwrite", False),
+        ("fdatasync", False),
+        ("pwrite", True),  # the record fits in the preallocated zeros
+        ("fdatasync", True),
+    ],
+)
+def test_failed_commit_is_rolled_back_and_the_store_stays_usable(
+    tmp_path: Path, failing: str, room: bool
 ) -> None:
     fs = FailingFileSystem()
     with FileStore.open(tmp_path, fs=fs) as store:
         store.commit(Projection.of({"a": 1}))
-        before = _files(tmp_path)
+    (log,) = tmp_path.glob("log.*.jfl")
+    committed = log.stat().st_size
+    with FileStore.open(tmp_path, fs=fs) as store:  # a new session: nothing preallocated
+        if room:
+            store.commit(Projection.of({"a": 2}))
+            store.commit(Projection.of({"a": 1}))
+            committed = len(log.read_bytes().rstrip(b"\x00"))
+        before = _contents(tmp_path)
         fs.failing = {failing}
-        with pytest.raises(OSError, match="injected"):
+        with pytest.raises(OSError, match=f"injected {failing}"):
             store.commit(Projection.of({"b": 2}, ["a"]))
+        assert not fs.failing
         assert store.image.store_json() == {"a": 1}
-        assert _files(tmp_path) == before
+        assert _contents(tmp_path) == before
+        assert log.stat().st_size == committed  # cut back after the last record, synced
         store.commit(Projection.of({"c": 3}))
     with FileStore.open(tmp_path) as store:
         assert store.image.store_json() == {"a": 1, "c": 3}
@@ -783,8 +1250,8 @@ def test_failed_rollback_breaks_the_store_until_reopened(tmp_path: Path) -> None
     fs = FailingFileSystem()
     store = FileStore.open(tmp_path, fs=fs)
     store.commit(Projection.of({"a": 1}))
-    fs.failing = {"fsync", "truncate"}
-    with pytest.raises(OSError, match="injected fsync") as failed:
+    fs.failing = {"fdatasync", "truncate"}
+    with pytest.raises(OSError, match="injected fdatasync") as failed:
         store.commit(Projection.of({"b": 2}))
     assert any("broken" in note for note in failed.value.__notes__)
     assert store.image.store_json() == {"a": 1}
@@ -796,6 +1263,54 @@ def test_failed_rollback_breaks_the_store_until_reopened(tmp_path: Path) -> None
     store.close()
     with FileStore.open(tmp_path) as again:  # like a crash: the failed projection, or not
         assert again.image.store_json() in ({"a": 1}, {"a": 1, "b": 2})
+
+
+class WritebackThenFailDisk(SimulatedDisk):
+    """A simulated disk whose next sync of a chosen kind makes the data durable and then
+    reports failure anyway (EIO after a partial writeback: the caller cannot know)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failing: set[str] = set()
+
+    def _fail(self, call: str) -> None:
+        if call in self.failing:
+            self.failing.discard(call)
+            raise OSError(errno.EIO, f"injected {call} failure after writeback")
+
+    def fsync(self, handle: int) -> None:
+        super().fsync(handle)
+        self._fail("fsync")
+
+    def fdatasync(self, handle: int) -> None:
+        super().fdatasync(handle)
+        self._fail("fdatasync")
+
+
+@pytest.mark.req("JF-ATOM-001", "JF-ATOM-004")
+@pytest.mark.parametrize("failing", ["fdatasync", "fsync"])
+def test_a_rolled_back_commit_stays_rolled_back_after_a_power_loss(failing: str) -> None:
+    """The record of a commit that raised may have reached the disk; the rollback's own
+    sync must make sure no reboot brings it back."""
+    directory = "/simulated/store"
+    disk = WritebackThenFailDisk()
+    with FileStore.open(directory, fs=disk) as store:
+        store.commit(Projection.of({"a": 1}))
+    with FileStore.open(directory, fs=disk) as store:  # the next commit extends the log
+        if failing == "fdatasync":
+            store.commit(Projection.of({"a": 2}))  # now the record fits: no fsync
+        disk.failing = {failing}
+        with pytest.raises(OSError, match=f"injected {failing}"):
+            store.commit(Projection.of({"b": 2}))
+        before = state_of(store.image)
+        for entries, data in POWER_LOSS_VIEWS:
+            with FileStore.open(directory, fs=disk.after_power_loss(entries, data)) as again:
+                assert state_of(again.image) == before, (entries, data)
+        store.commit(Projection.of({"c": 3}))
+        after = state_of(store.image)
+    for entries, data in POWER_LOSS_VIEWS:
+        with FileStore.open(directory, fs=disk.after_power_loss(entries, data)) as again:
+            assert state_of(again.image) == after, (entries, data)
 
 
 @pytest.mark.parametrize("failing", ["fsync", "rename"])

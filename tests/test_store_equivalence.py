@@ -3,7 +3,10 @@
 Every rule runs the same operation on both backends and on a deliberately naive model (plain
 dicts, footprint recomputed from scratch with JCS), and the invariant compares all three
 after every step: store, change log, checkpoint base and footprint. The file store is also
-closed and reopened from its directory, so replaying the log must rebuild the same image.
+closed and reopened from its directory (with and without `verify`), or abandoned while open
+and its files reopened (what a killed process leaves: the log with the unused zeros of its
+preallocation), so replaying the log must rebuild the same image. Its log extents are tiny,
+so commits extend the log often.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 from json import loads
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,6 +28,12 @@ from jfsm.projection import Projection
 from jfsm.stores import FileStore, MemoryStore
 
 QUOTA = 2048
+
+
+class SmallExtentStore(FileStore):
+    extent_min = 256
+    extent_max = 1024
+
 
 # U+FF61 comes before U+1D11E by code point but after it in JCS (UTF-16) order: D834 < FF61.
 KEYS = [
@@ -76,7 +86,7 @@ class StoreEquivalence(RuleBasedStateMachine):
         super().__init__()
         self.directory = tempfile.mkdtemp(prefix="jfsm-eq-")
         self.memory = MemoryStore(quota=QUOTA)
-        self.file = FileStore.open(self.directory, quota=QUOTA)
+        self.file = SmallExtentStore.open(self.directory, quota=QUOTA)
         self.model: dict[str, bytes] = {}
         self.model_base: dict[str, bytes] = {}
 
@@ -90,7 +100,7 @@ class StoreEquivalence(RuleBasedStateMachine):
             post.pop(key, None)
         post.update(projection.sets)
         would_be = _footprint(post, self.model_base)
-        outcomes = []
+        outcomes: list[dict[str, Any] | None] = []
         for store in (self.memory, self.file):
             try:
                 store.commit(projection)
@@ -126,10 +136,23 @@ class StoreEquivalence(RuleBasedStateMachine):
         self.file.checkpoint()
         self.model_base = dict(self.model)
 
-    @rule()
-    def reopen(self) -> None:
+    @rule(verify=st.booleans())
+    def reopen(self, verify: bool) -> None:
         self.file.close()
-        self.file = FileStore.open(self.directory, quota=QUOTA)
+        self.file = SmallExtentStore.open(self.directory, quota=QUOTA, verify=verify)
+
+    @rule(verify=st.booleans())
+    def reopen_abandoned(self, verify: bool) -> None:
+        """Reopen a copy of the files taken while the store was open."""
+        copy = tempfile.mkdtemp(prefix="jfsm-eq-")
+        shutil.copytree(self.directory, copy, dirs_exist_ok=True)
+        for log in Path(copy).glob("log.*.jfl"):
+            data = log.read_bytes()
+            event("abandoned: zeros after the records" if data.endswith(b"\x00") else "abandoned")
+        self.file.close()
+        shutil.rmtree(self.directory, ignore_errors=True)
+        self.directory = copy
+        self.file = SmallExtentStore.open(self.directory, quota=QUOTA, verify=verify)
 
     @invariant()
     def stores_agree(self) -> None:

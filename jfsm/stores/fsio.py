@@ -1,9 +1,10 @@
 """The file-system seam of the durable store.
 
 `FileStore` touches the disk only through a `FileSystem`, so tests can inject a crash
-(an exception) before or after any write, fsync, rename, truncate or remove, or replace the
-disk altogether with a model that forgets whatever was not yet fsynced. `OsFileSystem` is
-the real one. Handles are plain integers (file descriptors for `OsFileSystem`).
+(an exception) before or after any write, extension, fsync, rename, truncate or remove, or
+replace the disk altogether with a model that forgets whatever was not yet synced.
+`OsFileSystem` is the real one. Handles are plain integers (file descriptors for
+`OsFileSystem`).
 
 Every method raises `OSError` (or whatever an injected layer raises) on failure, except
 `lock`, which raises `BlockingIOError` when another holder has the lock.
@@ -16,6 +17,9 @@ import os
 from typing import Protocol
 
 __all__ = ["FileSystem", "OsFileSystem"]
+
+_ZEROS = bytes(1 << 20)
+_fdatasync = getattr(os, "fdatasync", os.fsync)  # macOS has no fdatasync
 
 
 class FileSystem(Protocol):
@@ -34,19 +38,37 @@ class FileSystem(Protocol):
         ...
 
     def create(self, path: str) -> int:
-        """Open `path` for appending, created empty (truncated if it exists)."""
+        """Open `path` for writing from offset 0, created empty (truncated if it exists)."""
         ...
 
-    def open_append(self, path: str) -> int:
-        """Open the existing file `path` for appending."""
+    def open_write(self, path: str) -> int:
+        """Open the existing file `path` for writing at explicit offsets (`pwrite`)."""
         ...
 
     def write(self, handle: int, data: bytes) -> None:
-        """Write all of `data` at the handle's position (the end, for an append handle)."""
+        """Write all of `data` at the handle's position, advancing it."""
+        ...
+
+    def pwrite(self, handle: int, data: bytes, offset: int) -> None:
+        """Write all of `data` at byte `offset`; the handle's position is unchanged."""
+        ...
+
+    def extend(self, handle: int, start: int, end: int) -> None:
+        """Write zeros over bytes [start, end), growing the file to at least `end`.
+
+        Real zeros, not a hole or an unwritten extent: overwriting them later needs no
+        block allocation, so `fdatasync` then has no metadata to write.
+        """
         ...
 
     def fsync(self, handle: int) -> None:
-        """Make the file's content and size durable."""
+        """Make the file's content and metadata (its size included) durable."""
+        ...
+
+    def fdatasync(self, handle: int) -> None:
+        """Make the file's content durable. The store calls it only when the file's size
+        and blocks are already durable (writes inside a synced extension), so it never
+        relies on `fdatasync` flushing a size change."""
         ...
 
     def truncate(self, handle: int, size: int) -> None:
@@ -54,7 +76,7 @@ class FileSystem(Protocol):
         ...
 
     def close(self, handle: int) -> None:
-        """Close a handle from `create` or `open_append`."""
+        """Close a handle from `create` or `open_write`."""
         ...
 
     def rename(self, src: str, dst: str) -> None:
@@ -95,11 +117,12 @@ class OsFileSystem:
             return file.read()
 
     def create(self, path: str) -> int:
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_CLOEXEC
+        # No O_APPEND: on Linux, pwrite on an O_APPEND descriptor ignores its offset.
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
         return os.open(path, flags, 0o644)
 
-    def open_append(self, path: str) -> int:
-        return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+    def open_write(self, path: str) -> int:
+        return os.open(path, os.O_WRONLY | os.O_CLOEXEC)
 
     def write(self, handle: int, data: bytes) -> None:
         view = memoryview(data)
@@ -107,8 +130,22 @@ class OsFileSystem:
             written = os.write(handle, view)
             view = view[written:]
 
+    def pwrite(self, handle: int, data: bytes, offset: int) -> None:
+        view = memoryview(data)
+        while view:
+            written = os.pwrite(handle, view, offset)
+            view = view[written:]
+            offset += written
+
+    def extend(self, handle: int, start: int, end: int) -> None:
+        while start < end:
+            start += os.pwrite(handle, memoryview(_ZEROS)[: min(len(_ZEROS), end - start)], start)
+
     def fsync(self, handle: int) -> None:
         os.fsync(handle)
+
+    def fdatasync(self, handle: int) -> None:
+        _fdatasync(handle)
 
     def truncate(self, handle: int, size: int) -> None:
         os.ftruncate(handle, size)
