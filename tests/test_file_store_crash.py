@@ -40,7 +40,7 @@ from typing import Any
 
 import pytest
 
-from jfsm.errors import InvalidTransition, QuotaExceeded, StoreCorrupted, StoreLocked
+from jfsm.errors import QuotaExceeded, StoreCorrupted, StoreLocked, StoreUnavailable
 from jfsm.image import StoreImage
 from jfsm.projection import Projection
 from jfsm.stores import FileStore, MemoryStore
@@ -658,7 +658,7 @@ def test_second_writer_in_process_is_refused(tmp_path: Path) -> None:
     assert refused.value.details == {"directory": str(tmp_path)}
     store.close()
     store.close()  # idempotent
-    with pytest.raises(InvalidTransition):
+    with pytest.raises(StoreUnavailable):
         store.commit(Projection.of({"a": 1}))
     with FileStore.open(tmp_path) as again:
         assert again.durable
@@ -1255,10 +1255,10 @@ def test_failed_rollback_breaks_the_store_until_reopened(tmp_path: Path) -> None
         store.commit(Projection.of({"b": 2}))
     assert any("broken" in note for note in failed.value.__notes__)
     assert store.image.store_json() == {"a": 1}
-    with pytest.raises(InvalidTransition) as refused:
+    with pytest.raises(StoreUnavailable) as refused:
         store.commit(Projection.of({"c": 3}))
     assert refused.value.state == "broken"
-    with pytest.raises(InvalidTransition):
+    with pytest.raises(StoreUnavailable):
         store.checkpoint()
     store.close()
     with FileStore.open(tmp_path) as again:  # like a crash: the failed projection, or not
@@ -1339,7 +1339,7 @@ def test_checkpoint_failing_after_its_rename_breaks_the_store(tmp_path: Path) ->
     fs.failing = {"fsync_dir"}
     with pytest.raises(OSError, match="injected"):
         store.checkpoint()
-    with pytest.raises(InvalidTransition, match="broken"):
+    with pytest.raises(StoreUnavailable, match="broken"):
         store.commit(Projection.of({"b": 2}))
     store.close()
     with FileStore.open(tmp_path) as again:

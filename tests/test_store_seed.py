@@ -49,3 +49,15 @@ def test_seed_over_quota_writes_nothing(tmp_path: Path) -> None:
         store.close()
     with FileStore.open(tmp_path / "q", quota=100) as reopened:
         assert reopened.image.store_json() == {}
+
+
+def test_seed_accepts_an_emptied_and_checkpointed_store(tmp_path: Path) -> None:
+    """Empty means no keys and an empty change log, whatever the store's history."""
+    for store in _stores(tmp_path):
+        store.commit(Projection.of({"x": 1}))
+        store.commit(Projection.of(deletes=["x"]))
+        store.checkpoint()
+        store.seed(VALUES)
+        assert store.image.values_bytes() == VALUES
+        assert store.image.change_log() == []
+        store.close()

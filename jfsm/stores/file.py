@@ -76,7 +76,7 @@ snapshot and record must be byte for byte what this module would write for its c
   *broken*.
 - `checkpoint`: a failure before the rename removes what it wrote (best effort) and changes
   nothing; a failure of the directory fsync after it leaves the store *broken*.
-- A broken store refuses `commit` and `checkpoint` with `InvalidTransition` (state
+- A broken store refuses `commit` and `checkpoint` with `StoreUnavailable` (state
   `"broken"`); close it and reopen, which resolves the failed operation to done or not
   done, exactly as after a crash. A closed store refuses them with state `"closed"`.
 """
@@ -94,7 +94,7 @@ from collections.abc import Mapping
 from types import MappingProxyType, TracebackType
 from typing import Any
 
-from jfsm.errors import InvalidInput, InvalidTransition, StoreCorrupted, StoreLocked
+from jfsm.errors import InvalidInput, StoreCorrupted, StoreLocked, StoreUnavailable
 from jfsm.image import QUOTA_BYTES, StoreImage, seeded_image
 from jfsm.jcs import canonical_bytes, key_order, string_bytes
 from jfsm.projection import Projection
@@ -550,7 +550,7 @@ class FileStore:
         """Write `projection` durably after the last record, then apply it.
 
         Raises `QuotaExceeded` (nothing written), the file system's error (rolled back; see
-        the module docstring), or `InvalidTransition` on a closed or broken store.
+        the module docstring), or `StoreUnavailable` on a closed or broken store.
         """
         self._require_writable()
         self._image.check(projection)
@@ -579,7 +579,7 @@ class FileStore:
         Does nothing when no projection was committed since the last snapshot.
 
         Raises the file system's error (see the module docstring for what is left), or
-        `InvalidTransition` on a closed or broken store.
+        `StoreUnavailable` on a closed or broken store.
         """
         self._require_writable()
         if self._log_size == 0:
@@ -593,10 +593,7 @@ class FileStore:
         would exceed the quota (nothing written in either case), or as `checkpoint` does.
         """
         self._require_writable()
-        image = seeded_image(self._image, values)
-        if self._log_size or self._snapshot is not None:
-            raise InvalidInput("only an empty store can be seeded", directory=self._directory)
-        self._install_snapshot(image)
+        self._install_snapshot(seeded_image(self._image, values))
 
     def _install_snapshot(self, image: StoreImage) -> None:
         """Write `image`'s store as the next generation's snapshot with an empty log, then
@@ -676,9 +673,9 @@ class FileStore:
 
     def _require_writable(self) -> None:
         if self._lock is None:
-            raise InvalidTransition(f"store {self._directory} is closed", state="closed")
+            raise StoreUnavailable(f"store {self._directory} is closed", state="closed")
         if self._broken:
-            raise InvalidTransition(
+            raise StoreUnavailable(
                 f"store {self._directory} is broken by a failed write; close and reopen it",
                 state="broken",
             )
