@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import inspect
 import json
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
@@ -91,6 +92,27 @@ class AdaptiveFake(FakeCompressor):
         return await super().compress(request, participants)
 
 
+class FlagChecked:
+    """Wraps an engine so that the JF-INT-006 flag invariant is asserted after every
+    awaited operation (successful or not); everything else passes through."""
+
+    def __init__(self, engine: GameEngine) -> None:
+        self.engine = engine
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.engine, name)
+        if not inspect.iscoroutinefunction(attr):
+            return attr
+
+        async def checked(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return await attr(*args, **kwargs)
+            finally:
+                assert_flag_invariant(self.engine)
+
+        return checked
+
+
 def make_engine(
     *,
     thresholds: dict[str, int] | None = None,
@@ -98,13 +120,15 @@ def make_engine(
     game_id: str = "g",
     recording: bool = False,
     fake: FakeCompressor | None = None,
-) -> tuple[GameEngine, AdaptiveFake]:
-    """A fresh engine over an empty in-memory store and an `AdaptiveFake`."""
+    flag_checked: bool = False,
+) -> tuple[Any, AdaptiveFake]:
+    """A fresh engine over an empty in-memory store and an `AdaptiveFake`
+    (wrapped in `FlagChecked` when `flag_checked`)."""
     kwargs: dict[str, Any] = {} if quota is None else {"quota": quota}
     store = RecordingStore(**kwargs) if recording else MemoryStore(**kwargs)
     comp = fake if fake is not None else AdaptiveFake()
     engine = GameEngine(store, comp, game_id=game_id, thresholds=thresholds)
-    return engine, comp  # type: ignore[return-value]
+    return (FlagChecked(engine) if flag_checked else engine), comp  # type: ignore[return-value]
 
 
 async def wait_held(
@@ -197,6 +221,47 @@ def as_text(value: Any) -> str:
 
 def request_bodies(fake: FakeCompressor, kind: str | None = None) -> list[dict[str, Any]]:
     return [r["body"] for r in fake.requests if kind is None or r["body"]["kind"] == kind]
+
+
+TELEMETRY_MEMBERS = frozenset(
+    {
+        "event",
+        "callId",
+        "idempotencyKey",
+        "kind",
+        "scope",
+        "attempt",
+        "outcome",
+        "inputChars",
+        "throughSeq",
+        "outputChars",
+        "durationMs",
+        "detail",
+    }
+)
+
+
+def string_leaves(value: Any) -> list[str]:
+    """Every string value inside a JSON-like value (member names excluded)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in string_leaves(v)]
+    if isinstance(value, (list, tuple)):
+        return [s for v in value for s in string_leaves(v)]
+    return []
+
+
+def assert_telemetry_has_no_text(events: list[dict[str, Any]], texts: Iterable[str]) -> None:
+    """JF-CALL-012: events carry only known members, and no string in them is a piece (4+
+    code points) of any exchange, summary or other text the test used."""
+    texts = [t for t in texts if t]
+    for event in events:
+        assert set(event) <= TELEMETRY_MEMBERS, set(event) - TELEMETRY_MEMBERS
+        assert set(event.get("scope") or {}) <= {"gameId", "catalystId"}
+        for leaf in string_leaves(event):
+            if len(leaf) >= 4:
+                assert not any(leaf in t or t in leaf for t in texts), leaf
 
 
 def telemetry_outcomes(engine: GameEngine) -> list[str]:

@@ -14,6 +14,7 @@ from engine_helpers import (
     CATALYST_KIND,
     GAME_KIND,
     as_text,
+    assert_telemetry_has_no_text,
     async_test,
     expected_text,
     fill,
@@ -159,7 +160,9 @@ async def test_second_request_represents_summary_plus_exact_chunks() -> None:
 
 
 # -- what is published -------------------------------------------------------------------------
-@pytest.mark.req("JF-COMP-004", "JF-COMP-005", "JF-TEXT-002", "JF-STORE-002", "JF-QUOTA-005")
+@pytest.mark.req(
+    "JF-COMP-004", "JF-COMP-005", "JF-TEXT-002", "JF-STORE-001", "JF-STORE-002", "JF-QUOTA-005"
+)
 @async_test
 async def test_publication_record_and_exact_deletes() -> None:
     engine, fake = make_engine(thresholds=SMALL, recording=True)
@@ -193,7 +196,7 @@ async def test_publication_record_and_exact_deletes() -> None:
     assert game_meta(engine) == {"nextSeq": 4, "epoch": 0, "forcedCompression": False}
 
 
-@pytest.mark.req("JF-COMP-003", "JF-COMP-005", "JF-CONC-002", "JF-STORE-004")
+@pytest.mark.req("JF-COMP-003", "JF-COMP-005", "JF-CONC-002", "JF-STORE-003", "JF-STORE-004")
 @async_test
 async def test_chunk_appended_while_in_flight_survives_exactly() -> None:
     engine, fake = make_engine(thresholds=SMALL)
@@ -357,6 +360,9 @@ async def test_telemetry_holds_no_exchange_or_summary_text() -> None:
     rendered = as_text(engine.telemetry)
     for canary in (ROUND_CANARY, SUMMARY_CANARY, "short", "out 1"):
         assert canary not in rendered
+    texts = [t for r in fake.requests for t in (r["body"]["input"]["text"],)]
+    texts += [f"{SUMMARY_CANARY} short", SUMMARY_CANARY, ROUND_CANARY]
+    assert_telemetry_has_no_text(engine.telemetry, texts)
     published = engine.telemetry[1]
     assert published["callId"] == fake_call_id(fake, 2)
     assert published["outputChars"] == len(f"{SUMMARY_CANARY} short")
@@ -402,3 +408,49 @@ async def test_game_and_scene_compress_independently() -> None:
     assert (await scene_task).outcome == "published"
     assert store(engine)["jfCatalystStack.s1.summary"]["kind"] == CATALYST_KIND
     assert game_summary(engine)["kind"] == GAME_KIND
+
+
+# -- beneficiaries and the closed body ---------------------------------------------------------
+@pytest.mark.req("JF-CALL-009", "JF-CALL-010", "JF-CALL-002")
+@async_test
+async def test_beneficiaries_are_read_at_each_call_and_body_is_closed() -> None:
+    engine, fake = make_engine(thresholds=SMALL)
+    engine.set_participants(
+        [
+            {"id": "zoe", "human": True},
+            {"id": "bot", "human": False},
+            {"id": "watcher", "human": True, "spectator": True},
+            {"id": "amy", "human": True, "spectator": False},
+            {"id": "zoe", "human": True},
+        ]
+    )
+    await three_rounds(engine)
+    fake.queue(Reply("refused"))
+    await engine.before_generation()
+    engine.set_participants([{"id": "bob", "human": True}, {"id": "watcher", "human": True}])
+    await engine.before_generation()
+    first, second = request_bodies(fake)
+    assert first["beneficiaries"] == ["amy", "zoe"]
+    assert second["beneficiaries"] == ["bob", "watcher"]
+    for body in (first, second):
+        assert set(body) == {"kind", "scope", "input", "beneficiaries"}
+        assert set(body["input"]) == {"text", "chars", "throughSeq"}
+        assert set(body["scope"]) == {"gameId"}
+
+
+@pytest.mark.req("JF-COMP-008", "JF-COMP-009", "JF-COMP-012", "JF-CALL-012")
+@async_test
+async def test_a_raising_compressor_counts_as_transport() -> None:
+    engine, fake = make_engine(thresholds=SMALL)
+    await three_rounds(engine)
+
+    def explode(request):  # type: ignore[no-untyped-def]
+        raise ConnectionError(f"boom {ROUND_CANARY}")
+
+    fake.plan(explode)
+    before = snapshot(engine)
+    report = await engine.before_generation()
+    assert report.outcome == "transport"
+    assert snapshot(engine) == before
+    assert telemetry_outcomes(engine) == ["transport"]
+    assert ROUND_CANARY not in as_text(engine.telemetry)

@@ -165,19 +165,33 @@ async def test_reset_to_zero_and_after_a_summary() -> None:
     assert game_meta(engine)["epoch"] == 2
 
 
-@pytest.mark.req("JF-HIST-001", "JF-HIST-003")
+@pytest.mark.req("JF-HIST-011", "JF-HIST-001", "JF-HIST-003")
+@pytest.mark.parametrize("rebuild", ["reset", "edit"])
 @async_test
-async def test_running_scene_survives_a_reset() -> None:
-    engine, _ = make_engine()
+async def test_running_scenes_survive_a_rebuild(rebuild: str) -> None:
+    engine, fake = make_engine(thresholds=SMALL)
     await engine.record_round("i1", "o1")
+    await engine.record_round("i2", "o2")
     await engine.start_scene("live")
-    await engine.record_scene_exchange("live", "u", "a")
+    await engine.record_scene_exchange("live", "u", fill(150))
+    fake.queue(Reply(summary="scene summary"))
+    assert (await engine.before_generation("live")).outcome == "published"
+    await engine.record_scene_exchange("live", "u2", "a2")
+    await engine.start_scene("fresh")  # created, never ran
     before = {k: v for k, v in store(engine).items() if k.startswith("jfCatalystStack.")}
-    await engine.reset(0)
+    if rebuild == "reset":
+        await engine.reset(1)
+    else:
+        await engine.edit_round(1, "edited", "edited")
     after = {k: v for k, v in store(engine).items() if k.startswith("jfCatalystStack.")}
     assert after == before
-    await engine.publish_scene("live", "closing", "event")
-    assert outline(engine) == [(1, "catalyst", "live", "event", "closing")]
+    record = await engine.publish_scene("live", "closing", "event")
+    last_round = 1 if rebuild == "reset" else 2
+    assert record["afterRound"] == last_round
+    assert outline(engine)[-1] == (last_round + 1, "catalyst", "live", "event", "closing")
+    await engine.reset(0)
+    assert outline(engine) == []  # the outcome followed round 1 or 2: rolled back with it
+    assert "jfCatalystArchives" not in store(engine)
 
 
 # -- edit --------------------------------------------------------------------------------------

@@ -3,7 +3,9 @@
 Only the canonical revealed prefix is kept; the discarded continuation appears nowhere; the
 sanitized exchange is force-compressed whatever the length; a failure keeps the durable
 flag, the next generation retries, and a second failure refuses the generation with
-`compression_pending`. The flag invariant (JF-INT-006) is checked after every step.
+`compression_pending`. The flag invariant (JF-INT-006) is checked after every awaited
+engine operation (`FlagChecked`, successful or refused) and explicitly while a compression
+is held in flight.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ def everything(engine, fake) -> str:  # type: ignore[no-untyped-def]
 @pytest.mark.parametrize("reply", ["ok", "refused"])
 @async_test
 async def test_only_the_revealed_prefix_is_kept(reply: str) -> None:
-    engine, fake = make_engine(recording=True)
+    engine, fake = make_engine(recording=True, flag_checked=True)
     await engine.record_round("r1", "o1")
     prefix = "Révélé 😀𝄞 a\n"
     output = prefix + DISCARD + " 😀 more"
@@ -83,7 +85,7 @@ async def test_only_the_revealed_prefix_is_kept(reply: str) -> None:
 @pytest.mark.parametrize("revealed", [0, 1, 2, 3, 4])
 @async_test
 async def test_revealed_counts_code_points(revealed: int) -> None:
-    engine, fake = make_engine()
+    engine, fake = make_engine(flag_checked=True)
     fake.queue(Reply("refused"))
     output = "😀é𝄞x"
     await engine.intervene("in", output, revealed)
@@ -95,7 +97,7 @@ async def test_revealed_counts_code_points(revealed: int) -> None:
 @pytest.mark.req("JF-INT-004", "JF-INT-005", "JF-COMP-004")
 @async_test
 async def test_forced_compression_below_threshold_clears_flag_in_same_projection() -> None:
-    engine, fake = make_engine(recording=True)
+    engine, fake = make_engine(recording=True, flag_checked=True)
     await engine.record_round("r1", "o1")
     assert engine.index.game.length < 300_000
     fake.queue(Reply(summary="forced summary"))
@@ -129,7 +131,7 @@ async def test_forced_compression_below_threshold_clears_flag_in_same_projection
 async def test_failed_forced_compression_is_retried_then_pending(
     first: Reply, second: Reply, cause: str
 ) -> None:
-    engine, fake = make_engine()
+    engine, fake = make_engine(flag_checked=True)
     await engine.record_round("r1", "o1")
     fake.queue(first)
     result = await engine.intervene("in", "revealed" + DISCARD, 8)
@@ -168,7 +170,7 @@ async def test_failed_forced_compression_is_retried_then_pending(
 @pytest.mark.req("JF-INT-008", "JF-CONC-003", "JF-CONC-002", "JF-INT-006")
 @async_test
 async def test_generation_while_forced_compression_held_is_pending_in_flight() -> None:
-    engine, fake = make_engine()
+    engine, fake = make_engine(flag_checked=True)
     await engine.record_round("r1", "o1")
     fake.queue(Reply(hold=True, summary="held"))
     task = asyncio.create_task(engine.intervene("in", "shown" + DISCARD, 5))
@@ -192,37 +194,59 @@ async def test_generation_while_forced_compression_held_is_pending_in_flight() -
     assert (await engine.before_generation()).outcome == "not_due"
 
 
-@pytest.mark.req("JF-INT-006", "JF-INT-004", "JF-CONC-003", "JF-INT-005")
+@pytest.mark.req("JF-INT-006", "JF-INT-004", "JF-INT-007", "JF-CONC-003", "JF-INT-005")
 @async_test
-async def test_intervene_during_threshold_compression_keeps_flag() -> None:
-    """The intervened chunk is appended after the request was built: the publication does
-    not cover it, so the flag stays and the forced compression is owed."""
-    engine, fake = make_engine(thresholds={"game": 100})
+async def test_intervene_during_threshold_compression_is_settled_before_generating() -> None:
+    """The intervened chunk is appended after the threshold request was built: that
+    publication does not cover it, so the flag stays; the generation that was waiting for
+    the threshold compression must not start before the owed forced compression publishes."""
+    engine, fake = make_engine(thresholds={"game": 100}, flag_checked=True)
     await engine.record_round("r1", fill(100))
-    fake.queue(Reply(hold=True, summary="threshold summary"))
+    fake.queue(Reply(hold=True, summary="threshold summary"), Reply(summary="covers it"))
     task = asyncio.create_task(engine.before_generation())
     await wait_held(fake, 1, task)
     result = await engine.intervene("in", "kept" + DISCARD, 4)
     assert result["compression"] is None  # none started: one is already in flight
     assert fake.calls == 1
-    assert_flag_invariant(engine)
-    fake.release()
-    assert (await task).outcome == "published"
-    assert [c["origin"] for c in game_chunks(engine)] == ["intervene"]
     assert game_meta(engine)["forcedCompression"] is True
     assert_flag_invariant(engine)
-    fake.queue(Reply(summary="covers it"))
-    await engine.before_generation()
+    fake.release()
+    report = await task
+    assert report.outcome == "published" and report.through_seq == 1
+    assert report.forced is not None and report.forced.outcome == "published"
     assert fake.calls == 2
+    assert fake.requests[1]["body"]["input"]["throughSeq"] == 2
+    assert game_summary(engine)["text"] == "covers it"
     assert game_chunks(engine) == [] and game_meta(engine)["forcedCompression"] is False
-    assert_flag_invariant(engine)
     assert DISCARD not in everything(engine, fake)
+
+
+@pytest.mark.req("JF-INT-006", "JF-INT-007", "JF-INT-008", "JF-COMP-009")
+@async_test
+async def test_intervene_during_threshold_compression_then_forced_fails() -> None:
+    engine, fake = make_engine(thresholds={"game": 100}, flag_checked=True)
+    await engine.record_round("r1", fill(100))
+    fake.queue(Reply(hold=True, summary="threshold summary"), Reply("refused"))
+    task = asyncio.create_task(engine.before_generation())
+    await wait_held(fake, 1, task)
+    await engine.intervene("in", "kept" + DISCARD, 4)
+    fake.release()
+    with pytest.raises(CompressionPending) as info:
+        await task
+    assert info.value.details["cause"] == "refused"
+    assert fake.calls == 2
+    assert [c["origin"] for c in game_chunks(engine)] == ["intervene"]
+    assert game_summary(engine)["text"] == "threshold summary"
+    assert game_meta(engine)["forcedCompression"] is True
+    fake.queue(Reply(summary="later"))
+    assert (await engine.before_generation()).forced.outcome == "published"
+    assert game_chunks(engine) == [] and game_meta(engine)["forcedCompression"] is False
 
 
 @pytest.mark.req("JF-INT-006", "JF-INT-005")
 @async_test
 async def test_second_intervene_while_forced_in_flight_stays_owed() -> None:
-    engine, fake = make_engine()
+    engine, fake = make_engine(flag_checked=True)
     fake.queue(Reply(hold=True, summary="first"))
     task = asyncio.create_task(engine.intervene("a", "b" + DISCARD, 1))
     await wait_held(fake, 1, task)
@@ -244,7 +268,7 @@ async def test_second_intervene_while_forced_in_flight_stays_owed() -> None:
 @pytest.mark.parametrize("revealed", [6, 7, -1, True, False, 2.0, "2", None, 10**30], ids=repr)
 @async_test
 async def test_bad_revealed_count_is_invalid_input(revealed: object) -> None:
-    engine, fake = make_engine()
+    engine, fake = make_engine(flag_checked=True)
     await engine.record_round("r1", "o1")
     before, status = snapshot(engine), engine.status()
     with pytest.raises(InvalidInput) as info:
@@ -258,7 +282,7 @@ async def test_bad_revealed_count_is_invalid_input(revealed: object) -> None:
 @pytest.mark.req("JF-INT-001")
 @async_test
 async def test_revealed_equal_to_length_is_accepted() -> None:
-    engine, fake = make_engine()
+    engine, fake = make_engine(flag_checked=True)
     fake.queue(Reply("refused"))
     await engine.intervene("in", "a😀𝄞éb", 5)
     assert game_chunks(engine)[0]["assistant"] == "a😀𝄞éb"

@@ -10,6 +10,7 @@ from engine_helpers import (
     CATALYST_KIND,
     GAME_KIND,
     as_text,
+    assert_telemetry_has_no_text,
     async_test,
     expected_text,
     fill,
@@ -110,7 +111,13 @@ async def test_scene_compression_kind_scope_and_publication() -> None:
 
 # -- terminal publication ----------------------------------------------------------------------
 @pytest.mark.req(
-    "JF-CAT-003", "JF-CAT-004", "JF-CAT-005", "JF-STORE-006", "JF-ATOM-001", "JF-TEXT-002"
+    "JF-CAT-003",
+    "JF-CAT-004",
+    "JF-CAT-005",
+    "JF-STORE-003",
+    "JF-STORE-006",
+    "JF-ATOM-001",
+    "JF-TEXT-002",
 )
 @async_test
 async def test_terminal_publication_is_one_projection() -> None:
@@ -328,6 +335,9 @@ async def test_scene_private_text_stays_out_of_game_memory() -> None:
         for canary in (TRANSCRIPT_CANARY, SCENE_SUMMARY_CANARY, REASONING_CANARY):
             assert canary not in text, f"{canary} reached the {where}"
     assert [c["origin"] for c in game_chunks(engine)] == ["round"]
+    scene_texts = [r["body"]["input"]["text"] for r in fake.requests]
+    scene_texts += [TRANSCRIPT_CANARY, SCENE_SUMMARY_CANARY, REASONING_CANARY, "public closing"]
+    assert_telemetry_has_no_text(engine.telemetry, scene_texts)
 
 
 # -- bad scene ids -----------------------------------------------------------------------------

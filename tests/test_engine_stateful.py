@@ -1,0 +1,858 @@
+"""One Hypothesis state machine over the whole engine, checked against an independent model.
+
+Rules interleave rounds, scenes (start, exchange, generate, publish, cancel), intervenes,
+resets, retrospective edits, ordinary writes, checkpoints, duplications and compressions
+whose fake replies succeed, fail in every way, or are held in flight and released later.
+
+The model is deliberately simple: per stack, the expected exact chunks (seq -> stored JSON),
+the expected summary and meta; the canonical rounds; the archives. It predicts every
+compress.v2 request (text, chars, throughSeq, kind, scope) and every outcome except the
+choice between `published` and `quota` for a valid reply (read from telemetry, then checked
+through the state). After every step the invariants compare engine and model and check the
+spec's global properties (no exchange lost or duplicated, quota, footprint, canaries, the
+forced-compression flag rule, the canonical length).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from engine_helpers import (
+    CATALYST_KIND,
+    GAME_KIND,
+    TELEMETRY_MEMBERS,
+    AdaptiveFake,
+    as_text,
+    expected_text,
+    fill,
+)
+from hypothesis import event, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+)
+
+from jfsm.engine import GameEngine
+from jfsm.errors import CompressionPending, InvalidInput, InvalidTransition, QuotaExceeded
+from jfsm.fake_compressor import Reply
+from jfsm.stores.memory import MemoryStore
+
+THRESHOLDS = {"game": 2000, "catalyst": 1000}
+QUOTA = 40_000
+SCENE_IDS = ["s0", "s1", "s2"]
+DISCARD = "CANARY-DISCARD-77aa"
+SCENE_CANARY = "CANARY-SCENE-TEXT-41bd"
+SCENE_SUMMARY_CANARY = "CANARY-SCENE-SUM-9c3e"
+MODES = ["ok", "refused", "transport", "empty", "not_smaller"]
+
+PIECE = st.text(alphabet="ab é😀<\n", max_size=5)
+TEXT = st.builds(lambda piece, k: (piece * k)[:900], PIECE, st.integers(1, 200))
+MODE = st.sampled_from(["ok", "ok", "ok", *MODES[1:]])  # successes are the common case
+HOLD = st.booleans()
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON with sorted keys: C-fast, and for the values stored here (strings,
+    integers, booleans) the same size in UTF-8 as their JCS serialization (JCS escapes the
+    same characters; only its member order differs), and equal iff the values are."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+
+
+def utf16(key: str) -> bytes:
+    """JCS member order: by UTF-16 code units."""
+    return key.encode("utf-16-be")
+
+
+def jcs_size(value: Any) -> int:
+    return len(dumps(value).encode("utf-8"))
+
+
+def fingerprint(engine: GameEngine) -> str:
+    """The whole dump (store, change log, footprint) as one comparable string."""
+    return dumps(engine.dump())
+
+
+def summary_for(uid: int, chars: int, scene: bool) -> str:
+    """The summary an `ok` reply carries: a third of the submitted size, tagged, with
+    leading and trailing white space (stored verbatim, never trimmed)."""
+    tag = f" {SCENE_SUMMARY_CANARY}#{uid} 😀 " if scene else f" G#{uid} 😀 "
+    n = max(2, chars // 3)
+    return (tag + "~" * n)[: n - 1] + "\n"
+
+
+def make_plan(mode: str, uid: int, hold: bool):  # type: ignore[no-untyped-def]
+    def reply(req) -> Reply:  # type: ignore[no-untyped-def]
+        if mode == "ok":
+            return Reply(
+                summary=summary_for(uid, req.chars, req.catalyst_id is not None), hold=hold
+            )
+        if mode == "refused":
+            return Reply("refused", code="policy", hold=hold)
+        if mode == "transport":
+            return Reply("transport", code="timeout", hold=hold)
+        if mode == "empty":
+            return Reply(summary=" \n\u3000 ", hold=hold)
+        return Reply(summary=fill(req.chars, "😀"), hold=hold)  # not_smaller
+
+    return reply
+
+
+# -- the model -------------------------------------------------------------------------------
+@dataclass
+class StackModel:
+    summary: str | None = None
+    through: int = 0
+    kind: str = GAME_KIND
+    chunks: dict[int, dict[str, Any]] = field(default_factory=dict)
+    next_seq: int = 1
+    epoch: int = 0
+
+    def pairs(self) -> list[tuple[str, str]]:
+        return [(self.chunks[s]["user"], self.chunks[s]["assistant"]) for s in sorted(self.chunks)]
+
+    def text(self) -> str:
+        return expected_text(self.summary, self.pairs())
+
+    def append(self, chunk: dict[str, Any]) -> int:
+        seq = self.next_seq
+        self.chunks[seq] = {"seq": seq, **chunk}
+        self.next_seq += 1
+        return seq
+
+
+@dataclass
+class SceneModel:
+    incarnation: int
+    stack: StackModel
+    state: str = "created"
+
+
+@dataclass
+class Flight:
+    """A compression request the model expects to be in flight (or settling now)."""
+
+    target: str | None  # None: game; else scene id
+    incarnation: int  # the scene incarnation (0 for the game)
+    epoch: int
+    through: int
+    represented: frozenset[int]
+    summary_before: str | None
+    chars: int
+    mode: str
+    uid: int
+    key: str
+    task: asyncio.Task[Any] | None = None
+    op: str = "generate"  # the operation awaiting it: "generate" or "intervene"
+
+
+class EngineMachine(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.loop = asyncio.new_event_loop()
+        self.fake = AdaptiveFake()
+        self.game_id = "g"
+        self.engine = GameEngine(
+            MemoryStore(quota=QUOTA), self.fake, game_id=self.game_id, thresholds=THRESHOLDS
+        )
+        self.base: dict[str, Any] = {}  # the store at the last checkpoint
+        # model
+        self.game = StackModel()
+        self.flag = False
+        self.appended: set[int] = set()  # game seqs appended since the last rebuild
+        self.rounds: dict[int, dict[str, Any]] = {}
+        self.archives: dict[str, dict[str, Any]] = {}
+        self.order = 0
+        self.scenes: dict[str, SceneModel] = {}
+        self.incarnations = 0
+        self.flights: list[Flight] = []  # held, oldest first
+        self.uid = 0
+        self.requests_seen = 0
+        self.consumed: set[int] = set()  # indices of engine.telemetry already matched
+        self.requests_checked = 0
+        self.telemetry_checked = 0
+
+    def teardown(self) -> None:
+        pending = [f.task for f in self.flights if f.task is not None]
+        if pending:
+            self.fake.release()
+            self.loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        self.loop.close()
+
+    # -- plumbing -----------------------------------------------------------------------------
+    def run(self, coro: Any) -> Any:
+        return self.loop.run_until_complete(coro)
+
+    def start(self, coro: Any) -> asyncio.Task[Any]:
+        """Run `coro` until it ends or a new call is held by the fake."""
+        held = self.fake.held
+
+        async def go() -> asyncio.Task[Any]:
+            task = asyncio.ensure_future(coro)
+            for _ in range(10_000):
+                if task.done() or self.fake.held > held:
+                    return task
+                await asyncio.sleep(0)
+            raise AssertionError("operation neither ended nor held a call")
+
+        return self.run(go())
+
+    def plan(self, *modes: tuple[str, bool]) -> list[int]:
+        uids = []
+        for mode, hold in modes:
+            self.uid += 1
+            uids.append(self.uid)
+            self.fake.plan(make_plan(mode, self.uid, hold))
+        return uids
+
+    def unplan(self) -> None:
+        self.fake.plans.clear()
+        self.fake.script.clear()
+        assert len(self.fake.requests) == self.requests_seen, "an unexpected compress.v2 call"
+
+    def stack(self, target: str | None) -> StackModel:
+        return self.game if target is None else self.scenes[target].stack
+
+    def in_flight(self, target: str | None) -> bool:
+        inc = 0 if target is None else self.scenes[target].incarnation
+        return any(f.target == target and f.incarnation == inc for f in self.flights)
+
+    def refused(self, exc: BaseException, before: str, status: Any) -> None:
+        assert fingerprint(self.engine) == before, f"{type(exc).__name__} wrote something"
+        assert self.engine.status() == status
+        event(f"refused: {type(exc).__name__}")
+
+    # -- compression in the model -------------------------------------------------------------
+    def expect_request(self, target: str | None, mode: str, uid: int) -> Flight:
+        """A request for `target` must have been built now: check it, return its flight."""
+        stack = self.stack(target)
+        text = stack.text()
+        scope = {"gameId": self.game_id}
+        if target is not None:
+            scope["catalystId"] = target
+        assert stack.chunks, "a request for a stack without exact chunks"
+        body = {
+            "kind": GAME_KIND if target is None else CATALYST_KIND,
+            "scope": scope,
+            "input": {"text": text, "chars": len(text), "throughSeq": max(stack.chunks)},
+            "beneficiaries": [],
+        }
+        assert len(self.fake.requests) > self.requests_seen, f"no request for {target!r}"
+        recorded = self.fake.requests[self.requests_seen]
+        self.requests_seen += 1
+        assert recorded["body"] == body
+        return Flight(
+            target=target,
+            incarnation=0 if target is None else self.scenes[target].incarnation,
+            epoch=stack.epoch,
+            through=max(stack.chunks),
+            represented=frozenset(stack.chunks),
+            summary_before=stack.summary,
+            chars=len(text),
+            mode=mode,
+            uid=uid,
+            key=recorded["idempotencyKey"],
+        )
+
+    def telemetry_for(self, flight: Flight) -> str:
+        """The outcome of the (one-attempt) call's telemetry event, consumed once."""
+        for i, ev in enumerate(self.engine.telemetry):
+            if i not in self.consumed and ev["idempotencyKey"] == flight.key:
+                self.consumed.add(i)
+                return str(ev["outcome"])
+        raise AssertionError(f"no telemetry event for the call {flight.key}")
+
+    def settle(self, flight: Flight) -> str:
+        """The engine settled `flight`: check its outcome and apply it to the model."""
+        outcome = self.telemetry_for(flight)
+        live = flight.target is None or (
+            flight.target in self.scenes
+            and self.scenes[flight.target].incarnation == flight.incarnation
+        )
+        stale = not live
+        if live:
+            stack = self.stack(flight.target)
+            stale = (
+                stack.epoch != flight.epoch
+                or stack.summary != flight.summary_before
+                or not flight.represented <= set(stack.chunks)
+            )
+        if stale:
+            assert outcome == "stale", outcome
+        elif flight.mode == "ok":
+            assert outcome in ("published", "quota"), outcome
+        else:
+            assert outcome == flight.mode, outcome
+        event(f"outcome: {outcome}")
+        if outcome == "published":
+            stack = self.stack(flight.target)
+            stack.summary = summary_for(flight.uid, flight.chars, flight.target is not None)
+            stack.through = flight.through
+            stack.kind = GAME_KIND if flight.target is None else CATALYST_KIND
+            stack.chunks = {s: c for s, c in stack.chunks.items() if s > flight.through}
+            if stack.chunks:
+                event("published with an unrepresented suffix")
+            if flight.target is not None:
+                event("a scene summary published")
+            if flight.target is None:
+                self.flag = any(c["origin"] == "intervene" for c in stack.chunks.values())
+        return outcome
+
+    def compress_now(
+        self, target: str | None, mode: str, uid: int, task: Any, op: str = "generate"
+    ) -> str | None:
+        """A request for `target` was built in this step: settled now, or held (None)."""
+        flight = self.expect_request(target, mode, uid)
+        if task is not None and not task.done():
+            flight.task, flight.op = task, op
+            self.flights.append(flight)
+            return None
+        return self.settle(flight)
+
+    # -- model rebuild ------------------------------------------------------------------------
+    def rebuild(self) -> None:
+        by_round: dict[int, list[str]] = {}
+        for sid, rec in sorted(self.archives.items(), key=lambda item: item[1]["order"]):
+            if rec["state"] == "published":
+                by_round.setdefault(rec["afterRound"], []).append(sid)
+        epoch = self.game.epoch + 1
+        self.game = StackModel(epoch=epoch)
+
+        def place(after: int) -> None:
+            for sid in by_round.get(after, []):
+                rec = self.archives[sid]
+                rec["outcomeSeq"] = self.game.append(
+                    {
+                        "user": rec["meanwhileEvent"],
+                        "assistant": rec["closingSummary"],
+                        "origin": "catalyst",
+                        "catalystId": sid,
+                    }
+                )
+
+        place(0)
+        for n in sorted(self.rounds):
+            r = self.rounds[n]
+            origin = "intervene" if r["intervened"] else "round"
+            self.game.append(
+                {"user": r["input"], "assistant": r["output"], "origin": origin, "roundId": n}
+            )
+            place(n)
+        self.flag = any(r["intervened"] for r in self.rounds.values())
+        self.appended = set(self.game.chunks)
+
+    def append_game(self, chunk: dict[str, Any]) -> int:
+        seq = self.game.append(chunk)
+        self.appended.add(seq)
+        return seq
+
+    # -- rules --------------------------------------------------------------------------------
+    @initialize(rounds=st.lists(st.tuples(TEXT, TEXT), max_size=8))
+    def some_rounds(self, rounds: list[tuple[str, str]]) -> None:
+        """Start from a game that may already be near its threshold."""
+        for user, assistant in rounds:
+            self.record_round(user, assistant)
+
+    @precondition(lambda self: bool(self.flights))
+    @rule(
+        user=TEXT,
+        assistant=TEXT,
+        intervene=st.booleans(),
+        then_release=st.booleans(),
+        modes=st.lists(MODE, min_size=3, max_size=3),
+    )
+    def append_while_held(
+        self, user: str, assistant: str, intervene: bool, then_release: bool, modes: list[str]
+    ) -> None:
+        """Appends while a compression is in flight (a round or an intervene to the game, an
+        exchange to every scene whose stack has one) are what the unrepresented suffix, the
+        owed forced compression and stale replies are about."""
+        if intervene:
+            self.intervene(user, assistant, user, modes[0], hold=False)
+        else:
+            self.record_round(user, assistant)
+        for flight in list(self.flights):
+            if flight.target is not None and flight.target in self.scenes:
+                self.scene_exchange(flight.target, user, assistant)
+        if then_release:
+            self.release(modes)
+
+    @precondition(lambda self: bool(self.scenes))
+    @rule(
+        data=st.data(),
+        user=TEXT,
+        assistant=TEXT,
+        mode=MODE,
+        hold=HOLD,
+        then=st.sampled_from(["append", "generate", "generate and publish"]),
+    )
+    def live_scene(
+        self, data: st.DataObject, user: str, assistant: str, mode: str, hold: bool, then: str
+    ) -> None:
+        """Exchanges, generations and publication on a running scene (the id-based rules
+        mostly probe unknown and ended scenes)."""
+        sid = data.draw(st.sampled_from(sorted(self.scenes)), label="live scene")
+        self.scene_exchange(sid, user, assistant)
+        self.scene_exchange(sid, assistant, user)
+        if then != "append" and sid in self.scenes:
+            self.generate(sid, mode, mode, hold)
+        if then == "generate and publish" and sid in self.scenes:
+            self.end_scene(sid, f"closing {user}", f"meanwhile {assistant}", publish=True)
+
+    @rule(user=TEXT, assistant=TEXT)
+    def record_round(self, user: str, assistant: str) -> None:
+        before, status = fingerprint(self.engine), self.engine.status()
+        try:
+            result = self.run(self.engine.record_round(user, assistant))
+        except QuotaExceeded as exc:
+            return self.refused(exc, before, status)
+        n = max(self.rounds, default=0) + 1
+        self.rounds[n] = {"input": user, "output": assistant, "intervened": False}
+        seq = self.append_game(
+            {"user": user, "assistant": assistant, "origin": "round", "roundId": n}
+        )
+        assert result == {"round": n, "seq": seq}
+
+    @rule(
+        user=TEXT,
+        shown=TEXT,
+        hidden=TEXT,
+        mode=MODE,
+        hold=HOLD,
+    )
+    def intervene(self, user: str, shown: str, hidden: str, mode: str, hold: bool) -> None:
+        [uid] = self.plan((mode, hold))
+        before, status = fingerprint(self.engine), self.engine.status()
+        task = self.start(self.engine.intervene(user, shown + DISCARD + hidden, len(shown)))
+        if task.done() and isinstance(task.exception(), QuotaExceeded):
+            self.unplan()
+            return self.refused(task.exception(), before, status)
+        n = max(self.rounds, default=0) + 1
+        self.rounds[n] = {"input": user, "output": shown, "intervened": True}
+        self.append_game({"user": user, "assistant": shown, "origin": "intervene", "roundId": n})
+        self.flag = True
+        if self.in_flight(None):
+            outcome = "none"  # the forced compression waits for the one in flight
+        else:
+            outcome = self.compress_now(None, mode, uid, task, op="intervene") or "held"
+        self.unplan()
+        if task.done():
+            result = task.result()
+            assert result["round"] == n
+            assert result["forcedCompression"] == self.flag
+            if outcome == "none":
+                assert result["compression"] is None
+            else:
+                assert result["compression"]["outcome"] == outcome
+
+    @rule(on=st.sampled_from([None, *SCENE_IDS]), m1=MODE, m2=MODE, hold=HOLD)
+    def generate(self, on: str | None, m1: str, m2: str, hold: bool) -> None:
+        target = on
+        if target is not None and target not in self.scenes:
+            return
+        forced = self.flag and not self.in_flight(None)
+        if forced:
+            uid1, uid2 = self.plan((m1, False), (m2, hold))
+        else:
+            [uid2] = self.plan((m2, hold))
+        before, status = fingerprint(self.engine), self.engine.status()
+        task = self.start(self.engine.before_generation(target))
+        # 1. an owed forced compression of the game stack comes first
+        if self.flag and not forced:
+            self.unplan()
+            exc = task.exception()
+            assert isinstance(exc, CompressionPending), exc
+            assert exc.details["cause"] == "in_flight"
+            return self.refused(exc, before, status)
+        if forced:
+            event("forced retry before a generation")
+            outcome = self.compress_now(None, m1, uid1, None)
+            if outcome != "published":
+                self.unplan()
+                exc = task.exception()
+                assert isinstance(exc, CompressionPending), exc
+                assert exc.code == "compression_pending" and exc.details["cause"] == outcome
+                assert fingerprint(self.engine) == before
+                return
+            assert not self.flag
+        # 2. a catalyst generation marks its scene running
+        if target is not None and self.scenes[target].state == "created":
+            if task.done() and isinstance(task.exception(), QuotaExceeded):
+                self.unplan()
+                event("refused: QuotaExceeded")
+                return
+            self.scenes[target].state = "running"
+        # 3. the stack's own threshold check
+        stack = self.stack(target)
+        threshold = THRESHOLDS["game" if target is None else "catalyst"]
+        if self.in_flight(target):
+            expected = "in_flight"
+        elif len(stack.text()) > threshold and stack.chunks:
+            expected = self.compress_now(target, m2, uid2, task) or "held"
+        else:
+            expected = "not_due"
+        self.unplan()
+        if expected != "held":
+            assert task.done(), "the generation did not finish"
+            assert task.result().outcome == expected
+
+    @rule(m1=MODE, m2=MODE, hold=HOLD)
+    def generate_game(self, m1: str, m2: str, hold: bool) -> None:
+        """The game's generations are the common case: give them their own rule."""
+        self.generate(None, m1, m2, hold)
+
+    @precondition(lambda self: bool(self.flights))
+    @rule(modes=st.lists(MODE, min_size=3, max_size=3))
+    def release(self, modes: list[str]) -> None:
+        """Release every held call. The woken operations run one after the other in the
+        order their calls were held (the fake answers at once, so none yields midway). A
+        generation whose check settles while a forced compression is owed (an intervene or
+        a rebuild landed meanwhile) must settle it before returning: its reply is the next
+        of `modes`."""
+        event(f"release {len(self.flights)} held")
+        flights, self.flights = self.flights, []
+        follow_ups = list(zip(modes, self.plan(*((m, False) for m in modes)), strict=True))
+        self.fake.release()
+        results = self.run(asyncio.gather(*(f.task for f in flights), return_exceptions=True))
+        for i, (flight, result) in enumerate(zip(flights, results, strict=True)):
+            outcome = self.settle(flight)
+            if flight.op == "intervene":  # its forced compression was the held call
+                assert result["compression"]["outcome"] == outcome
+                continue
+            if not self.flag:
+                assert not isinstance(result, BaseException), result
+                assert result.outcome == outcome
+                continue
+            event("a generation settles a forced compression owed meanwhile")
+            if any(f.target is None for f in flights[i + 1 :]):  # the game's call is not back
+                assert isinstance(result, CompressionPending), result
+                assert result.details["cause"] == "in_flight"
+                continue
+            mode, uid = follow_ups.pop(0)
+            forced = self.compress_now(None, mode, uid, None)
+            if forced == "published":
+                assert not isinstance(result, BaseException), result
+                assert result.outcome == outcome and result.forced.outcome == "published"
+            else:
+                assert isinstance(result, CompressionPending), result
+                assert result.details["cause"] == forced
+        self.unplan()
+        assert len(self.consumed) == len(self.engine.telemetry)
+
+    @rule(sid=st.sampled_from(SCENE_IDS))
+    def start_scene(self, sid: str) -> None:
+        before, status = fingerprint(self.engine), self.engine.status()
+        try:
+            self.run(self.engine.start_scene(sid))
+        except (InvalidInput, QuotaExceeded) as exc:
+            if isinstance(exc, InvalidInput):
+                assert sid in self.scenes or sid in self.archives
+            return self.refused(exc, before, status)
+        assert sid not in self.scenes and sid not in self.archives
+        self.incarnations += 1
+        self.scenes[sid] = SceneModel(self.incarnations, StackModel(kind=CATALYST_KIND))
+
+    @rule(sid=st.sampled_from(SCENE_IDS), user=TEXT, assistant=TEXT)
+    def scene_exchange(self, sid: str, user: str, assistant: str) -> None:
+        user, assistant = f"{user}{SCENE_CANARY}", f"{SCENE_CANARY}{assistant}"
+        before, status = fingerprint(self.engine), self.engine.status()
+        try:
+            seq = self.run(self.engine.record_scene_exchange(sid, user, assistant))
+        except (InvalidInput, InvalidTransition, QuotaExceeded) as exc:
+            if isinstance(exc, InvalidInput):
+                assert sid not in self.scenes and sid not in self.archives
+            elif isinstance(exc, InvalidTransition):
+                assert sid in self.archives
+            return self.refused(exc, before, status)
+        scene = self.scenes[sid]
+        assert seq == scene.stack.append({"user": user, "assistant": assistant})
+        scene.state = "running"
+
+    @rule(sid=st.sampled_from(SCENE_IDS), closing=TEXT, meanwhile=TEXT, publish=st.booleans())
+    def end_scene(self, sid: str, closing: str, meanwhile: str, publish: bool) -> None:
+        before, status = fingerprint(self.engine), self.engine.status()
+        op = (
+            self.engine.publish_scene(sid, closing, meanwhile)
+            if publish
+            else self.engine.cancel_scene(sid)
+        )
+        try:
+            record = self.run(op)
+        except (InvalidInput, InvalidTransition, QuotaExceeded) as exc:
+            if isinstance(exc, InvalidInput):
+                assert sid not in self.scenes and sid not in self.archives
+            elif isinstance(exc, InvalidTransition):
+                state = self.archives[sid]["state"]
+                assert state == ("cancelled" if publish else "published")
+            return self.refused(exc, before, status)
+        if sid in self.archives:  # a repeated terminal event: nothing written
+            assert fingerprint(self.engine) == before
+            assert self.archives[sid]["state"] == ("published" if publish else "cancelled")
+            return
+        if publish and self.scenes[sid].stack.summary is not None:
+            event("a scene with a summary published")
+        del self.scenes[sid]
+        self.order += 1
+        rec: dict[str, Any] = {
+            "state": "published" if publish else "cancelled",
+            "afterRound": max(self.rounds, default=0),
+            "order": self.order,
+        }
+        if publish:
+            rec["closingSummary"], rec["meanwhileEvent"] = closing, meanwhile
+            rec["outcomeSeq"] = self.append_game(
+                {"user": meanwhile, "assistant": closing, "origin": "catalyst", "catalystId": sid}
+            )
+        self.archives[sid] = rec
+        assert record["state"] == rec["state"]
+
+    @rule(data=st.data())
+    def reset(self, data: st.DataObject) -> None:
+        n = data.draw(st.integers(0, max(self.rounds, default=0)), label="reset to")
+        before, status = fingerprint(self.engine), self.engine.status()
+        try:
+            self.run(self.engine.reset(n))
+        except QuotaExceeded as exc:
+            return self.refused(exc, before, status)
+        self.rounds = {k: v for k, v in self.rounds.items() if k <= n}
+        self.archives = {s: r for s, r in self.archives.items() if r["afterRound"] <= n}
+        self.rebuild()
+
+    @precondition(lambda self: bool(self.rounds))
+    @rule(data=st.data(), user=TEXT, assistant=TEXT)
+    def edit(self, data: st.DataObject, user: str, assistant: str) -> None:
+        n = data.draw(st.sampled_from(sorted(self.rounds)), label="edit round")
+        before, status = fingerprint(self.engine), self.engine.status()
+        try:
+            self.run(self.engine.edit_round(n, user, assistant))
+        except QuotaExceeded as exc:
+            return self.refused(exc, before, status)
+        self.rounds[n] = {"input": user, "output": assistant, "intervened": False}
+        self.rebuild()
+
+    @rule(
+        key=st.sampled_from(["d0", "d1", "jfForged", "jfGameStack.meta"]),
+        value=TEXT,
+        delete=st.booleans(),
+        cheat=st.booleans(),
+    )
+    def write(self, key: str, value: str, delete: bool, cheat: bool) -> None:
+        before, status = fingerprint(self.engine), self.engine.status()
+        if delete:
+            op = self.engine.write(deletes=[key], cheat=cheat)
+        else:
+            op = self.engine.write({key: value}, cheat=cheat)
+        try:
+            self.run(op)
+        except (InvalidInput, QuotaExceeded) as exc:
+            assert isinstance(exc, QuotaExceeded) or key.startswith("jf")
+            return self.refused(exc, before, status)
+        assert not key.startswith("jf")
+
+    @rule()
+    def checkpoint(self) -> None:
+        self.run(self.engine.checkpoint())
+        assert self.engine.dump()["changeLog"] == []
+        self.base = self.engine.dump()["store"]
+
+    @precondition(lambda self: not self.flights)
+    @rule()
+    def duplicate(self) -> None:
+        self.game_id = f"g{len(self.game_id)}"
+        dup = self.run(self.engine.duplicate(MemoryStore(quota=QUOTA), self.game_id))
+        source = self.engine.dump()["store"]
+        assert dup.dump()["store"] == source
+        assert dup.dump()["changeLog"] == []
+        assert len(self.fake.requests) == self.requests_seen
+        assert len(self.consumed) == len(self.engine.telemetry)
+        self.engine, self.base, self.consumed = dup, source, set()
+        self.telemetry_checked = 0
+
+    # -- invariants ------------------------------------------------------------------------------
+    @invariant()
+    def invariants(self) -> None:
+        """Every invariant, on one dump of the store and change log per step."""
+        dump = self.engine.dump()
+        current = dump["store"]
+        # Footprint: exact JCS recomputation, within the quota.
+        recomputed = jcs_size(current) + jcs_size(dump["changeLog"])
+        assert dump["footprint"] == recomputed
+        assert dump["footprint"] <= QUOTA
+        event(f"footprint >= {dump['footprint'] // 10_000 * 10_000}")
+        self.check_change_log(current, dump["changeLog"])
+        self.check_memory(current)
+        self.check_no_exchange_lost(current)
+        self.check_flag(current)
+        self.check_canonical_length()
+        self.check_canaries_and_telemetry(current, dump["changeLog"])
+
+    def check_change_log(self, current: dict[str, Any], log: list[Any]) -> None:
+        """The optimized log is the net diff against the last checkpoint, in JCS key order."""
+        expected = []
+        for key in sorted(set(current) | set(self.base), key=utf16):
+            if key not in current:
+                expected.append({"key": key, "op": "delete"})
+            elif key not in self.base or dumps(current[key]) != dumps(self.base[key]):
+                expected.append({"key": key, "op": "set", "value": current[key]})
+        assert log == expected
+
+    def check_memory(self, current: dict[str, Any]) -> None:
+        """Every jf key is exactly what the model expects."""
+        jf = {k: v for k, v in current.items() if k.startswith("jf")}
+        expected: dict[str, Any] = {}
+        game = self.game
+        if game.chunks or game.summary is not None or game.next_seq > 1 or game.epoch:
+            expected["jfGameStack.meta"] = {
+                "nextSeq": self.game.next_seq,
+                "epoch": self.game.epoch,
+                "forcedCompression": self.flag,
+            }
+        for seq, chunk in self.game.chunks.items():
+            expected[f"jfGameStack.chunk.{seq}"] = chunk
+        for n, r in self.rounds.items():
+            expected[f"jfRounds.{n}"] = r
+        for sid, scene in self.scenes.items():
+            prefix = f"jfCatalystStack.{sid}."
+            expected[prefix + "meta"] = {"nextSeq": scene.stack.next_seq, "state": scene.state}
+            for seq, chunk in scene.stack.chunks.items():
+                expected[f"{prefix}chunk.{seq}"] = chunk
+        if self.archives:
+            expected["jfCatalystArchives"] = self.archives
+        summaries = {}
+        if self.game.summary is not None:
+            summaries["jfGameStack.summary"] = self.game
+        for sid, scene in self.scenes.items():
+            if scene.stack.summary is not None:
+                summaries[f"jfCatalystStack.{sid}.summary"] = scene.stack
+        wanted = set(expected) | set(summaries)
+        assert set(jf) == wanted, set(jf) ^ wanted
+        for key, stack in summaries.items():
+            got = jf[key]
+            assert (got["text"], got["throughSeq"], got["kind"]) == (
+                stack.summary,
+                stack.through,
+                stack.kind,
+            )
+            assert got["compressionCallId"].startswith("fake-")
+        fields = ("state", "afterRound", "closingSummary", "meanwhileEvent", "outcomeSeq")
+        for key, value in expected.items():
+            got = jf[key]
+            if key.startswith("jfCatalystStack.") and key.endswith(".meta"):
+                assert (got["nextSeq"], got["state"]) == (value["nextSeq"], value["state"])
+            elif key.startswith("jfCatalystStack."):
+                assert (got["seq"], got["user"], got["assistant"]) == (
+                    value["seq"],
+                    value["user"],
+                    value["assistant"],
+                )
+            elif key == "jfCatalystArchives":
+                assert set(got) == set(value)
+                for sid, rec in value.items():
+                    assert {f: got[sid].get(f) for f in fields} == {f: rec.get(f) for f in fields}
+            elif key.startswith("jfRounds."):
+                assert (got["input"], got["output"], bool(got.get("intervened"))) == (
+                    value["input"],
+                    value["output"],
+                    value["intervened"],
+                )
+            else:
+                assert got == value, key
+
+    def check_no_exchange_lost(self, current: dict[str, Any]) -> None:
+        """Summary-represented seqs and exact seqs partition every seq appended since the last
+        rebuild (read from the store, not from the model)."""
+        exact = {v["seq"] for k, v in current.items() if k.startswith("jfGameStack.chunk.")}
+        summary = current.get("jfGameStack.summary")
+        through = 0 if summary is None else summary["throughSeq"]
+        represented = {s for s in self.appended if s <= through}
+        assert not exact & represented, "an exchange is both summarized and exact"
+        assert exact | represented == self.appended, "an exchange was lost or invented"
+
+    def check_flag(self, current: dict[str, Any]) -> None:
+        """D14: forcedCompression iff an exact game chunk has origin intervene."""
+        meta = current.get("jfGameStack.meta") or {}
+        intervened = any(
+            v["origin"] == "intervene"
+            for k, v in current.items()
+            if k.startswith("jfGameStack.chunk.")
+        )
+        assert bool(meta.get("forcedCompression")) == intervened
+
+    def check_canonical_length(self) -> None:
+        text = self.engine.canonical_text()
+        assert text == self.game.text()
+        assert self.engine.index.game.length == len(text)
+        for sid, scene in self.scenes.items():
+            assert self.engine.canonical_text(sid) == scene.stack.text()
+
+    def check_canaries_and_telemetry(self, current: dict[str, Any], log: list[Any]) -> None:
+        game_memory = as_text(
+            {k: v for k, v in current.items() if k.startswith(("jfGameStack.", "jfRounds."))}
+        )
+        assert DISCARD not in as_text([current, log])
+        for canary in (SCENE_CANARY, SCENE_SUMMARY_CANARY):
+            assert canary not in game_memory
+        # Only what arrived since the last step (earlier ones were checked then).
+        for request in self.fake.requests[self.requests_checked :]:
+            body = as_text(request["body"])
+            assert DISCARD not in body
+            if request["body"]["kind"] == GAME_KIND:
+                assert SCENE_CANARY not in body and SCENE_SUMMARY_CANARY not in body
+        self.requests_checked = len(self.fake.requests)
+        for ev in self.engine.telemetry[self.telemetry_checked :]:
+            # Sizes, ids and outcomes only: no member may carry text.
+            assert set(ev) <= TELEMETRY_MEMBERS, set(ev) - TELEMETRY_MEMBERS
+            for name, value in ev.items():
+                if isinstance(value, str) and name not in ("idempotencyKey", "callId"):
+                    assert len(value) <= 64 and value.isascii(), (name, value)
+                    for text in (DISCARD, SCENE_CANARY, SCENE_SUMMARY_CANARY, "~~~"):
+                        assert text not in value
+        self.telemetry_checked = len(self.engine.telemetry)
+
+
+# Twice the profile's examples (the interleavings are the point); ~10 s with the CI profile.
+EngineMachine.TestCase.settings = settings(
+    max_examples=2 * settings.default.max_examples, stateful_step_count=50
+)
+TestEngineStateful = pytest.mark.req(
+    "JF-COMP-001",
+    "JF-COMP-002",
+    "JF-COMP-003",
+    "JF-COMP-005",
+    "JF-COMP-009",
+    "JF-COMP-011",
+    "JF-COMP-012",
+    "JF-CAT-002",
+    "JF-CAT-006",
+    "JF-CAT-008",
+    "JF-CAT-009",
+    "JF-INT-006",
+    "JF-INT-007",
+    "JF-INT-008",
+    "JF-INT-009",
+    "JF-HIST-003",
+    "JF-HIST-004",
+    "JF-HIST-008",
+    "JF-HIST-010",
+    "JF-HIST-011",
+    "JF-QUOTA-001",
+    "JF-QUOTA-005",
+    "JF-QUOTA-006",
+    "JF-QUOTA-007",
+    "JF-QUOTA-008",
+    "JF-ATOM-001",
+    "JF-ERR-002",
+    "JF-CONC-001",
+    "JF-CONC-002",
+    "JF-CONC-003",
+    "JF-CONC-004",
+    "JF-TEXT-004",
+    "JF-TEXT-005",
+)(EngineMachine.TestCase)
