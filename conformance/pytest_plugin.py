@@ -1,10 +1,10 @@
 """A pytest plugin: run the conformance suite inside pytest, one test per requirement.
 
-Enable it with `-p conformance.pytest_plugin` (or through the `pytest11` entry point) and
-point it at an implementation:
+Installing jfsm registers it (the `pytest11` entry point `jfsm-conformance`); point it at an
+implementation:
 
 ```
-pytest -p conformance.pytest_plugin --jfsm-driver "stdio:node dist/driver.js" \\
+pytest --jfsm-driver "stdio:node dist/driver.js" \\
        --jfsm-profile quick --jfsm-select JF-COMP --jfsm-report-dir conformance-report
 ```
 
