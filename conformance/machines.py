@@ -76,7 +76,7 @@ class MemoryMachine(RuleBasedStateMachine):
 
     def _replies(self, kind: str, chars: int, ratio: float) -> list[dict[str, Any]]:
         self.n += 1
-        size = max(1, min(int(chars * ratio), max(chars - 1, 1)))
+        size = max(1, min(int(chars * ratio), chars - 23))  # a block that shortens the stack
         success = {
             "reply": "success",
             "summary": make_text(size, "mixed", f"SUMMARY\u27ea{self.n}\u27eb "),

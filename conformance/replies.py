@@ -21,6 +21,13 @@ from conformance import fake_compress as fc
 
 __all__ = ["COMPLETED", "TRANSPORT", "attempt_outcome", "summary_of", "to_outcome"]
 
+# Unicode's White_Space property (not Python's wider str.isspace) and the summary envelope.
+WHITE_SPACE = frozenset(
+    "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006"
+    "\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+)
+SUMMARY_ENVELOPE = len("<summary>\n\n</summary>\n")
+
 TRANSPORT = frozenset({"http_status", "malformed", "wrong_schema", "reset"})
 COMPLETED = frozenset({"success", "refuse", "empty", "not_smaller"})
 
@@ -88,10 +95,10 @@ def attempt_outcome(d: dict[str, Any], input_chars: int) -> str:
     if kind == "not_smaller":
         return "not_smaller"
     summary = d.get("summary", "")
-    if not summary.strip():
+    if all(char in WHITE_SPACE for char in summary):
         return "empty"
-    if len(summary) >= input_chars:
-        return "not_smaller"
+    if SUMMARY_ENVELOPE + len(summary) >= input_chars:
+        return "not_smaller"  # the summary block would not shorten the stack
     return "valid"
 
 

@@ -139,8 +139,13 @@ def failure_outcomes(s: Session) -> None:
     for i, replies in enumerate(failures):
         s.generate(g, replies=replies)  # fails; the generation is not refused
         s.record_round(g, f"next {i}", "x")  # a new logical compression next time
-    # exactly one code point smaller, in astral characters (more UTF-16 units than the input)
-    chars = s.games[g].game.length() - 1
+    # a summary whose block is exactly as long as the input: not smaller
+    chars = s.games[g].game.length() - 22
+    summary = make_text(chars, "astral", "SUMMARY\u27eaeven\u27eb")
+    s.generate(g, replies=[{"reply": "success", "summary": summary, "callId": "call-even"}])
+    s.record_round(g, "next even", "x")
+    # a block exactly one code point shorter, in astral characters (more UTF-16 units)
+    chars = s.games[g].game.length() - 23
     summary = make_text(chars, "astral", "SUMMARY\u27eatight\u27eb")
     s.generate(g, replies=[{"reply": "success", "summary": summary, "callId": "call-tight"}])
 

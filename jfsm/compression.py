@@ -16,7 +16,7 @@ from jfsm.compressor import CompressionRequest, CompressionResult
 from jfsm.errors import InvalidInput
 from jfsm.memory_index import StackState
 from jfsm.records import Summary
-from jfsm.text import require_text
+from jfsm.text import require_text, summary_cost
 
 __all__ = ["WHITE_SPACE", "InFlight", "is_blank", "judge", "plan_publication"]
 
@@ -61,8 +61,8 @@ def judge(flight: InFlight, result: CompressionResult, stack: StackState | None)
         return "transport"
     if is_blank(summary):
         return "empty"
-    if len(summary) >= flight.request.chars:
-        return "not_smaller"
+    if summary_cost(summary) >= flight.request.chars:
+        return "not_smaller"  # the summary block would not make the stack shorter
     return "valid"
 
 

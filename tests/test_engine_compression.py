@@ -13,6 +13,7 @@ import pytest
 from engine_helpers import (
     CATALYST_KIND,
     GAME_KIND,
+    SUMMARY_ENVELOPE,
     as_text,
     assert_telemetry_has_no_text,
     async_test,
@@ -231,12 +232,27 @@ async def test_chunk_appended_while_in_flight_survives_exactly() -> None:
 @pytest.mark.req("JF-TEXT-003", "JF-COMP-007")
 @async_test
 async def test_astral_summary_one_code_point_shorter_is_published() -> None:
-    """Fewer code points but more UTF-16 units than the request: still smaller."""
+    """A summary block one code point shorter than the request, in astral characters (more
+    UTF-16 units than the request): still smaller, and the stack shrinks by one."""
     engine, fake = make_engine(thresholds=SMALL)
     await engine.record_round("u", fill(200))
-    fake.plan(lambda req: Reply(summary=fill(req.chars - 1, "😀")))
-    assert (await engine.before_generation()).outcome == "published"
-    assert game_summary(engine)["text"] == fill(243 - 1, "😀")
+    fake.plan(lambda req: Reply(summary=fill(req.chars - SUMMARY_ENVELOPE - 1, "😀")))
+    report = await engine.before_generation()
+    assert report.outcome == "published"
+    assert game_summary(engine)["text"] == fill(243 - SUMMARY_ENVELOPE - 1, "😀")
+    assert report.length_after == report.length_before - 1
+
+
+@pytest.mark.req("JF-COMP-007")
+@async_test
+async def test_summary_whose_block_is_as_long_as_the_request_is_not_smaller() -> None:
+    """Fewer code points than the request, but with its envelope the stack would not shrink."""
+    engine, fake = make_engine(thresholds=SMALL)
+    await engine.record_round("u", fill(200))
+    before = snapshot(engine)
+    fake.plan(lambda req: Reply(summary=fill(req.chars - SUMMARY_ENVELOPE, "😀")))
+    assert (await engine.before_generation()).outcome == "not_smaller"
+    assert snapshot(engine) == before
 
 
 @pytest.mark.req("JF-ATOM-002", "JF-ATOM-003", "JF-QUOTA-001")
@@ -302,7 +318,7 @@ async def test_quota_outcome_publishes_nothing() -> None:
     engine, fake = make_engine(thresholds=SMALL, quota=quota)
     await three_rounds(engine)
     # Fewer code points than the request, but 4 UTF-8 bytes each: the post-state is bigger.
-    fake.plan(lambda req: Reply(summary=fill(req.chars - 1, "😀")))
+    fake.plan(lambda req: Reply(summary=fill(req.chars - SUMMARY_ENVELOPE - 1, "😀")))
     before = snapshot(engine)
     report = await engine.before_generation()
     assert report.outcome == "quota"
