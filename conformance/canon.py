@@ -125,11 +125,17 @@ def footprint(store: Mapping[str, Any], log: Sequence[Any]) -> int:
 
 
 def idempotency_key(
-    game_id: str, catalyst_id: str | None, epoch: int, through_seq: int, text: str
+    game_id: str,
+    catalyst_id: str | None,
+    epoch: int,
+    through_seq: int,
+    text: str,
+    retry: int = 0,
 ) -> str:
-    """The `Idempotency-Key` derivation of `spec/compress-v2.json`."""
+    """The `Idempotency-Key` derivation of `spec/compress-v2.json` (`retry`: completed replies
+    that ended this same logical compression without publishing since the driver started)."""
     text_hash = hashlib.sha256(text.encode("utf-8")).hexdigest()
-    material = jcs([game_id, catalyst_id, epoch, through_seq, text_hash])
+    material = jcs([game_id, catalyst_id, epoch, through_seq, text_hash, retry])
     return "jfsm-" + hashlib.sha256(material.encode("utf-8")).hexdigest()
 
 

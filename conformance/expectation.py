@@ -63,15 +63,20 @@ class Expectation(Observation):
         stack = self.games[game].stack(scene)
         if stack is None or not stack.chunks:
             return False
-        key = idempotency_key(game, scene, stack.epoch, max(stack.chunks), stack.text())
-        return key not in self.completed
+        return self._key(game, scene) not in self.completed
+
+    def _material(self, game: str, scene: str | None) -> tuple[Any, ...]:
+        stack = self.games[game].stack(scene)
+        assert stack is not None and stack.chunks
+        return (game, scene, stack.epoch, max(stack.chunks), stack.text())
+
+    def _key(self, game: str, scene: str | None) -> str:
+        """The key of the next ask of this stack's logical compression (with its retry)."""
+        material = self._material(game, scene)
+        return idempotency_key(*material, self.retries.get(material, 0))
 
     def _begin_flight(self, game: str, scene: str | None, forced: bool) -> InFlight:
-        model = self.games[game]
-        stack = model.stack(scene)
-        assert stack is not None and stack.chunks
-        key = idempotency_key(game, scene, stack.epoch, max(stack.chunks), stack.text())
-        return model.flight_for(scene, key, forced)
+        return self.games[game].flight_for(scene, self._key(game, scene), forced)
 
     def _take_attempt(
         self, game: str, flight: InFlight, requests: deque[dict[str, Any]], first: bool
@@ -201,6 +206,9 @@ class Expectation(Observation):
             if d["reply"] in COMPLETED:
                 self.completed.setdefault(a["request"]["idempotency_key"], d)
         outcome = attempt_outcome(last, len(flight.text))
+        if last["reply"] in COMPLETED:  # a completed reply: asking again takes a new key
+            material = (game, flight.scene, flight.epoch, flight.through, flight.text)
+            self.retries[material] = self.retries.get(material, 0) + 1
         if model.is_stale(flight):
             outcome = "stale"
         elif outcome == "valid":

@@ -75,6 +75,8 @@ class Harness:
         self.steps: list[dict[str, Any]] = []
         self.mirror: deque[dict[str, Any]] = deque()
         self.completed: dict[str, dict[str, Any]] = {}
+        # completed-but-unpublished replies per logical compression, since the driver started
+        self.retries: dict[tuple[Any, ...], int] = {}
         self.cursor = 0
         self.held: Held | None = None
         self.unsupported: dict[str, str] = {}

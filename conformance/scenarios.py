@@ -214,9 +214,11 @@ def intervene_retry(s: Session) -> None:
     out = "a tale " + canary("DISCARDED", 3)
     s.intervene(g, "twist", out, 7, replies=[{"reply": "http_status", "status": 503}] * 3)
     s.generate(g, replies=[{"reply": "refuse", "code": "busy", "message": canary("REFUSAL", 2)}])
-    s.generate(g)  # the same logical compression: the service replays its refusal
+    # asking again after a completed failure takes a new Idempotency-Key (retry 1): a service
+    # that replays completed replies must not pin the refusal on the forced compression
+    s.generate(g, replies=[{"reply": "empty", "summary": " "}])
     s.start_scene(g, "side")
-    s.generate(g, "side")  # a catalyst generation is refused as well
+    s.generate(g, "side", replies=[{"reply": "refuse", "code": "busy"}])  # refused as well
     s.scene_exchange(g, "side", canary("SCENE", 9), make_text(150_001, "mixed"))
     s.record_round(g, "later", "more")  # a new logical compression
     # one generation, two compressions: the owed forced one, then the scene's own

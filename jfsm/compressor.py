@@ -40,14 +40,21 @@ def beneficiaries(participants: Iterable[Participant]) -> list[str]:
 
 
 def idempotency_key(
-    game_id: str, catalyst_id: str | None, epoch: int, through_seq: int, text: str
+    game_id: str,
+    catalyst_id: str | None,
+    epoch: int,
+    through_seq: int,
+    text: str,
+    retry: int = 0,
 ) -> str:
-    """The deterministic `Idempotency-Key` of one logical compression (D16).
+    """The deterministic `Idempotency-Key` of one ask of a logical compression (D16).
 
-    SHA-256 over the JCS of `[gameId, catalystId, epoch, throughSeq, sha256(text)]`, hex.
+    SHA-256 over the JCS of `[gameId, catalystId, epoch, throughSeq, sha256(text), retry]`,
+    hex; `retry` counts the completed replies that ended the same logical compression
+    without publishing (see `spec/compress-v2.json`).
     """
     text_hash = hashlib.sha256(text.encode("utf-8")).hexdigest()
-    material = canonicalize([game_id, catalyst_id, epoch, through_seq, text_hash])
+    material = canonicalize([game_id, catalyst_id, epoch, through_seq, text_hash, retry])
     return "jfsm-" + hashlib.sha256(material.encode("utf-8")).hexdigest()
 
 
@@ -62,11 +69,12 @@ class CompressionRequest:
     chars: int
     through_seq: int
     epoch: int
+    retry: int = 0
 
     @property
     def idempotency_key(self) -> str:
         return idempotency_key(
-            self.game_id, self.catalyst_id, self.epoch, self.through_seq, self.text
+            self.game_id, self.catalyst_id, self.epoch, self.through_seq, self.text, self.retry
         )
 
     def scope(self) -> dict[str, str]:

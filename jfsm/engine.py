@@ -124,6 +124,9 @@ class GameEngine:
         self._participants: tuple[Participant, ...] = tuple(participants)
         self._lock = asyncio.Lock()
         self._survivor_intervened = False
+        # Per stack: the last logical compression that ended with a completed reply but did
+        # not publish, and how many times; the next ask of it uses a new Idempotency-Key.
+        self._retries: dict[str | None, tuple[tuple[int, int, str], int]] = {}
         self.index = MemoryIndex(store.image)
         self._stacks: dict[str | None, StateMachine] = {None: self._stack_machine(None)}
         self._scenes: dict[str, StateMachine] = {}
@@ -311,6 +314,9 @@ class GameEngine:
         if len(text) != stack.length:
             raise AssertionError(f"canonical length drifted: {stack.length} != {len(text)}")
         kind = self.kinds["game" if scene_id is None else "catalyst"]
+        epoch = (stack.meta or {}).get("epoch", 0)
+        material = (epoch, max(stack.chunks), text)
+        last, count = self._retries.get(scene_id, (None, 0))
         request = CompressionRequest(
             kind=kind,
             game_id=self.game_id,
@@ -318,7 +324,8 @@ class GameEngine:
             text=text,
             chars=len(text),
             through_seq=max(stack.chunks),
-            epoch=(stack.meta or {}).get("epoch", 0),
+            epoch=epoch,
+            retry=count if last == material else 0,
         )
         flight = InFlight(
             request=request,
@@ -375,6 +382,10 @@ class GameEngine:
                 machine.fire("reply_stale" if outcome == "stale" else "reply_failed")
         if scene_id is None:
             self._intervene.fire("publication" if outcome == "published" else "attempt_failed")
+        if result.outcome in ("ok", "refused") and outcome != "published":
+            request = flight.request
+            material = (request.epoch, request.through_seq, request.text)
+            self._retries[scene_id] = (material, request.retry + 1)
         for event in attempt_events(flight.request, result, outcome):
             self._emit(event)
         after = stack.length if stack is not None else 0

@@ -246,3 +246,48 @@ def test_scene_meta_epoch_starts_at_the_game_epoch() -> None:
         assert json.loads(json.dumps(meta)) == {"epoch": 1, "nextSeq": 1, "state": "created"}
 
     run(scenario())
+
+
+class ReplayingService(FakeCompressor):
+    """Replays the completed reply of a key it has seen, like an idempotent Broker."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: dict[str, CompressionResult] = {}
+
+    async def compress(self, request: Any, participants: Any) -> CompressionResult:
+        key = request.idempotency_key
+        if key not in self.seen:
+            self.seen[key] = await super().compress(request, participants)
+        return self.seen[key]
+
+
+@pytest.mark.req("JF-CALL-004", "JF-INT-007")
+def test_a_replaying_service_cannot_pin_a_refusal_on_the_forced_compression() -> None:
+    async def scenario() -> None:
+        service = ReplayingService()
+        e = GameEngine(MemoryStore(), service, game_id="g")
+        service.queue(Reply(outcome="refused", code="busy"))
+        await e.intervene("in", "shown hidden", 5)
+        assert flag_invariant(e) == (True, True)
+        report = await e.before_generation()  # a new key: not the replayed refusal
+        assert report.forced is not None and report.forced.outcome == "published"
+        keys = [r["idempotencyKey"] for r in service.requests]
+        assert len(keys) == 2 and keys[0] != keys[1]
+        assert flag_invariant(e) == (False, False)
+
+    run(scenario())
+
+
+@pytest.mark.req("JF-CALL-004")
+def test_transport_failures_keep_the_key() -> None:
+    async def scenario() -> None:
+        e, fake = engine()
+        await e.record_round("a" * 20, "b")
+        fake.queue(Reply(outcome="transport", code="timeout"))
+        assert (await e.before_generation()).outcome == "transport"
+        assert (await e.before_generation()).outcome == "published"
+        keys = [r["idempotencyKey"] for r in fake.requests]
+        assert keys[0] == keys[1]
+
+    run(scenario())
