@@ -43,7 +43,7 @@ __all__ = [
     "run",
 ]
 
-DEFAULT_DRIVER = "python:jfsm.driver:reference_driver"
+DEFAULT_DRIVER = "python:jfsm.driver:durable_reference_driver"
 PROTOCOL_ROW = "DRIVER-PROTOCOL"
 TRACE_FORMAT = "jfsm-conformance-trace/1"
 

@@ -333,8 +333,14 @@ def reference_driver() -> ReferenceDriver:
 
 
 def durable_reference_driver() -> ReferenceDriver:
-    """The reference engine over file stores in a fresh temporary directory."""
-    return ReferenceDriver(tempfile.mkdtemp(prefix="jfsm-driver-"))
+    """The reference engine over file stores in a fresh temporary directory (removed when
+    the process exits)."""
+    import atexit
+    import shutil
+
+    state = tempfile.mkdtemp(prefix="jfsm-driver-")
+    atexit.register(shutil.rmtree, state, True)
+    return ReferenceDriver(state)
 
 
 async def serve_stdio(driver: ReferenceDriver) -> None:
