@@ -65,15 +65,13 @@ class Expectation(Observation):
             return False
         return self._key(game, scene) not in self.completed
 
-    def _material(self, game: str, scene: str | None) -> tuple[Any, ...]:
-        stack = self.games[game].stack(scene)
-        assert stack is not None and stack.chunks
-        return (game, scene, stack.epoch, max(stack.chunks), stack.text())
-
     def _key(self, game: str, scene: str | None) -> str:
         """The key of the next ask of this stack's logical compression (with its retry)."""
-        material = self._material(game, scene)
-        return idempotency_key(*material, self.retries.get(material, 0))
+        stack = self.games[game].stack(scene)
+        assert stack is not None and stack.chunks
+        through, text = max(stack.chunks), stack.text()
+        retry = self.retries.get((game, scene, stack.epoch, through, text), 0)
+        return idempotency_key(game, scene, stack.epoch, through, text, retry)
 
     def _begin_flight(self, game: str, scene: str | None, forced: bool) -> InFlight:
         return self.games[game].flight_for(scene, self._key(game, scene), forced)

@@ -448,7 +448,7 @@ class Session(Expectation):
             f"start_scene wrote meta {meta!r}: it needs an integer epoch >= 0",
             ids=("JF-STORE-005",),
         )
-        self.games[game].scenes[scene].stack.epoch = epoch
+        self.games[game].scenes[scene].stack.epoch = epoch if isinstance(epoch, int) else 0
         self.verify(game, Ctx("start_scene", verifies=("JF-STORE-005", "JF-CAT-001")))
 
     def scene_exchange(self, game: str, scene: str, user: str, assistant: str) -> None:

@@ -106,7 +106,7 @@ class GameEngine:
         compressor: Compressor,
         *,
         game_id: str,
-        participants: Iterable[Participant] = (),
+        participants: Iterable[Participant | Mapping[str, Any]] = (),
         telemetry: TelemetrySink | None = None,
         thresholds: Mapping[str, int] | None = None,
     ) -> None:
@@ -121,7 +121,8 @@ class GameEngine:
         self.kinds = {"game": spec.game_kind, "catalyst": spec.catalyst_kind}
         self.telemetry: list[dict[str, Any]] = []
         self._sink = telemetry
-        self._participants: tuple[Participant, ...] = tuple(participants)
+        self._participants: tuple[Participant, ...] = ()
+        self.set_participants(participants)
         self._lock = asyncio.Lock()
         self._survivor_intervened = False
         # Per stack: the last logical compression that ended with a completed reply but did

@@ -291,3 +291,16 @@ def test_transport_failures_keep_the_key() -> None:
         assert keys[0] == keys[1]
 
     run(scenario())
+
+
+@pytest.mark.req("JF-CALL-009", "JF-ERR-005")
+def test_participants_given_as_records_or_objects_at_construction() -> None:
+    e = GameEngine(
+        MemoryStore(),
+        FakeCompressor(),
+        game_id="g",
+        participants=[{"id": "b", "human": True}, {"id": "a", "human": True, "spectator": True}],
+    )
+    assert [p.id for p in e.participants()] == ["b", "a"]
+    with pytest.raises(InvalidInput):
+        GameEngine(MemoryStore(), FakeCompressor(), game_id="g", participants=[{"id": 1}])
