@@ -92,6 +92,7 @@ def details(result: CompressionResult) -> list[str | None]:
 # --------------------------------------------------------------------------- replies
 
 
+@pytest.mark.req("JF-CALL-001", "JF-CALL-003", "JF-CALL-005")
 def test_ok_reply_carries_summary_call_id_and_exact_body(fake: FakeCompress) -> None:
     request = make_request()
     result = run(fake, request)
@@ -108,6 +109,7 @@ def test_ok_reply_carries_summary_call_id_and_exact_body(fake: FakeCompress) -> 
     assert fake.violations == []
 
 
+@pytest.mark.req("JF-CALL-001", "JF-CALL-002")
 def test_catalyst_request_carries_its_scope(fake: FakeCompress) -> None:
     request = make_request(kind=CATALYST_KIND, catalyst="scene-9")
     assert run(fake, request).outcome == "ok"
@@ -115,6 +117,7 @@ def test_catalyst_request_carries_its_scope(fake: FakeCompress) -> None:
     assert fake.violations == []
 
 
+@pytest.mark.req("JF-CALL-005", "JF-CALL-007")
 @pytest.mark.parametrize("call_id", [True, False])
 def test_refusal_is_reported_and_never_retried(fake: FakeCompress, call_id: bool) -> None:
     fake.script(refuse("quota_exhausted", message="try later", call_id=call_id), success())
@@ -147,6 +150,7 @@ def test_empty_and_not_smaller_are_ok_replies_for_the_engine_to_judge(
 # --------------------------------------------------------------------------- retries
 
 
+@pytest.mark.req("JF-CALL-004", "JF-CALL-007", "JF-CALL-008")
 def test_5xx_is_retried_with_the_same_idempotency_key_then_ok(fake: FakeCompress) -> None:
     fake.script(http_status(500), http_status(503), success(chars=9))
     request = make_request()
@@ -160,6 +164,7 @@ def test_5xx_is_retried_with_the_same_idempotency_key_then_ok(fake: FakeCompress
     assert len(fake.requests) == 3
 
 
+@pytest.mark.req("JF-CALL-008")
 def test_retries_are_bounded(fake: FakeCompress) -> None:
     fake.script(*[http_status(502)] * 5)
     result = run(fake, max_attempts=3)
@@ -170,6 +175,7 @@ def test_retries_are_bounded(fake: FakeCompress) -> None:
     assert fake.script_left == 2
 
 
+@pytest.mark.req("JF-CALL-007", "JF-CALL-008")
 @pytest.mark.parametrize(("status", "tries"), [(400, 1), (404, 1), (409, 1), (429, 3), (408, 3)])
 def test_4xx_statuses_are_retried_only_when_a_retry_can_help(
     fake: FakeCompress, status: int, tries: int
@@ -181,6 +187,7 @@ def test_4xx_statuses_are_retried_only_when_a_retry_can_help(
     assert len(result.attempts) == tries
 
 
+@pytest.mark.req("JF-CALL-008")
 def test_backoff_is_exponential_and_capped(fake: FakeCompress) -> None:
     waits: list[float] = []
 
@@ -195,6 +202,7 @@ def test_backoff_is_exponential_and_capped(fake: FakeCompress) -> None:
     assert waits == pytest.approx([0.1, 0.2, 0.4, 0.5])
 
 
+@pytest.mark.req("JF-CALL-009")
 def test_beneficiaries_are_reread_before_each_attempt(fake: FakeCompress) -> None:
     rosters = [
         PEOPLE,
@@ -230,6 +238,7 @@ def test_beneficiaries_are_reread_before_each_attempt(fake: FakeCompress) -> Non
 # --------------------------------------------------------------------------- transport failures
 
 
+@pytest.mark.req("JF-CALL-006")
 def test_timeouts_are_bounded(fake: FakeCompress) -> None:
     fake.script(delay(5), delay(5))
     started = time.monotonic()
@@ -241,6 +250,7 @@ def test_timeouts_are_bounded(fake: FakeCompress) -> None:
     assert all(250 <= a.duration_ms < 1500 for a in result.attempts)
 
 
+@pytest.mark.req("JF-CALL-006")
 def test_a_held_reply_past_the_deadline_is_a_timeout(fake: FakeCompress) -> None:
     fake.script(hold())
     result = run(fake, timeout=0.3, max_attempts=1)
@@ -264,6 +274,7 @@ def test_a_held_request_completes_once_released(fake: FakeCompress) -> None:
     assert len(result.summary or "") == 4
 
 
+@pytest.mark.req("JF-CALL-006")
 @pytest.mark.parametrize("chunked", [False, True])
 def test_oversized_reply_is_too_large(fake: FakeCompress, chunked: bool) -> None:
     fake.script(*[oversized(256 * 1024, chunked=chunked)] * 3)
@@ -272,6 +283,7 @@ def test_oversized_reply_is_too_large(fake: FakeCompress, chunked: bool) -> None
     assert details(result) == ["too_large", "too_large"]
 
 
+@pytest.mark.req("JF-CALL-006")
 def test_a_reply_exactly_at_the_cap_is_accepted(fake: FakeCompress) -> None:
     fake.script(oversized(4096))
     result = run(fake, max_response_bytes=4096)
@@ -317,6 +329,7 @@ def test_connect_refused() -> None:
         (http_status(201, b'{"ok":true,"callId":"c","summary":"s"}'), "http_201"),
     ],
 )
+@pytest.mark.req("JF-CALL-005")
 def test_bodies_outside_the_contract_are_transport_failures(
     fake: FakeCompress, outcome: Any, code: str
 ) -> None:
@@ -336,6 +349,7 @@ def _all_keys(value: Any) -> set[str]:
     return set()
 
 
+@pytest.mark.req("JF-CALL-001", "JF-CALL-010")
 def test_request_body_has_no_payer_model_provider_or_pricing_field(fake: FakeCompress) -> None:
     run(fake, make_request(kind=CATALYST_KIND, catalyst="s1"))
     body = fake.requests[0]["body"]
@@ -369,6 +383,7 @@ CANARY = "CANARY-7b1e-never-logged-\U0001f99c"
         http_status(500, f'{{"ok":false,"error":{{"code":"{CANARY}"}}}}'.encode()),
     ],
 )
+@pytest.mark.req("JF-CALL-012")
 def test_canary_text_never_reaches_logs_or_attempts(
     fake: FakeCompress, caplog: pytest.LogCaptureFixture, outcome: Any
 ) -> None:
@@ -430,6 +445,7 @@ def test_sync_executor_follows_the_same_contract(fake: FakeCompress) -> None:
     assert fake.violations == []
 
 
+@pytest.mark.req("JF-CALL-006")
 def test_sync_executor_bounds_timeouts_and_size(fake: FakeCompress) -> None:
     fake.script(delay(5), oversized(100_000, chunked=True))
     started = time.monotonic()

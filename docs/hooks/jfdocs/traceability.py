@@ -165,7 +165,7 @@ def _as_list(value: Any) -> list[str]:
     if isinstance(value, str):
         return [value]
     if isinstance(value, Iterable):
-        return [str(v) for v in value]
+        return [str(v["name"]) if isinstance(v, Mapping) and "name" in v else str(v) for v in value]
     return [str(value)]
 
 
@@ -181,6 +181,8 @@ def _rows_to_checks(rows: Any) -> dict[str, list[str]]:
         else:
             req = _field(row, _ROW_ID_FIELDS)
             names = _as_list(_field(row, _ROW_CHECK_FIELDS))
+            if isinstance(row, Mapping) and "checks" in row:
+                names += [f"scenario {name}" for name in _as_list(row.get("scenarios"))]
         if isinstance(req, str) and req.startswith("JF-"):
             checks[req].update(names)
     return {req: sorted(names) for req, names in sorted(checks.items())}
