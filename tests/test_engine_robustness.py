@@ -304,3 +304,25 @@ def test_participants_given_as_records_or_objects_at_construction() -> None:
     assert [p.id for p in e.participants()] == ["b", "a"]
     with pytest.raises(InvalidInput):
         GameEngine(MemoryStore(), FakeCompressor(), game_id="g", participants=[{"id": 1}])
+
+
+@pytest.mark.req("JF-ERR-003", "JF-ERR-004")
+def test_machine_errors_say_the_state_after_them() -> None:
+    from jfsm.errors import InvalidTransition
+
+    async def scenario() -> None:
+        e, fake = engine()
+        await e.start_scene("s1")
+        await e.cancel_scene("s1")
+        with pytest.raises(InvalidTransition) as refused:
+            await e.publish_scene("s1", "c", "m")
+        assert refused.value.state == "cancelled"
+        assert refused.value.to_json()["state"] == "cancelled"
+        fake.queue(Reply(outcome="refused", code="no"), Reply(outcome="refused", code="no"))
+        await e.intervene("in", "out", 1)
+        with pytest.raises(CompressionPending) as pending:
+            await e.before_generation()
+        assert pending.value.state == "owed" == e.status()["game"]["intervene"]
+        assert pending.value.details["cause"] == "refused"
+
+    run(scenario())
