@@ -87,6 +87,17 @@ def threshold_boundary(s: Session) -> None:
     s.generate(g)  # far below: not due
 
 
+@scenario("summary-alone", "COMP-001 COMP-004 COMP-005")
+def summary_alone(s: Session) -> None:
+    """A stack that holds only a summary is never due, however long it is."""
+    g = game(s)
+    fill_to(s, g, 300_101)
+    s.generate(g, replies=[ok("alone", 300_050)])  # block of 300,072: smaller, and no suffix
+    s.generate(g)  # summary alone, 300,072 > 300,000 code points, no exact chunk: not due
+    s.record_round(g, "after", "one exact chunk again")
+    s.generate(g, replies=[ok("alone-2")])
+
+
 @scenario("catalyst-threshold", "COMP-001 CALL-002 STORE-005 CAT-002 CAT-008 TEXT-003")
 def catalyst_threshold(s: Session) -> None:
     g = game(s)
