@@ -126,17 +126,8 @@ class Session(Expectation):
         result = self._ok(reply, "generate", ("JF-COMP-012", "JF-INT-007"))
         if scene is not None and scene in model.scenes:
             model.mark_running(scene)
-        self._check_report("generate", result, flow["report"])
-        if flow["report"]["outcome"] == "published":
-            stack = model.stack(scene)
-            assert stack is not None and stack.summary is not None
-            stored = stack.summary["compressionCallId"]
-            self.ledger.expect(
-                C.CALL_ID,
-                result.get("callId") == stored,
-                f"generate reported callId {result.get('callId')!r}, the fake's was {stored!r}",
-                ids=("JF-COMP-004",),
-            )
+        if flow["report"]["outcome"] != "published":
+            self._check_report("generate", result, flow["report"])
         held = self.held
         if (
             held is not None
@@ -155,6 +146,19 @@ class Session(Expectation):
             verifies += ("JF-COMP-009",)
         del before
         self.verify(game, Ctx("generate", published=published, failed=failed, verifies=verifies))
+        if flow["report"]["outcome"] == "published":
+            # after the store comparison, so that a wrong publication (chunks kept or lost,
+            # summary altered) is blamed on the store rule it breaks, not on lengthAfter
+            self._check_report("generate", result, flow["report"])
+            stack = model.stack(scene)
+            assert stack is not None and stack.summary is not None
+            stored = stack.summary["compressionCallId"]
+            self.ledger.expect(
+                C.CALL_ID,
+                result.get("callId") == stored,
+                f"generate reported callId {result.get('callId')!r}, the fake's was {stored!r}",
+                ids=("JF-COMP-004",),
+            )
 
     def _expect_pending(self, reply: Reply, cause: str) -> None:
         """The generation must be refused with a retryable compression_pending naming `cause`."""
