@@ -82,7 +82,10 @@ def threshold_boundary(s: Session) -> None:
     n = max(s.games[g].rounds)
     r = s.games[g].rounds[n]
     s.edit_round(g, n, r["input"], r["output"] + "\U0001f600")  # 300,001
-    s.generate(g, replies=[ok("boundary")])
+    # the summary is stored verbatim: leading and trailing white space included
+    padded = ok("boundary")
+    padded["summary"] = " \n\t" + padded["summary"] + "\r\n  "
+    s.generate(g, replies=[padded])
     s.record_round(g, "after", "summary")
     s.generate(g)  # far below: not due
 

@@ -25,10 +25,7 @@ KILLS: dict[str, tuple[list[str], set[str]]] = {
     "keep_represented": (["threshold-boundary"], {"JF-COMP-005", "JF-ATOM-003"}),
     "delete_too_few": (["threshold-boundary"], {"JF-COMP-005", "JF-ATOM-003"}),
     "delete_too_many": (["suffix-survives"], {"JF-COMP-003", "JF-COMP-005"}),
-    "summary_trimmed": (
-        ["suffix-survives"],
-        {"JF-TEXT-002", "JF-COMP-004", "JF-TEXT-004", "JF-COMP-003"},
-    ),
+    "summary_trimmed": (["threshold-boundary"], {"JF-TEXT-002", "JF-COMP-004"}),
     "call_id_is_idempotency_key": (["threshold-boundary"], {"JF-COMP-004", "JF-STORE-002"}),
     "no_call_id": (["threshold-boundary"], {"JF-COMP-004", "JF-STORE-002"}),
     "stale_published": (["stale-results"], {"JF-COMP-011", "JF-CALL-011"}),
