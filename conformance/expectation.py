@@ -7,7 +7,9 @@ an owed forced compression first, then the stack's own check; for each logical c
 matches the next requests the fake recorded (retries share a body and an Idempotency-Key),
 takes the reply each received from the mirrored script (or the idempotent replay of a
 completed reply), settles the outcome (published, refused, transport, empty, not_smaller,
-quota, stale) on the model, and checks telemetry.
+quota, stale) on the model, and queues its telemetry check; the session runs those after the
+step's store and report checks (`_check_telemetry_due`), so that a wrong publication is blamed
+on the rule it breaks rather than on the telemetry event's outcome.
 """
 
 from __future__ import annotations
@@ -191,6 +193,9 @@ class Expectation(Observation):
             if settled(got["reply"])["reply"] == "hold" or got["request"].get("outcome") == "hold":
                 return False
             if settled(got["reply"])["reply"] not in TRANSPORT:
+                key = got["request"].get("idempotency_key")
+                if key is not None:
+                    self.answered[key] = settled(got["reply"])["reply"]
                 return True
 
     def _settle(self, game: str, flight: InFlight, attempts: list[dict[str, Any]]) -> str:
@@ -215,7 +220,12 @@ class Expectation(Observation):
                 outcome = "published"
             else:
                 outcome = "quota"
-        self._check_telemetry(game, flight, attempts, outcome)
+        call_id = None
+        if outcome == "published":
+            stack = model.stack(flight.scene)
+            assert stack is not None and stack.summary is not None
+            call_id = stack.summary["compressionCallId"]
+        self.telemetry_due.append((game, flight, attempts, outcome, call_id))
         return outcome
 
     def _publication_fits(self, game: str, flight: InFlight, reply: dict[str, Any]) -> bool:
@@ -307,7 +317,19 @@ class Expectation(Observation):
         }
 
     def _finish(self, game: str, flow: dict[str, Any], op: str) -> None:
+        """Leftover requests of a step; its telemetry is checked by `_check_telemetry_due`."""
         leftover = flow.get("requests") or deque()
+        answered, self.answered = self.answered, {}
+        retried = [r for r in leftover if r.get("idempotency_key") in answered]
+        if retried:  # a leftover repeating an answered attempt's key is a retry of it
+            self.ledger.expect(
+                C.RETRIES,
+                False,
+                f"{op} sent {len(retried)} further attempt(s) with the Idempotency-Key of an "
+                f"attempt answered {answered[retried[0]['idempotency_key']]!r}: only transport "
+                "failures are retried",
+                ids=("JF-CALL-007",),
+            )
         self.ledger.expect(
             C.COMPRESSION_TRIGGER,
             not leftover,
@@ -319,6 +341,13 @@ class Expectation(Observation):
         )
         self.fake.reset_script()
         self.mirror.clear()
+
+    def _check_telemetry_due(self, game: str, op: str) -> None:
+        """Telemetry of the step's settled compressions, then no events beyond them. Run
+        after the step's store and report checks."""
+        due, self.telemetry_due = self.telemetry_due, []
+        for g, flight, attempts, outcome, call_id in due:
+            self._check_telemetry(g, flight, attempts, outcome, call_id)
         reply = self._call("telemetry", {"game": game})
         if reply.ok:
             extra = reply.result[self.telemetry_seen.get(game, 0) :]

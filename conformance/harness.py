@@ -72,6 +72,11 @@ class Harness:
         self.bases: dict[str, dict[str, Any]] = {}
         self.dumps: dict[str, dict[str, Any]] = {}
         self.telemetry_seen: dict[str, int] = {}
+        # telemetry checks of settled compressions, run once the step's store and report
+        # checks passed (a wrong publication is blamed on the rule it breaks, not on telemetry)
+        self.telemetry_due: list[tuple[str, Any, list[dict[str, Any]], str, str | None]] = []
+        # Idempotency-Key -> reply of attempts answered with a non-transport reply in this step
+        self.answered: dict[str, str] = {}
         self.steps: list[dict[str, Any]] = []
         self.mirror: deque[dict[str, Any]] = deque()
         self.completed: dict[str, dict[str, Any]] = {}

@@ -42,6 +42,8 @@ class Ctx:
     refused: bool = False
     verifies: tuple[str, ...] = ()
     summaries: dict[str | None, int] = field(default_factory=dict)
+    # chunk seqs per stack (None: the game stack) present in the dumped store
+    chunks: dict[str | None, set[int]] = field(default_factory=dict)
 
 
 class Observation(Harness):
@@ -67,6 +69,12 @@ class Observation(Harness):
                 stack = model.stack(scene)
                 if stack is not None and stack.summary is not None:
                     ctx.summaries[scene] = stack.summary["throughSeq"]
+            for key in store:
+                if ".chunk." in key:
+                    prefix, _, seq_text = key.rpartition(".chunk.")
+                    if seq_text.isdigit():
+                        owner = None if prefix == "jfGameStack" else prefix.split(".", 1)[1]
+                        ctx.chunks.setdefault(owner, set()).add(int(seq_text))
             blamed = sorted({i for d in diffs for i in self._blame(d, ctx)})
             self.ledger.expect(
                 C.STORE_MODEL,
@@ -123,6 +131,10 @@ class Observation(Harness):
             if scene in through:
                 if d.problem == "missing" and seq > through[scene]:
                     ids.append("JF-COMP-003")
+                    if any(kept > seq for kept in ctx.chunks.get(scene, ())):
+                        # a later suffix chunk survived: the publication deleted a chunk it
+                        # does not represent, not the suffix as a whole
+                        ids.append("JF-COMP-005")
                 elif d.problem == "unexpected" and seq <= through[scene]:
                     ids += ["JF-COMP-005", "JF-ATOM-003"]
                 else:
@@ -263,8 +275,15 @@ class Observation(Harness):
             )
 
     def _check_telemetry(
-        self, game: str, flight: InFlight, attempts: list[dict[str, Any]], outcome: str
+        self,
+        game: str,
+        flight: InFlight,
+        attempts: list[dict[str, Any]],
+        outcome: str,
+        summary_call_id: str | None = None,
     ) -> None:
+        """`summary_call_id`: the compressionCallId of the summary this compression
+        published, taken when it settled (the model may have moved on since)."""
         reply = self._call("telemetry", {"game": game})
         if not reply.ok:
             self.unsupported.setdefault("telemetry", str(reply.get("error")))
@@ -333,10 +352,9 @@ class Observation(Harness):
             ids=("JF-CALL-011",),
         )
         if outcome == "published":
-            summary = self.games[game].stack(flight.scene).summary  # type: ignore[union-attr]
             self.ledger.expect(
                 C.CALL_ID,
-                summary is not None and fresh[-1].get("callId") == summary["compressionCallId"],
+                summary_call_id is not None and fresh[-1].get("callId") == summary_call_id,
                 "telemetry callId differs from the summary's compressionCallId",
                 ids=("JF-CALL-011", "JF-COMP-004"),
             )

@@ -122,6 +122,7 @@ class Session(Expectation):
                     verifies=("JF-INT-006", "JF-INT-008", "JF-COMP-009"),
                 ),
             )
+            self._check_telemetry_due(game, "generate")
             return
         result = self._ok(reply, "generate", ("JF-COMP-012", "JF-INT-007"))
         if scene is not None and scene in model.scenes:
@@ -159,6 +160,9 @@ class Session(Expectation):
                 f"generate reported callId {result.get('callId')!r}, the fake's was {stored!r}",
                 ids=("JF-COMP-004",),
             )
+        # telemetry last, so that a wrong publication is blamed on the store or report rule it
+        # breaks rather than on the telemetry event's outcome
+        self._check_telemetry_due(game, "generate")
 
     def _expect_pending(self, reply: Reply, cause: str) -> None:
         """The generation must be refused with a retryable compression_pending naming `cause`."""
@@ -299,6 +303,16 @@ class Session(Expectation):
         if settled(held.reply)["reply"] in TRANSPORT:
             self._run_attempts(game, held.flight, requests, attempts)
         outcome = self._settle(game, held.flight, attempts)
+        # reports of a publication are checked after the store comparison (as in generate),
+        # so that a wrong publication is blamed on the store rule it breaks
+        late: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
+
+        def report(op: str, got: dict[str, Any], want: dict[str, Any]) -> None:
+            if want["outcome"] == "published":
+                late.append((op, got, want))
+            else:
+                self._check_report(op, got, want)
+
         after = model.stack(held.flight.scene)
         want = {
             "outcome": outcome,
@@ -309,7 +323,7 @@ class Session(Expectation):
         if held.op == "intervene":
             result = self._ok(reply, "intervene", ("JF-INT-003",))
             if result.get("compression") is not None:
-                self._check_report("intervene", result["compression"], want)
+                report("intervene", result["compression"], want)
             self.ledger.expect(
                 C.REPLY,
                 result.get("forcedCompression") is model.game.flag,
@@ -319,7 +333,7 @@ class Session(Expectation):
             )
         elif not model.game.flag:
             result = self._ok(reply, "generate", ("JF-COMP-012",))
-            self._check_report("generate", result, want)
+            report("generate", result, want)
         published_flights = [held.flight] if outcome == "published" else []
         if held.op == "generate" and model.game.flag:
             # an intervene landed while the check was in flight: the same generation must
@@ -334,7 +348,7 @@ class Session(Expectation):
                 self._expect_pending(reply, forced_outcome)
             else:
                 result = self._ok(reply, "generate", ("JF-INT-007",))
-                self._check_report("generate", result, want)
+                report("generate", result, want)
         self._finish(game, {"requests": requests}, "release")
         verifies: tuple[str, ...] = (
             ("JF-COMP-003", "JF-CONC-002") if outcome == "published" else ("JF-COMP-009",)
@@ -354,6 +368,9 @@ class Session(Expectation):
                 verifies=verifies,
             ),
         )
+        for op, got, want in late:
+            self._check_report(op, got, want)
+        self._check_telemetry_due(game, "release")
 
     def intervene(
         self,
@@ -374,6 +391,7 @@ class Session(Expectation):
             "intervene", {"game": game, "input": user, "output": output, "revealed": revealed}
         )
         result = self._ok(reply, "intervene", ("JF-INT-001", "JF-INT-003"))
+        late: tuple[Any, dict[str, Any]] | None = None
         busy = None in model.in_flight
         want = model.intervene(user, output[:revealed])
         self.ledger.expect(
@@ -401,16 +419,18 @@ class Session(Expectation):
                 ids=("JF-INT-004",),
             )
             after = model.game
-            self._check_report(
-                "intervene",
-                comp,
-                {
-                    "outcome": outcome,
-                    "lengthBefore": len(flight.text),
-                    "lengthAfter": after.length(),
-                    "throughSeq": flight.through,
-                },
-            )
+            report = {
+                "outcome": outcome,
+                "lengthBefore": len(flight.text),
+                "lengthAfter": after.length(),
+                "throughSeq": flight.through,
+            }
+            if outcome == "published":
+                # checked after the store comparison (as in generate), so that a wrong
+                # publication is blamed on the store rule it breaks
+                late = (comp, report)
+            else:
+                self._check_report("intervene", comp, report)
         self.ledger.expect(
             C.REPLY,
             result.get("forcedCompression") is model.game.flag,
@@ -430,6 +450,9 @@ class Session(Expectation):
                 + (("JF-INT-005",) if published else ("JF-INT-006",)),
             ),
         )
+        if late is not None:
+            self._check_report("intervene", *late)
+        self._check_telemetry_due(game, "intervene")
 
     # -- scenes --------------------------------------------------------------------------
     def start_scene(self, game: str, scene: str) -> None:
