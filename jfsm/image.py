@@ -22,20 +22,13 @@ from jfsm.errors import InvalidInput, QuotaExceeded
 from jfsm.jcs import key_order, string_bytes
 from jfsm.projection import Projection
 
-__all__ = ["QUOTA_BYTES", "StoreImage", "log_entry_bytes", "seeded_image"]
+__all__ = ["QUOTA_BYTES", "StoreImage", "seeded_image"]
 
 QUOTA_BYTES = 30 * 1024 * 1024
 
 _SET_HEAD = len(b'{"key":')
 _SET_MID = len(b',"op":"set","value":')
 _DELETE_TAIL = len(b',"op":"delete"}')
-
-
-def log_entry_bytes(key: str, value: bytes | None) -> bytes:
-    """JCS bytes of the change-log entry for `key` (`value` None means delete)."""
-    if value is None:
-        return b'{"key":' + string_bytes(key) + b',"op":"delete"}'
-    return b'{"key":' + string_bytes(key) + b',"op":"set","value":' + value + b"}"
 
 
 def _member_size(key_size: int, value: bytes) -> int:
@@ -57,9 +50,15 @@ class _Tally:
 
     __slots__ = ("count", "total")
 
-    def __init__(self) -> None:
-        self.total = 0
-        self.count = 0
+    def __init__(self, total: int = 0, count: int = 0) -> None:
+        self.total = total
+        self.count = count
+
+    def change(self, member: int | None, sign: int) -> None:
+        """Add (`sign` +1) or remove (-1) a member of `member` bytes; None is no member."""
+        if member is not None:
+            self.total += sign * member
+            self.count += sign
 
     def size(self) -> int:
         return _container_size(self.total, self.count)
@@ -87,12 +86,9 @@ class StoreImage:
         for key in set(self._values).union(self._base):
             ks = self._key_sizes[key] = len(string_bytes(key))
             value = self._values.get(key)
-            if value is not None:
-                self._store.total += _member_size(ks, value)
-                self._store.count += 1
+            self._store.change(None if value is None else _member_size(ks, value), +1)
             if value != self._base.get(key):
-                self._log.total += _entry_size(ks, value)
-                self._log.count += 1
+                self._log.change(_entry_size(ks, value), +1)
 
     # -- reading -------------------------------------------------------------------------
     def __contains__(self, key: object) -> bool:
@@ -149,26 +145,11 @@ class StoreImage:
     # -- changing ------------------------------------------------------------------------
     def preview(self, projection: Projection) -> int:
         """Footprint after `projection`, computed in O(touched keys); nothing changes."""
-        store_total, store_count = self._store.total, self._store.count
-        log_total, log_count = self._log.total, self._log.count
+        store = _Tally(self._store.total, self._store.count)
+        log = _Tally(self._log.total, self._log.count)
         for key in projection.touched():
-            new = projection.sets.get(key)
-            old = self._values.get(key)
-            base = self._base.get(key)
-            ks = self._key_size(key)
-            if old is not None:
-                store_total -= _member_size(ks, old)
-                store_count -= 1
-            if new is not None:
-                store_total += _member_size(ks, new)
-                store_count += 1
-            if old != base:
-                log_total -= _entry_size(ks, old)
-                log_count -= 1
-            if new != base:
-                log_total += _entry_size(ks, new)
-                log_count += 1
-        return _container_size(store_total, store_count) + _container_size(log_total, log_count)
+            self._account(key, projection.sets.get(key), store, log)
+        return store.size() + log.size()
 
     def check(self, projection: Projection) -> int:
         """Preflight: the post-state footprint, or `QuotaExceeded` with the numbers."""
@@ -209,26 +190,27 @@ class StoreImage:
             size = len(string_bytes(key))
         return size
 
-    def _set_key(self, key: str, new: bytes | None) -> None:
+    def _account(self, key: str, new: bytes | None, store: _Tally, log: _Tally) -> int:
+        """Move `key`'s contribution in `store` and `log` from its current value to `new`
+        (None: absent); returns the key's JCS size."""
         ks = self._key_size(key)
         old = self._values.get(key)
         base = self._base.get(key)
-        if old is not None:
-            self._store.total -= _member_size(ks, old)
-            self._store.count -= 1
+        store.change(None if old is None else _member_size(ks, old), -1)
+        store.change(None if new is None else _member_size(ks, new), +1)
         if old != base:
-            self._log.total -= _entry_size(ks, old)
-            self._log.count -= 1
+            log.change(_entry_size(ks, old), -1)
+        if new != base:
+            log.change(_entry_size(ks, new), +1)
+        return ks
+
+    def _set_key(self, key: str, new: bytes | None) -> None:
+        ks = self._account(key, new, self._store, self._log)
         if new is None:
             self._values.pop(key, None)
         else:
             self._values[key] = new
-            self._store.total += _member_size(ks, new)
-            self._store.count += 1
-        if new != base:
-            self._log.total += _entry_size(ks, new)
-            self._log.count += 1
-        if new is None and base is None:
+        if new is None and key not in self._base:
             self._key_sizes.pop(key, None)
         else:
             self._key_sizes[key] = ks

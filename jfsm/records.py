@@ -6,7 +6,6 @@ are validated as Unicode scalar strings; a bad record raises `InvalidInput`.
 
 from __future__ import annotations
 
-from enum import StrEnum
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -18,33 +17,13 @@ from jfsm.text import require_text
 __all__ = [
     "ArchiveRecord",
     "Chunk",
-    "Origin",
     "Participant",
     "Round",
     "SceneMeta",
-    "SceneState",
     "StackMeta",
     "Summary",
     "parse_record",
 ]
-
-
-class Origin(StrEnum):
-    """Where an exact chunk came from."""
-
-    ROUND = "round"
-    CATALYST = "catalyst"
-    INTERVENE = "intervene"
-    SEED = "seed"
-
-
-class SceneState(StrEnum):
-    """States of the catalyst scene machine (see `spec/machines/catalyst_scene.json`)."""
-
-    CREATED = "created"
-    RUNNING = "running"
-    PUBLISHED = "published"
-    CANCELLED = "cancelled"
 
 
 class _Record(BaseModel):
