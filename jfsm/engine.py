@@ -27,7 +27,6 @@ from jfsm.errors import (
     InvalidTransition,
     JfsmError,
     QuotaExceeded,
-    StoreUnavailable,
 )
 from jfsm.history import rebuild_game_stack
 from jfsm.layout import ARCHIVES, GAME, is_reserved, round_key, scene_keys, validate_scene_id
@@ -169,14 +168,8 @@ class GameEngine:
         return any(c.origin == "intervene" for c in self.index.game.chunks.values())
 
     def _commit(self, projection: Projection) -> None:
-        """Commit through the store; an I/O failure becomes `StoreUnavailable`."""
-        try:
-            self.store.commit(projection)
-        except OSError as exc:
-            raise StoreUnavailable(
-                f"the store could not commit {projection.label}: {exc.strerror or exc}",
-                errno=exc.errno,
-            ) from exc
+        """Commit through the store (which raises the protocol's errors, never `OSError`)."""
+        self.store.commit(projection)
         image = self.store.image
         for key in projection.touched():
             self.index.observe(key, image.raw(key))

@@ -124,13 +124,13 @@ def test_a_cancelled_forced_compression_is_owed_not_stuck() -> None:
 
 
 class FailingStore(MemoryStore):
-    """A store whose next commits fail with an I/O error while `failing` is set."""
+    """A store whose next commits fail (as a store reports an I/O error) while `failing`."""
 
     failing = False
 
     def commit(self, projection: Any) -> None:
         if self.failing:
-            raise OSError(28, "No space left on device")
+            raise StoreUnavailable("store could not commit: [Errno 28] No space left on device")
         super().commit(projection)
 
 
@@ -324,5 +324,37 @@ def test_machine_errors_say_the_state_after_them() -> None:
             await e.before_generation()
         assert pending.value.state == "owed" == e.status()["game"]["intervene"]
         assert pending.value.details["cause"] == "refused"
+
+    run(scenario())
+
+
+@pytest.mark.req("JF-ERR-001", "JF-COMP-009", "JF-ATOM-001")
+def test_a_disk_failure_in_the_file_store_reaches_the_engine_as_store_unavailable(
+    tmp_path: Any,
+) -> None:
+    from jfsm.stores.file import FileStore
+    from jfsm.stores.fsio import OsFileSystem
+
+    class FullDisk(OsFileSystem):
+        full = False
+
+        def fdatasync(self, fd: int) -> None:
+            if self.full:
+                raise OSError(28, "No space left on device")
+            super().fdatasync(fd)
+
+    async def scenario() -> None:
+        disk = FullDisk()
+        e, _ = engine(store=FileStore.open(tmp_path / "g", fs=disk))
+        await e.record_round("a" * 20, "b")
+        before = canonical_bytes(e.dump())
+        disk.full = True
+        with pytest.raises(StoreUnavailable) as info:
+            await e.before_generation()
+        assert isinstance(info.value.__cause__, OSError)
+        assert canonical_bytes(e.dump()) == before
+        disk.full = False
+        assert (await e.before_generation()).outcome == "published"
+        e.close()
 
     run(scenario())

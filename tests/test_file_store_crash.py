@@ -1234,7 +1234,7 @@ def test_failed_commit_is_rolled_back_and_the_store_stays_usable(
             committed = len(log.read_bytes().rstrip(b"\x00"))
         before = _contents(tmp_path)
         fs.failing = {failing}
-        with pytest.raises(OSError, match=f"injected {failing}"):
+        with pytest.raises(StoreUnavailable, match=f"injected {failing}"):
             store.commit(Projection.of({"b": 2}, ["a"]))
         assert not fs.failing
         assert store.image.store_json() == {"a": 1}
@@ -1251,9 +1251,11 @@ def test_failed_rollback_breaks_the_store_until_reopened(tmp_path: Path) -> None
     store = FileStore.open(tmp_path, fs=fs)
     store.commit(Projection.of({"a": 1}))
     fs.failing = {"fdatasync", "truncate"}
-    with pytest.raises(OSError, match="injected fdatasync") as failed:
+    with pytest.raises(StoreUnavailable, match="injected fdatasync") as failed:
         store.commit(Projection.of({"b": 2}))
-    assert any("broken" in note for note in failed.value.__notes__)
+    assert isinstance(failed.value.__cause__, OSError)
+    assert any("broken" in note for note in failed.value.__cause__.__notes__)
+    assert failed.value.state == "broken"
     assert store.image.store_json() == {"a": 1}
     with pytest.raises(StoreUnavailable) as refused:
         store.commit(Projection.of({"c": 3}))
@@ -1300,7 +1302,7 @@ def test_a_rolled_back_commit_stays_rolled_back_after_a_power_loss(failing: str)
         if failing == "fdatasync":
             store.commit(Projection.of({"a": 2}))  # now the record fits: no fsync
         disk.failing = {failing}
-        with pytest.raises(OSError, match=f"injected {failing}"):
+        with pytest.raises(StoreUnavailable, match=f"injected {failing}"):
             store.commit(Projection.of({"b": 2}))
         before = state_of(store.image)
         for entries, data in POWER_LOSS_VIEWS:
@@ -1320,7 +1322,7 @@ def test_checkpoint_failing_before_its_rename_changes_nothing(tmp_path: Path, fa
         store.commit(Projection.of({"a": 1}))
         before, image = _files(tmp_path), state_of(store.image)
         fs.failing = {failing}
-        with pytest.raises(OSError, match="injected"):
+        with pytest.raises(StoreUnavailable, match="injected"):
             store.checkpoint()
         assert state_of(store.image) == image
         assert _files(tmp_path) == before
@@ -1337,7 +1339,7 @@ def test_checkpoint_failing_after_its_rename_breaks_the_store(tmp_path: Path) ->
     store = FileStore.open(tmp_path, fs=fs)
     store.commit(Projection.of({"a": 1}))
     fs.failing = {"fsync_dir"}
-    with pytest.raises(OSError, match="injected"):
+    with pytest.raises(StoreUnavailable, match="injected"):
         store.checkpoint()
     with pytest.raises(StoreUnavailable, match="broken"):
         store.commit(Projection.of({"b": 2}))

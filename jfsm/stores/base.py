@@ -3,7 +3,8 @@
 A store exposes its `StoreImage` for reading and changes only through `commit` (one
 projection, all or nothing, preflighted against the quota) and `checkpoint`. `commit`
 returns only once the projection is as durable as the backend promises; on any error
-nothing of the projection is visible, in memory or on disk.
+(`QuotaExceeded`, `StoreUnavailable`) nothing of the projection is visible, in memory or on
+disk.
 """
 
 from __future__ import annotations
@@ -31,7 +32,9 @@ class Store(Protocol):
         ...
 
     def commit(self, projection: Projection) -> None:
-        """Apply one projection atomically. Raises `QuotaExceeded` and writes nothing."""
+        """Apply one projection atomically. Raises `QuotaExceeded`, or `StoreUnavailable` when
+        the store cannot write (an I/O failure, a closed or broken store); either way nothing
+        of the projection is visible. A store never lets `OSError` through."""
         ...
 
     def seed(self, values: Mapping[str, bytes]) -> None:

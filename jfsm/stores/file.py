@@ -569,6 +569,8 @@ class FileStore:
             fs.fdatasync(log)
         except BaseException as exc:
             self._roll_back(exc)
+            if isinstance(exc, OSError):
+                raise self._unavailable("commit", exc) from exc
             raise
         self._log_size = end
         self._image.apply_unchecked(projection)
@@ -615,7 +617,7 @@ class FileStore:
             fs.rename(self._path(tmp), self._path(snapshot))
             renamed = True
             fs.fsync_dir(self._directory)
-        except BaseException:
+        except BaseException as exc:
             if renamed:
                 self._broken = True
             if log is not None:
@@ -623,6 +625,8 @@ class FileStore:
                     fs.close(log)
             if not renamed:
                 self._remove([tmp, _log_name(generation)])
+            if isinstance(exc, OSError):
+                raise self._unavailable("write a snapshot", exc) from exc
             raise
         old = [_log_name(self._generation)]
         if self._snapshot is not None:
@@ -685,6 +689,15 @@ class FileStore:
         unit = self.extent_min
         step = min(max(self._allocated, unit), self.extent_max)
         return max((self._allocated + step) // unit * unit, -(-end // unit) * unit)
+
+    def _unavailable(self, what: str, cause: OSError) -> StoreUnavailable:
+        """The protocol's error for an I/O failure; `state` says whether the store is still
+        usable (`open`) or must be reopened (`broken`)."""
+        return StoreUnavailable(
+            f"store {self._directory} could not {what}: {cause}",
+            state="broken" if self._broken else "open",
+            errno=cause.errno,
+        )
 
     def _roll_back(self, cause: BaseException) -> None:
         """Cut the log back to its committed length after a failed extension or write."""
