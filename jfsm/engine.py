@@ -1,10 +1,21 @@
 """The reference engine: one game's agent memory over a store and a compressor.
 
-`GameEngine` is async-first. Every mutation is one projection committed inside the engine's
-critical section (an `asyncio.Lock`), so mutations are serialized; a compress.v2 call is
-awaited *outside* it, so rounds and scene outcomes can be appended while a compression is in
-flight (D19). The three machines of `spec/machines/` decide what is legal and what happens:
-the engine fires their events and carries out the effects of the rows that fired.
+`GameEngine` is a facade. It validates arguments, takes the critical section (an
+`asyncio.Lock`: every mutation is one projection committed while it is held, and a
+compress.v2 call is awaited *outside* it, so rounds and scene outcomes can be appended while
+a compression is in flight, D19) and hands each operation to the part that owns it:
+
+- `GameMemory` (`game_memory.py`): the store, the memory index, the lock, telemetry;
+- `StackCompression` (`stack_compression.py`): one stack's compression machine, its request
+  in flight and its retry count (the game stack's, and one per running scene);
+- `ForcedCompression` (`forced.py`): the game's intervene / forced-compression machine;
+- `Scene` (`scene.py`): one catalyst scene's machine;
+- `rebuild_game_stack` (`history.py`): the pure plan of a reset, edit or conversion.
+
+Each part carries out the effects of its machine table in `spec/machines/` through its
+`on_<effect>` handlers; the engine never looks at a row's effect (decision R31). The parts
+and the rebuild planner are class attributes of `GameEngine`, the seams through which an
+embedding (or a mutant of the conformance suite) replaces one policy (decision R32).
 
 Errors: bad arguments raise `InvalidInput`, an event a machine does not allow raises
 `InvalidTransition`, a write over quota raises `QuotaExceeded`, an owed forced compression
@@ -13,77 +24,28 @@ that cannot be settled raises `CompressionPending`. In every case nothing was wr
 
 from __future__ import annotations
 
-import asyncio
-import logging
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import replace
 from typing import Any
 
-from jfsm.compression import InFlight, judge, plan_publication
 from jfsm.compressor import CompressionRequest, CompressionResult, Compressor
-from jfsm.errors import (
-    CompressionPending,
-    InvalidInput,
-    InvalidTransition,
-    JfsmError,
-    QuotaExceeded,
-)
+from jfsm.errors import InvalidInput, InvalidTransition
+from jfsm.forced import ForcedCompression
+from jfsm.game_memory import GameMemory
 from jfsm.history import rebuild_game_stack
-from jfsm.layout import ARCHIVES, GAME, is_reserved, round_key, scene_keys, validate_scene_id
-from jfsm.machines import StateMachine
-from jfsm.memory_index import MemoryIndex, StackState
+from jfsm.layout import is_reserved, round_key, scene_keys, validate_scene_id
+from jfsm.machines import CompressionEvent, ForcedState, SceneEvent, SceneState
+from jfsm.memory_index import MemoryIndex
 from jfsm.projection import Projection
-from jfsm.records import (
-    ArchiveRecord,
-    Chunk,
-    Participant,
-    Round,
-    SceneMeta,
-    parse_record,
-)
+from jfsm.records import ArchiveRecord, Participant, Round, SceneMeta, parse_record
+from jfsm.scene import Scene
 from jfsm.spec import constants
+from jfsm.stack_compression import CompressionReport, StackCompression
 from jfsm.stores.base import Store
-from jfsm.telemetry import TelemetrySink, attempt_events
+from jfsm.telemetry import TelemetrySink
 from jfsm.text import require_text
 
 __all__ = ["CompressionReport", "GameEngine"]
-
-_log = logging.getLogger("jfsm.engine")
-
-
-@dataclass(frozen=True, slots=True)
-class _Started:
-    """A request in flight and the machine of the stack incarnation it belongs to.
-
-    A scene id can be reused after a reset rolls its scene back; the reply of the old
-    incarnation must settle against the old (closed) machine, never the new scene's.
-    """
-
-    flight: InFlight
-    machine: StateMachine
-
-
-@dataclass(frozen=True, slots=True)
-class CompressionReport:
-    """What a compression check or a forced compression did.
-
-    `outcome`: `not_due`, `in_flight` (one is already running: none started), `published`,
-    or a failure outcome (`refused`, `transport`, `empty`, `not_smaller`, `quota`, `stale`).
-    """
-
-    outcome: str
-    length_before: int
-    length_after: int
-    call_id: str | None = None
-    through_seq: int | None = None
-    forced: CompressionReport | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        """The report as JSON; `forced` is the owed forced compression run first, if any."""
-        out = {k: v for k, v in asdict(self).items() if v is not None and k != "forced"}
-        if self.forced is not None:
-            out["forced"] = self.forced.to_json()
-        return out
 
 
 def _int(value: object, field: str, *, minimum: int = 0) -> int:
@@ -97,7 +59,16 @@ class GameEngine:
 
     `thresholds` overrides the spec's `{"game": 300000, "catalyst": 150000}` for embedding;
     conformance runs at the spec values.
+
+    Seams (class attributes; a subclass replaces one): `stack_compression` (the class of
+    each stack's compression), `forced_compression`, `scene`, and `plan_rebuild` (the pure
+    planner of a rebuild, `rebuild_game_stack`'s signature).
     """
+
+    stack_compression: type[StackCompression] = StackCompression
+    forced_compression: type[ForcedCompression] = ForcedCompression
+    scene: type[Scene] = Scene
+    plan_rebuild = staticmethod(rebuild_game_stack)
 
     def __init__(
         self,
@@ -118,71 +89,59 @@ class GameEngine:
         self.thresholds = {"game": spec.game_threshold, "catalyst": spec.catalyst_threshold}
         self.thresholds.update(thresholds or {})
         self.kinds = {"game": spec.game_kind, "catalyst": spec.catalyst_kind}
-        self.telemetry: list[dict[str, Any]] = []
-        self._sink = telemetry
         self._participants: tuple[Participant, ...] = ()
         self.set_participants(participants)
-        self._lock = asyncio.Lock()
-        self._survivor_intervened = False
-        # Per stack: the last logical compression that ended with a completed reply but did
-        # not publish, and how many times; the next ask of it uses a new Idempotency-Key.
-        self._retries: dict[str | None, tuple[tuple[int, int, str], int]] = {}
-        self.index = MemoryIndex(store.image)
-        self._stacks: dict[str | None, StateMachine] = {None: self._stack_machine(None)}
-        self._scenes: dict[str, StateMachine] = {}
+        self.memory = GameMemory(store, telemetry)
+        self._game = self._stack(None)
+        owed = self.index.game.stack_meta().forced_compression
+        self._forced = self.forced_compression(self._game, owed=owed)
+        self._scenes: dict[str, Scene] = {}
         for scene_id, stack in self.index.scenes.items():
             meta = stack.scene_meta()
-            state = "created" if meta is None else meta.state
-            self._scenes[scene_id] = StateMachine("catalyst_scene", state=state)
-            self._stacks[scene_id] = self._stack_machine(scene_id)
+            state = SceneState.CREATED if meta is None else meta.state
+            self._scenes[scene_id] = self._new_scene(scene_id, state)
         for scene_id, record in self.index.archives.items():
-            self._scenes[scene_id] = StateMachine("catalyst_scene", state=record.state)
-        flag = self.index.game.stack_meta().forced_compression
-        self._intervene = StateMachine(
-            "intervene_retry",
-            {
-                "stack_busy": lambda: self._stacks[None].current == "in_flight",
-                "intervened_remain": self._intervened_remain,
-                "intervened_survives": lambda: self._survivor_intervened,
-            },
-            state="owed" if flag else "clear",
+            known = self._scenes.get(scene_id)
+            unit = None if known is None else known.stack
+            self._scenes[scene_id] = self.scene(
+                scene_id, self.memory, self._game, unit, state=record.state
+            )
+
+    # -- parts ---------------------------------------------------------------------------
+    @property
+    def index(self) -> MemoryIndex:
+        """The memory index (stacks, round numbers, archives) of the store."""
+        return self.memory.index
+
+    @property
+    def telemetry(self) -> list[dict[str, Any]]:
+        """Every telemetry event this engine emitted, in order."""
+        return self.memory.telemetry
+
+    def _stack(self, scene_id: str | None) -> StackCompression:
+        which = "game" if scene_id is None else "catalyst"
+        return self.stack_compression(
+            self.memory,
+            scene_id,
+            game_id=self.game_id,
+            kind=self.kinds[which],
+            threshold=self.thresholds[which],
+            ask=self._ask,
         )
 
-    # -- machines and commits ------------------------------------------------------------
-    def _stack_machine(self, scene_id: str | None) -> StateMachine:
-        threshold = self.thresholds["game" if scene_id is None else "catalyst"]
+    def _new_scene(self, scene_id: str, state: str = SceneState.CREATED) -> Scene:
+        stack = self._stack(scene_id)
+        return self.scene(scene_id, self.memory, self._game, stack, state=state)
 
-        def stack() -> StackState:
-            found = self.index.stack(scene_id)
-            return found if found is not None else StackState(scene_keys(scene_id or "x"))
+    async def _ask(self, request: CompressionRequest) -> CompressionResult:
+        return await self.compressor.compress(request, self.participants)
 
-        return StateMachine(
-            "stack_compression",
-            {
-                "due": lambda: stack().length > threshold and bool(stack().chunks),
-                "has_chunks": lambda: bool(stack().chunks),
-            },
-        )
-
-    def _intervened_remain(self) -> bool:
-        return any(c.origin == "intervene" for c in self.index.game.chunks.values())
-
-    def _commit(self, projection: Projection) -> None:
-        """Commit through the store (which raises the protocol's errors, never `OSError`)."""
-        self.store.commit(projection)
-        image = self.store.image
-        for key in projection.touched():
-            self.index.observe(key, image.raw(key))
-
-    def _scene(self, scene_id: object) -> tuple[str, StateMachine]:
+    def _scene(self, scene_id: object) -> Scene:
         sid = validate_scene_id(scene_id)
-        machine = self._scenes.get(sid)
-        if machine is None:
+        scene = self._scenes.get(sid)
+        if scene is None:
             raise InvalidInput(f"unknown scene {sid!r}", scene=sid)
-        return sid, machine
-
-    def _last_round(self) -> int:
-        return self.index.last_round
+        return scene
 
     # -- participants --------------------------------------------------------------------
     def set_participants(self, participants: Iterable[Participant | Mapping[str, Any]]) -> None:
@@ -200,32 +159,14 @@ class GameEngine:
         """Record a canonical round and append its exact exchange to the game stack."""
         require_text(input, "input")
         require_text(output, "output")
-        async with self._lock:
-            n = self._last_round() + 1
-            seq = self._append_game(
-                {round_key(n): Round(n=n, input=input, output=output).to_json()},
-                Chunk(seq=1, user=input, assistant=output, origin="round", round_id=n),
+        async with self.memory.lock:
+            n = self.index.last_round + 1
+            seq = self._game.append(
+                {"user": input, "assistant": output, "origin": "round", "round_id": n},
                 label="record_round",
+                extra={round_key(n): Round.trusted(n=n, input=input, output=output)},
             )
         return {"round": n, "seq": seq}
-
-    def _append_game(
-        self,
-        extra: dict[str, Any],
-        chunk: Chunk,
-        *,
-        label: str,
-        meta_update: Mapping[str, Any] | None = None,
-        deletes: Iterable[str] = (),
-    ) -> int:
-        meta = self.index.game.stack_meta()
-        seq = meta.next_seq
-        placed = chunk.model_copy(update={"seq": seq})
-        new_meta = meta.model_copy(update={"next_seq": seq + 1, **(meta_update or {})})
-        sets = {**extra, GAME.chunk(seq): placed.to_json(), GAME.meta: new_meta.to_json()}
-        with self._stacks[None].attempt("append"):
-            self._commit(Projection.of(sets, deletes, label=label))
-        return seq
 
     async def before_generation(self, scene_id: str | None = None) -> CompressionReport:
         """Run the checks owed before a game (or scene) generation.
@@ -236,194 +177,28 @@ class GameEngine:
         its forced compression is settled too before this returns: no generation starts
         while the game stack holds an intervened exchange exactly.
         """
-        sid: str | None = None
+        scene: Scene | None = None
         if scene_id is not None:
-            sid, machine = self._scene(scene_id)
-            if not machine.allowed("generate"):
+            scene = self._scene(scene_id)
+            if not scene.machine.allowed(SceneEvent.GENERATE):
                 raise InvalidTransition(
-                    f"scene {sid!r} is {machine.current}: it cannot generate",
-                    state=machine.current,
+                    f"scene {scene.scene_id!r} is {scene.state}: it cannot generate",
+                    state=scene.state,
                     machine="catalyst_scene",
-                    event="generate",
+                    event=SceneEvent.GENERATE.value,
                 )
-        forced = await self._settle_forced()
-        async with self._lock:
-            if sid is not None:
-                sid, machine = self._scene(sid)
-                with machine.attempt("generate"):
-                    self._mark_running(sid)
-            started = self._start(sid, "check")
-        report = await self._finish_started(sid, started)
-        if self._intervene.current != "clear":
-            forced = await self._settle_forced() or forced
-        return report if forced is None else replace(report, forced=forced)
-
-    async def _settle_forced(self) -> CompressionReport | None:
-        """Settle an owed forced compression; `CompressionPending` if it stays owed.
-
-        A forced compression that publishes while another intervene lands is followed by
-        one more (the new intervened exchange is owed too); then the cause is `superseded`.
-        """
-        report: CompressionReport | None = None
-        for _ in range(2):
-            async with self._lock:
-                row = self._intervene.fire("before_generation")
-                if row.effect == "proceed":
-                    return report
-                if row.effect == "refuse_pending":
-                    raise CompressionPending(
-                        "a forced compression of the game stack is in flight; retry the generation",
-                        state=self._intervene.current,
-                        cause="in_flight",
-                    )
-                started = self._start(None, "force")
-            report = await self._finish_started(None, started)
-            if self._intervene.current == "clear":
-                return report
-            if report.outcome != "published":
-                break
-        assert report is not None
-        cause = "superseded" if report.outcome == "published" else report.outcome
-        raise CompressionPending(
-            f"the owed forced compression did not settle ({cause}); "
-            "the intervened exchange stays exact and the generation is refused",
-            state=self._intervene.current,
-            cause=cause,
-        )
-
-    # -- compression ---------------------------------------------------------------------
-    def _start(self, scene_id: str | None, event: str) -> _Started | CompressionReport:
-        """Fire `check` or `force` (under the lock); build the request if one is due."""
-        stack = self.index.stack(scene_id)
-        machine = self._stacks[scene_id]
-        length = 0 if stack is None else stack.length
-        row = machine.fire(event)
-        if row.effect != "build_request":
-            outcome = "in_flight" if machine.current == "in_flight" else "not_due"
-            if event == "force" and scene_id is None and outcome == "not_due":
-                self._intervene.fire("attempt_failed")
-            return CompressionReport(outcome, length, length)
-        assert stack is not None
-        text = stack.text()
-        if len(text) != stack.length:
-            raise AssertionError(f"canonical length drifted: {stack.length} != {len(text)}")
-        kind = self.kinds["game" if scene_id is None else "catalyst"]
-        epoch = (stack.meta or {}).get("epoch", 0)
-        material = (epoch, max(stack.chunks), text)
-        last, count = self._retries.get(scene_id, (None, 0))
-        request = CompressionRequest(
-            kind=kind,
-            game_id=self.game_id,
-            catalyst_id=scene_id,
-            text=text,
-            chars=len(text),
-            through_seq=max(stack.chunks),
-            epoch=epoch,
-            retry=count if last == material else 0,
-        )
-        flight = InFlight(
-            request=request,
-            represented=frozenset(stack.chunks),
-            summary_text=None if stack.summary is None else stack.summary.text,
-            forced=event == "force",
-        )
-        return _Started(flight, machine)
-
-    async def _finish_started(
-        self, scene_id: str | None, started: _Started | CompressionReport
-    ) -> CompressionReport:
-        if isinstance(started, CompressionReport):
-            return started
-        try:
-            result = await self.compressor.compress(started.flight.request, self.participants)
-        except asyncio.CancelledError:
-            # The caller gave up: settle as a transport failure so the machines leave
-            # `in_flight` (nothing was written), then let the cancellation through.
-            cancelled = CompressionResult(outcome="transport", attempts=(), error_code="cancelled")
-            self._settle(scene_id, started, cancelled)
-            raise
-        except Exception as exc:  # a compressor must not raise; treat it as transport
-            result = CompressionResult(
-                outcome="transport", attempts=(), error_code=type(exc).__name__
-            )
-        async with self._lock:
-            return self._settle(scene_id, started, result)
-
-    def _settle(
-        self, scene_id: str | None, started: _Started, result: CompressionResult
-    ) -> CompressionReport:
-        flight, machine = started.flight, started.machine
-        stack = self.index.stack(scene_id)
-        before = flight.request.chars
-        if machine.current == "closed":
-            machine.fire("reply_stale")
-            outcome = "stale"
-        else:
-            outcome = judge(flight, result, stack)
-            if outcome == "valid":
-                assert stack is not None
-                try:
-                    outcome = self._publish(scene_id, flight, result, stack, machine)
-                except JfsmError:
-                    # The store refused the publication (I/O failure): nothing was written;
-                    # the machines return to their resting states before the error goes on.
-                    if scene_id is None:
-                        self._intervene.fire("attempt_failed")
-                    for event in attempt_events(flight.request, result, "aborted"):
-                        self._emit(event)
-                    raise
+        sid = None if scene is None else scene.scene_id
+        forced = await self._forced.before_generation(sid)
+        async with self.memory.lock:
+            if scene is None:
+                unit, started = self._game, self._game.start(CompressionEvent.CHECK)
             else:
-                machine.fire("reply_stale" if outcome == "stale" else "reply_failed")
-        if scene_id is None:
-            self._intervene.fire("publication" if outcome == "published" else "attempt_failed")
-        if result.outcome in ("ok", "refused") and outcome != "published":
-            request = flight.request
-            material = (request.epoch, request.through_seq, request.text)
-            self._retries[scene_id] = (material, request.retry + 1)
-        for event in attempt_events(flight.request, result, outcome):
-            self._emit(event)
-        after = stack.length if stack is not None else 0
-        return CompressionReport(
-            outcome,
-            before,
-            after,
-            call_id=result.call_id if outcome == "published" else None,
-            through_seq=flight.request.through_seq,
-        )
-
-    def _publish(
-        self,
-        scene_id: str | None,
-        flight: InFlight,
-        result: CompressionResult,
-        stack: StackState,
-        machine: StateMachine,
-    ) -> str:
-        machine.fire("reply_valid")
-        meta_update: dict[str, Any] = {}
-        if scene_id is None:
-            suffix = [c for s, c in stack.chunks.items() if s > flight.request.through_seq]
-            meta_update["forcedCompression"] = any(c.origin == "intervene" for c in suffix)
-        sets, deletes = plan_publication(flight, result, stack, meta_update)
-        try:
-            self._commit(Projection.of(sets, deletes, label="publish_summary"))
-        except QuotaExceeded:
-            machine.fire("commit_refused")
-            return "quota"
-        except BaseException:
-            machine.fire("commit_refused")
-            raise
-        machine.fire("commit")
-        return "published"
-
-    def _emit(self, event: dict[str, Any]) -> None:
-        """Record a telemetry event; a failing sink is logged, never the caller's error."""
-        self.telemetry.append(event)
-        if self._sink is not None:
-            try:
-                self._sink(event)
-            except Exception as exc:
-                _log.warning("telemetry sink failed: %s", type(exc).__name__)
+                scene = self._scene(scene.scene_id)
+                unit, started = scene.live_stack(), scene.generate()
+        report = await unit.finish(started)
+        if self._forced.state != ForcedState.CLEAR:
+            forced = await self._forced.before_generation(sid) or forced
+        return report if forced is None else replace(report, forced=forced)
 
     # -- intervene -----------------------------------------------------------------------
     async def intervene(self, input: str, output: str, revealed: int) -> dict[str, Any]:
@@ -442,67 +217,39 @@ class GameEngine:
                 field="revealed",
             )
         prefix = output[:revealed]
-        async with self._lock:
-            n = self._last_round() + 1
-            with self._intervene.attempt("intervene") as row:
-                seq = self._append_game(
-                    {
-                        round_key(n): Round(
-                            n=n, input=input, output=prefix, intervened=True
-                        ).to_json()
-                    },
-                    Chunk(seq=1, user=input, assistant=prefix, origin="intervene", round_id=n),
-                    label="intervene",
-                    meta_update={"forced_compression": True},
-                )
-            started = self._start(None, "force") if row.effect == "record_and_force" else None
-        report = None if started is None else await self._finish_started(None, started)
+        async with self.memory.lock:
+            n = self.index.last_round + 1
+            seq, started = self._forced.intervene(
+                Round.trusted(n=n, input=input, output=prefix, intervened=True),
+                {"user": input, "assistant": prefix, "origin": "intervene", "round_id": n},
+            )
+        report = None if started is None else await self._game.finish(started)
         return {
             "round": n,
             "seq": seq,
             "compression": None if report is None else report.to_json(),
-            "forcedCompression": self._intervene.current != "clear",
+            "forcedCompression": self._forced.state != ForcedState.CLEAR,
         }
 
     # -- catalyst scenes -----------------------------------------------------------------
     async def start_scene(self, scene_id: str) -> None:
         """Create a scene with its own isolated stack. A used id raises `InvalidInput`."""
         sid = validate_scene_id(scene_id)
-        async with self._lock:
+        async with self.memory.lock:
             if sid in self._scenes:
                 raise InvalidInput(f"scene {sid!r} already exists", scene=sid)
             # The scene's epoch starts at the game's, so a scene id reused after a reset
             # never repeats an earlier incarnation's Idempotency-Key.
             meta = SceneMeta(epoch=self.index.game.stack_meta().epoch)
-            self._commit(Projection.of({scene_keys(sid).meta: meta.to_json()}, label="start_scene"))
-            self._scenes[sid] = StateMachine("catalyst_scene")
-            self._stacks[sid] = self._stack_machine(sid)
-
-    def _mark_running(self, sid: str) -> None:
-        stack = self.index.scenes[sid]
-        meta = stack.scene_meta() or SceneMeta()
-        if meta.state != "running":
-            new = meta.model_copy(update={"state": "running"})
-            self._commit(Projection.of({stack.keys.meta: new.to_json()}, label="scene_running"))
+            self.memory.commit({scene_keys(sid).meta: meta}, label="start_scene")
+            self._scenes[sid] = self._new_scene(sid)
 
     async def record_scene_exchange(self, scene_id: str, user: str, assistant: str) -> int:
         """Append an exchange to a scene's stack; returns its seq."""
         require_text(user, "user")
         require_text(assistant, "assistant")
-        async with self._lock:
-            sid, machine = self._scene(scene_id)
-            with machine.attempt("record"):
-                stack = self.index.scenes[sid]
-                meta = stack.scene_meta() or SceneMeta()
-                seq = meta.next_seq
-                chunk = Chunk(
-                    seq=seq, user=user, assistant=assistant, origin="catalyst", catalyst_id=sid
-                )
-                new_meta = meta.model_copy(update={"next_seq": seq + 1, "state": "running"})
-                sets = {stack.keys.chunk(seq): chunk.to_json(), stack.keys.meta: new_meta.to_json()}
-                with self._stacks[sid].attempt("append"):
-                    self._commit(Projection.of(sets, label="record_scene_exchange"))
-        return seq
+        async with self.memory.lock:
+            return self._scene(scene_id).record(user, assistant)
 
     async def publish_scene(
         self, scene_id: str, closing_summary: str, meanwhile_event: str
@@ -511,58 +258,13 @@ class GameEngine:
         archives the scene and deletes its stack. Republishing returns the archive."""
         require_text(closing_summary, "closing summary")
         require_text(meanwhile_event, "meanwhile event")
-        async with self._lock:
-            sid, machine = self._scene(scene_id)
-            with machine.attempt("publish") as row:
-                if row.effect == "return_archive":
-                    return self.index.archives[sid].to_json()
-                return self._end_scene(sid, closing_summary, meanwhile_event)
+        async with self.memory.lock:
+            return self._scene(scene_id).publish(closing_summary, meanwhile_event)
 
     async def cancel_scene(self, scene_id: str) -> dict[str, Any]:
         """Archive the cancellation and delete the scene's stack; game memory unchanged."""
-        async with self._lock:
-            sid, machine = self._scene(scene_id)
-            with machine.attempt("cancel") as row:
-                if row.effect == "return_archive":
-                    return self.index.archives[sid].to_json()
-                return self._end_scene(sid, None, None)
-
-    def _end_scene(
-        self, sid: str, closing_summary: str | None, meanwhile_event: str | None
-    ) -> dict[str, Any]:
-        stack = self.index.scenes.get(sid) or StackState(scene_keys(sid))
-        order = 1 + max((r.order for r in self.index.archives.values()), default=0)
-        record = ArchiveRecord(
-            state="cancelled" if closing_summary is None else "published",
-            after_round=self._last_round(),
-            closing_summary=closing_summary,
-            meanwhile_event=meanwhile_event,
-            order=order,
-        )
-        archives = self.index.archives_json()
-        with self._stacks[sid].attempt("close"):
-            if closing_summary is None:
-                archives[sid] = record.to_json()
-                self._commit(
-                    Projection.of({ARCHIVES: archives}, stack.all_keys(), label="cancel_scene")
-                )
-            else:
-                seq = self.index.game.stack_meta().next_seq
-                record = record.model_copy(update={"outcome_seq": seq})
-                archives[sid] = record.to_json()
-                self._append_game(
-                    {ARCHIVES: archives},
-                    Chunk(
-                        seq=seq,
-                        user=meanwhile_event or "",
-                        assistant=closing_summary,
-                        origin="catalyst",
-                        catalyst_id=sid,
-                    ),
-                    label="publish_scene",
-                    deletes=stack.all_keys(),
-                )
-        return record.to_json()
+        async with self.memory.lock:
+            return self._scene(scene_id).cancel()
 
     # -- history -------------------------------------------------------------------------
     def _rebuild(
@@ -570,39 +272,38 @@ class GameEngine:
         rounds: Sequence[Round],
         archives: Mapping[str, ArchiveRecord],
         *,
-        extra_sets: Mapping[str, Any],
+        extra_sets: Mapping[str, Round],
         extra_deletes: Iterable[str],
         label: str,
         seeded: bool = False,
     ) -> None:
-        sets, deletes = rebuild_game_stack(
-            rounds,
-            archives,
-            self.index.game,
-            archives_present=bool(self.index.archives),
-            seeded=seeded,
-        )
-        sets.update(extra_sets)
-        deletes.update(extra_deletes)
-        deletes.difference_update(sets)
-        self._survivor_intervened = any(r.intervened for r in rounds)
-        with self._intervene.attempt("rebuild"), self._stacks[None].attempt("rebuild"):
-            self._commit(Projection.of(sets, deletes, label=label))
-        for sid in [s for s, m in self._scenes.items() if m.table.terminal.issuperset([m.current])]:
+        with self._forced.rebuilding(list(rounds)) as flag:
+            sets, deletes = self.plan_rebuild(
+                rounds,
+                archives,
+                self.index.game,
+                archives_present=bool(self.index.archives),
+                seeded=seeded,
+                forced=flag,
+            )
+            sets.update(extra_sets)
+            deletes.update(extra_deletes)
+            deletes.difference_update(sets)
+            self._game.rebuild(sets, deletes, label)
+        for sid in [s for s, scene in self._scenes.items() if scene.ended]:
             if sid not in self.index.archives:
                 del self._scenes[sid]
-                self._stacks.pop(sid, None)
 
     async def reset(self, to_round: int) -> dict[str, int]:
         """Roll the game back to after round `to_round` and rebuild its memory exactly."""
         _int(to_round, "round")
-        async with self._lock:
-            if to_round > self._last_round():
+        async with self.memory.lock:
+            last = self.index.last_round
+            if to_round > last:
                 raise InvalidInput(
-                    f"cannot reset to round {to_round}: the game has {self._last_round()}",
-                    field="round",
+                    f"cannot reset to round {to_round}: the game has {last}", field="round"
                 )
-            survivors = [r for n, r in sorted(self.index.rounds.items()) if n <= to_round]
+            survivors = [self.memory.round(n) for n in sorted(self.index.rounds) if n <= to_round]
             archives = {s: r for s, r in self.index.archives.items() if r.after_round <= to_round}
             gone = [round_key(n) for n in self.index.rounds if n > to_round]
             self._rebuild(survivors, archives, extra_sets={}, extra_deletes=gone, label="reset")
@@ -613,15 +314,15 @@ class GameEngine:
         _int(n, "round", minimum=1)
         require_text(input, "input")
         require_text(output, "output")
-        async with self._lock:
+        async with self.memory.lock:
             if n not in self.index.rounds:
                 raise InvalidInput(f"round {n} does not exist", field="round")
-            edited = Round(n=n, input=input, output=output)
-            rounds = [edited if r.n == n else r for _, r in sorted(self.index.rounds.items())]
+            edited = Round.trusted(n=n, input=input, output=output)
+            rounds = [edited if r.n == n else r for r in self.memory.rounds()]
             self._rebuild(
                 rounds,
                 dict(self.index.archives),
-                extra_sets={round_key(n): edited.to_json()},
+                extra_sets={round_key(n): edited},
                 extra_deletes=(),
                 label="edit_round",
             )
@@ -639,13 +340,13 @@ class GameEngine:
             if not isinstance(item, Mapping) or set(item) != {"input", "output"}:
                 raise InvalidInput(f"round {i} must be exactly {{input, output}}", field="rounds")
             imported.append(
-                Round(
+                Round.trusted(
                     n=i,
                     input=require_text(item["input"], f"rounds[{i}].input"),
                     output=require_text(item["output"], f"rounds[{i}].output"),
                 )
             )
-        async with self._lock:
+        async with self.memory.lock:
             game = self.index.game
             if (
                 self.index.rounds
@@ -662,7 +363,7 @@ class GameEngine:
             self._rebuild(
                 imported,
                 {},
-                extra_sets={round_key(r.n): r.to_json() for r in imported},
+                extra_sets={round_key(r.n): r for r in imported},
                 extra_deletes=(),
                 label="convert_simple_to_live",
                 seeded=True,
@@ -673,14 +374,15 @@ class GameEngine:
         self, target: Store, game_id: str, *, telemetry: TelemetrySink | None = None
     ) -> GameEngine:
         """Copy this game's store as it is (forced flag included) into an empty `target`,
-        whose change log starts empty; returns the new game's engine, which reports its
-        own compressions to `telemetry` (never to this game's sink)."""
+        whose change log starts empty; returns the new game's engine (of this engine's
+        class), which reports its own compressions to `telemetry` (never to this game's
+        sink)."""
         require_text(game_id, "game id")
         if not game_id:
             raise InvalidInput("game id must not be empty", field="game id")
-        async with self._lock:
+        async with self.memory.lock:
             target.seed(self.store.image.values_bytes())
-        return GameEngine(
+        return type(self)(
             target,
             self.compressor,
             game_id=game_id,
@@ -707,13 +409,13 @@ class GameEngine:
         reserved = sorted(k for k in projection.touched() if is_reserved(k))
         if reserved:
             raise InvalidInput(f"keys reserved for agent memory: {reserved}", keys=reserved)
-        async with self._lock:
-            self._commit(projection)
+        async with self.memory.lock:
+            self.memory.commit_projection(projection)
             return self.store.image.footprint()
 
     async def checkpoint(self) -> None:
         """Make the current store the change log's base."""
-        async with self._lock:
+        async with self.memory.lock:
             self.store.checkpoint()
 
     # -- reading -------------------------------------------------------------------------
@@ -737,16 +439,16 @@ class GameEngine:
         """Machine states, canonical lengths and footprint at a glance."""
         scenes = {
             sid: {
-                "state": machine.current,
-                "compression": self._stacks[sid].current if sid in self._stacks else None,
+                "state": scene.state,
+                "compression": None if scene.stack is None else scene.stack.state,
                 "length": (self.index.scenes[sid].length if sid in self.index.scenes else 0),
             }
-            for sid, machine in sorted(self._scenes.items())
+            for sid, scene in sorted(self._scenes.items())
         }
         return {
             "game": {
-                "compression": self._stacks[None].current,
-                "intervene": self._intervene.current,
+                "compression": self._game.state,
+                "intervene": self._forced.state,
                 "length": self.index.game.length,
                 "threshold": self.thresholds["game"],
                 "chunks": len(self.index.game.chunks),

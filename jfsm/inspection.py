@@ -34,7 +34,7 @@ def _stack(stack: StackState, threshold: int) -> dict[str, Any]:
         "length": stack.length,
         "threshold": threshold,
         "due": stack.length > threshold and bool(stack.chunks),
-        "meta": stack.meta,
+        "meta": None if stack.meta is None else stack.meta.to_json(),
     }
 
 
@@ -44,7 +44,7 @@ def describe(image: Any) -> dict[str, Any]:
     index = MemoryIndex(image)
     return {
         "game": _stack(index.game, spec.game_threshold),
-        "forcedCompression": bool((index.game.meta or {}).get("forcedCompression")),
+        "forcedCompression": index.game.stack_meta().forced_compression,
         "rounds": len(index.rounds),
         "scenes": {
             sid: _stack(stack, spec.catalyst_threshold) for sid, stack in index.scenes.items()

@@ -1,13 +1,20 @@
-"""The three state machines, built from the tables in `spec/machines/` with `transitions`.
+"""The state machines, built from the tables in `spec/machines/` with `transitions`.
 
 The tables are the only definition: this module adds no transition of its own and turns off
 `transitions`' automatic `to_<state>` helpers. A `(state, event)` pair without a row is
 illegal; so is an event whose rows' guards all fail. Either raises `InvalidTransition` and
 leaves the state unchanged (like h2, the machine never moves on an error).
 
-Guards are named in the table; the owner of a machine passes one zero-argument callable per
-guard name. Firing an event returns the `Transition` row that fired, whose `effect` the
-owner carries out.
+Guards and effects are named in the table; the owner of a machine binds one zero-argument
+callable per guard name and one handler per effect name (decision R31). By convention the
+handler of effect `x` is the owner's method `on_x` (`handlers(owner)` collects them, the most
+derived override winning), so a table says what happens and its owner holds the code.
+`act(event, *args)` fires the event and runs the handler of the row that fired, returning
+what the handler returns; if the handler raises, the machine returns to its former state.
+
+The states and events of the engine's three machines are also typed (`StrEnum`s below,
+checked against the tables when a table is loaded). Other tables in `spec/machines/` (a
+store backend's, for example) load and sweep the same way; their owners live elsewhere.
 """
 
 from __future__ import annotations
@@ -15,17 +22,127 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from enum import StrEnum
 from functools import cache
 from typing import Any
 
 from transitions import Machine, MachineError
 
 from jfsm.errors import InvalidTransition
-from jfsm.spec import load_json
+from jfsm.spec import load_json, spec_dir
 
-__all__ = ["MACHINE_NAMES", "MachineTable", "StateMachine", "Transition", "table"]
+__all__ = [
+    "ENGINE_MACHINES",
+    "MACHINE_NAMES",
+    "TYPED",
+    "CompressionEvent",
+    "CompressionState",
+    "ForcedEvent",
+    "ForcedState",
+    "MachineTable",
+    "SceneEvent",
+    "SceneState",
+    "StateMachine",
+    "Transition",
+    "effect_names",
+    "handlers",
+    "table",
+]
 
-MACHINE_NAMES = ("stack_compression", "catalyst_scene", "intervene_retry")
+ENGINE_MACHINES = ("stack_compression", "catalyst_scene", "intervene_retry")
+
+
+def _machine_names() -> tuple[str, ...]:
+    found = sorted(path.stem for path in (spec_dir() / "machines").glob("*.json"))
+    return tuple([*ENGINE_MACHINES, *(name for name in found if name not in ENGINE_MACHINES)])
+
+
+#: Every table in `spec/machines/`: the engine's three first, then any other (sorted).
+MACHINE_NAMES = _machine_names()
+
+
+class CompressionState(StrEnum):
+    """States of `stack_compression` (one machine per stack)."""
+
+    IDLE = "idle"
+    IN_FLIGHT = "in_flight"
+    PUBLISHING = "publishing"
+    CLOSED = "closed"
+
+
+class CompressionEvent(StrEnum):
+    """Events of `stack_compression`."""
+
+    APPEND = "append"
+    CHECK = "check"
+    FORCE = "force"
+    REPLY_VALID = "reply_valid"
+    REPLY_FAILED = "reply_failed"
+    REPLY_STALE = "reply_stale"
+    COMMIT = "commit"
+    COMMIT_REFUSED = "commit_refused"
+    REBUILD = "rebuild"
+    CLOSE = "close"
+
+
+class SceneState(StrEnum):
+    """States of `catalyst_scene` (one machine per scene)."""
+
+    CREATED = "created"
+    RUNNING = "running"
+    PUBLISHED = "published"
+    CANCELLED = "cancelled"
+
+
+class SceneEvent(StrEnum):
+    """Events of `catalyst_scene`."""
+
+    RECORD = "record"
+    GENERATE = "generate"
+    PUBLISH = "publish"
+    CANCEL = "cancel"
+
+
+class ForcedState(StrEnum):
+    """States of `intervene_retry` (one machine per game)."""
+
+    CLEAR = "clear"
+    OWED = "owed"
+    FORCING = "forcing"
+
+
+class ForcedEvent(StrEnum):
+    """Events of `intervene_retry`."""
+
+    INTERVENE = "intervene"
+    PUBLICATION = "publication"
+    ATTEMPT_FAILED = "attempt_failed"
+    BEFORE_GENERATION = "before_generation"
+    REBUILD = "rebuild"
+
+
+#: The typed states and events of each engine machine.
+TYPED: dict[str, tuple[type[StrEnum], type[StrEnum]]] = {
+    "stack_compression": (CompressionState, CompressionEvent),
+    "catalyst_scene": (SceneState, SceneEvent),
+    "intervene_retry": (ForcedState, ForcedEvent),
+}
+
+_HANDLER_PREFIX = "on_"
+
+
+def effect_names(owner: type) -> frozenset[str]:
+    """The effects a class handles: the names of its `on_<effect>` methods."""
+    return frozenset(
+        name[len(_HANDLER_PREFIX) :]
+        for name in dir(owner)
+        if name.startswith(_HANDLER_PREFIX) and callable(getattr(owner, name))
+    )
+
+
+def handlers(owner: object) -> dict[str, Callable[..., Any]]:
+    """The effect handlers of `owner`: effect name -> its bound `on_<effect>` method."""
+    return {name: getattr(owner, _HANDLER_PREFIX + name) for name in effect_names(type(owner))}
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,15 +230,24 @@ def _check(t: MachineTable) -> None:
                 problems.append(f"{row}: unknown guard {guard!r}")
         if row.source in t.terminal and row.dest != row.source:
             problems.append(f"{row}: leaves terminal state {row.source!r}")
+    if t.name in TYPED:
+        states, events = TYPED[t.name]
+        if {s.value for s in states} != set(t.states):
+            problems.append(f"typed states {sorted(s.value for s in states)} != table's")
+        if {e.value for e in events} != set(t.events):
+            problems.append(f"typed events {sorted(e.value for e in events)} != table's")
     if problems:
         raise ValueError(f"machine table {t.name}: " + "; ".join(problems))
 
 
 class StateMachine:
-    """A live machine over one table, with guards bound to the owner's callables.
+    """A live machine over one table, with guards and effects bound to the owner's callables.
 
-    `fire(event)` moves to the row's destination and returns the row; an illegal event
-    raises `InvalidTransition` (with `state` set to the unchanged state).
+    `fire(event)` moves to the row's destination and returns the row; `act(event, ...)`
+    also runs the row's effect handler. An illegal event raises `InvalidTransition` (with
+    `state` set to the unchanged state). `effects`, when given, must bind exactly the
+    table's effect names (`ValueError` otherwise); without it the machine only decides
+    legality (the table sweeps of the tests).
     """
 
     def __init__(
@@ -129,6 +255,7 @@ class StateMachine:
         name: str,
         guards: Mapping[str, Callable[[], bool]] | None = None,
         *,
+        effects: Mapping[str, Callable[..., Any]] | None = None,
         state: str | None = None,
     ) -> None:
         self.table = table(name)
@@ -137,8 +264,16 @@ class StateMachine:
         if missing:
             raise ValueError(f"machine {name}: no callable for guards {sorted(missing)}")
         self._guards = bound
+        if effects is not None and set(effects) != set(self.table.effects):
+            unbound = sorted(set(self.table.effects) - set(effects))
+            extra = sorted(set(effects) - set(self.table.effects))
+            raise ValueError(
+                f"machine {name}: effects without handler {unbound}, handlers "
+                f"without effect {extra}"
+            )
+        self._effects = None if effects is None else dict(effects)
         self._fired: Transition | None = None
-        start = self.table.initial if state is None else state
+        start = self.table.initial if state is None else str(state)
         if start not in self.table.states:
             raise ValueError(f"machine {name}: unknown state {start!r}")
         self._machine = Machine(
@@ -189,7 +324,7 @@ class StateMachine:
             )
         self._fired = None
         try:
-            moved = self.trigger(event)  # type: ignore[attr-defined]
+            moved = self.trigger(str(event))  # type: ignore[attr-defined]
         except MachineError as exc:
             raise InvalidTransition(
                 f"{self.table.name}: event {event!r} is not allowed in state {before!r}",
@@ -205,6 +340,32 @@ class StateMachine:
                 event=event,
             )
         return self._fired
+
+    def act(self, event: str, *args: Any) -> Any:
+        """Fire `event` and run the effect handler of the row that fired with `args`;
+        return what it returns. If the handler raises, the machine returns to the state
+        it had before the event and the error propagates."""
+        if self._effects is None:
+            raise ValueError(f"machine {self.table.name}: no effect handlers are bound")
+        before = self.current
+        row = self.fire(event)
+        try:
+            return self._effects[row.effect](*args)
+        except BaseException:
+            self._machine.set_state(before, model=self)
+            raise
+
+    @contextmanager
+    def acting(self, event: str, *args: Any) -> Iterator[Any]:
+        """`act(event, *args)` for a change that may still fail: yields the handler's
+        result; if the body raises, the machine returns to its former state."""
+        before = self.current
+        result = self.act(event, *args)
+        try:
+            yield result
+        except BaseException:
+            self._machine.set_state(before, model=self)
+            raise
 
     @contextmanager
     def attempt(self, event: str) -> Iterator[Transition]:

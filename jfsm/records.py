@@ -6,7 +6,7 @@ are validated as Unicode scalar strings; a bad record raises `InvalidInput`.
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.alias_generators import to_camel
@@ -18,6 +18,7 @@ __all__ = [
     "ArchiveRecord",
     "Chunk",
     "Participant",
+    "Record",
     "Round",
     "SceneMeta",
     "StackMeta",
@@ -26,7 +27,9 @@ __all__ = [
 ]
 
 
-class _Record(BaseModel):
+class Record(BaseModel):
+    """A stored record: frozen, strict, camelCase on the wire."""
+
     model_config = ConfigDict(
         frozen=True,
         extra="forbid",
@@ -39,12 +42,19 @@ class _Record(BaseModel):
         """The record as stored: camelCase keys, absent optionals omitted."""
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)
 
+    @classmethod
+    def trusted(cls, **fields: Any) -> Self:
+        """Build a record from fields the caller has already validated, without validating
+        them again (the engine checks each text once, where it enters: decision R34).
+        Anything else must go through the constructor or `parse_record`."""
+        return cls.model_construct(**fields)
+
 
 def _text(value: Any, info: Any) -> Any:
     return require_text(value, info.field_name)
 
 
-class Chunk(_Record):
+class Chunk(Record):
     """One exact exchange of a stack, numbered by a `seq` never reused in that stack."""
 
     seq: int = Field(ge=1)
@@ -57,7 +67,7 @@ class Chunk(_Record):
     _texts = field_validator("user", "assistant", mode="before")(_text)
 
 
-class Summary(_Record):
+class Summary(Record):
     """The one summary of a stack: it represents every chunk with `seq <= through_seq`."""
 
     text: str
@@ -68,7 +78,7 @@ class Summary(_Record):
     _texts = field_validator("text", mode="before")(_text)
 
 
-class StackMeta(_Record):
+class StackMeta(Record):
     """Bookkeeping of the game stack (`jfGameStack.meta`)."""
 
     next_seq: int = Field(default=1, ge=1)
@@ -76,7 +86,7 @@ class StackMeta(_Record):
     forced_compression: bool = False
 
 
-class SceneMeta(_Record):
+class SceneMeta(Record):
     """Bookkeeping of a running scene's stack (`jfCatalystStack.<id>.meta`)."""
 
     next_seq: int = Field(default=1, ge=1)
@@ -84,7 +94,7 @@ class SceneMeta(_Record):
     state: Literal["created", "running"] = "created"
 
 
-class ArchiveRecord(_Record):
+class ArchiveRecord(Record):
     """What survives of a scene after its stack is removed (`jfCatalystArchives[<id>]`).
 
     `after_round` is the number of canonical rounds recorded when the scene ended;
@@ -103,7 +113,7 @@ class ArchiveRecord(_Record):
     )
 
 
-class Round(_Record):
+class Round(Record):
     """One canonical game round (`jfRounds.<n>`): kept outside AI memory.
 
     An intervened round stores only the revealed prefix as its output.
@@ -117,7 +127,7 @@ class Round(_Record):
     _texts = field_validator("input", "output", mode="before")(_text)
 
 
-class Participant(_Record):
+class Participant(Record):
     """A game participant, as the executor sees it when choosing beneficiaries."""
 
     id: str
@@ -127,7 +137,7 @@ class Participant(_Record):
     _texts = field_validator("id", mode="before")(_text)
 
 
-R = TypeVar("R", bound=_Record)
+R = TypeVar("R", bound=Record)
 
 
 def parse_record(model: type[R], data: Any) -> R:

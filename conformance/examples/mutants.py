@@ -7,29 +7,40 @@ plausible way; the suite must fail every one of them with a fitting requirement 
 jfsm conformance --driver python:conformance.examples.mutants:threshold_inclusive
 ```
 
-The mutation is always per instance (a `ReferenceDriver` subclass whose `_engine` builds a
-`GameEngine` subclass, a compressor subclass handed to the driver, or a protocol-level
-wrapper that rewrites messages or replies); the reference modules are never patched.
+A mutant breaks one policy through a seam the reference offers (decision R32), never by
+copying engine code, so it cannot drift from the engine it mutates:
+
+- a `StackCompression` subclass (its guards `due` / `has_chunks`, `prefix`, `call`,
+  `judge`, the `on_plan_publication` handler, `events`), a `ForcedCompression` or `Scene`
+  subclass (`before_generation`; `outcome_exchange`, an effect handler), or another
+  rebuild planner, installed as a class attribute of a `GameEngine` subclass;
+- a `Store` wrapper handed to the engine (the quota and duplication policies);
+- a compressor subclass handed to the driver (what goes on the wire);
+- a protocol-level wrapper that rewrites messages or replies.
+
+The reference modules are never patched.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Callable, Iterable, Mapping
+import json
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from jfsm.compression import InFlight, judge
 from jfsm.compressor import CompressionRequest, CompressionResult
 from jfsm.driver import ReferenceDriver
-from jfsm.engine import GameEngine, _Started
-from jfsm.errors import QuotaExceeded
-from jfsm.history import rebuild_game_stack
+from jfsm.engine import GameEngine
+from jfsm.forced import ForcedCompression
+from jfsm.history import RebuildPlan, rebuild_game_stack
+from jfsm.image import StoreImage
 from jfsm.layout import ARCHIVES, GAME
-from jfsm.machines import StateMachine
 from jfsm.memory_index import StackState
 from jfsm.projection import Projection
-from jfsm.records import ArchiveRecord, Chunk, Summary
+from jfsm.records import ArchiveRecord, Chunk, Round
+from jfsm.scene import Scene
+from jfsm.stack_compression import CompressionReport, InFlight, Sets, StackCompression
 from jfsm.stores.base import Store
 from jfsm.telemetry import TelemetrySink
 from jfsm.transport import HttpCompressor
@@ -55,26 +66,51 @@ def _engine_driver(engine_cls: type[GameEngine]) -> ReferenceDriver:
     return Driver()
 
 
+def _with_stack(stack_cls: type[StackCompression]) -> ReferenceDriver:
+    """A reference engine whose stacks compress with `stack_cls`."""
+    return _engine_driver(type("Engine", (GameEngine,), {"stack_compression": stack_cls}))
+
+
 def _compressor_driver(compressor_cls: type[HttpCompressor]) -> ReferenceDriver:
     return ReferenceDriver(compressor_factory=compressor_cls)
 
 
-class _Mutant(GameEngine):
-    """Keeps duplicates mutant too (the reference builds a plain `GameEngine`)."""
+class _StoreWrapper:
+    """A store that hands everything to `inner` (a subclass changes one policy)."""
 
-    async def duplicate(
-        self, target: Store, game_id: str, *, telemetry: TelemetrySink | None = None
-    ) -> GameEngine:
-        async with self._lock:
-            target.seed(self.store.image.values_bytes())
-        return type(self)(
-            target,
-            self.compressor,
-            game_id=game_id,
-            participants=self._participants,
-            telemetry=telemetry,
-            thresholds=self.thresholds,
-        )
+    def __init__(self, inner: Store) -> None:
+        self.inner = inner
+
+    @property
+    def image(self) -> StoreImage:
+        return self.inner.image
+
+    @property
+    def durable(self) -> bool:
+        return self.inner.durable
+
+    def commit(self, projection: Projection) -> None:
+        self.inner.commit(projection)
+
+    def seed(self, values: Mapping[str, bytes]) -> None:
+        self.inner.seed(values)
+
+    def checkpoint(self) -> None:
+        self.inner.checkpoint()
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def _with_store(wrapper: Callable[[Store], Store]) -> ReferenceDriver:
+    """A reference engine over `wrapper(store)` (its duplicates too: `duplicate` builds
+    the engine's own class)."""
+
+    class Engine(GameEngine):
+        def __init__(self, store: Store, *args: Any, **kwargs: Any) -> None:
+            super().__init__(wrapper(store), *args, **kwargs)
+
+    return _engine_driver(Engine)
 
 
 class _WrapperBase:
@@ -110,166 +146,111 @@ def mutant(doc: str) -> Callable[[Callable[[], Any]], Callable[[], Any]]:
 # -- COMP: trigger ------------------------------------------------------------------------------
 
 
-class _ThresholdInclusive(_Mutant):
-    def _stack_machine(self, scene_id: str | None) -> StateMachine:
-        threshold = self.thresholds["game" if scene_id is None else "catalyst"]
-
-        def stack() -> StackState:
-            from jfsm.layout import scene_keys
-
-            found = self.index.stack(scene_id)
-            return found if found is not None else StackState(scene_keys(scene_id or "x"))
-
-        return StateMachine(
-            "stack_compression",
-            {
-                "due": lambda: stack().length >= threshold and bool(stack().chunks),
-                "has_chunks": lambda: bool(stack().chunks),
-            },
-        )
+class _ThresholdInclusive(StackCompression):
+    def due(self) -> bool:
+        return self.stack.length >= self.threshold and self.has_chunks()
 
 
 @mutant("compresses at length >= threshold instead of >")
 def threshold_inclusive() -> ReferenceDriver:
-    return _engine_driver(_ThresholdInclusive)
+    return _with_stack(_ThresholdInclusive)
 
 
-class _SummaryOnlyDue(_Mutant):
-    def _stack_machine(self, scene_id: str | None) -> StateMachine:
-        threshold = self.thresholds["game" if scene_id is None else "catalyst"]
+class _SummaryAlone(StackCompression):
+    def has_chunks(self) -> bool:
+        return super().has_chunks() or self.stack.summary is not None
 
-        def stack() -> StackState:
-            from jfsm.layout import scene_keys
+    def due(self) -> bool:
+        return self.stack.length > self.threshold and self.has_chunks()
 
-            found = self.index.stack(scene_id)
-            return found if found is not None else StackState(scene_keys(scene_id or "x"))
-
-        def due() -> bool:
-            s = stack()
-            return s.length > threshold and (bool(s.chunks) or s.summary is not None)
-
-        return StateMachine(
-            "stack_compression",
-            {"due": due, "has_chunks": lambda: bool(stack().chunks) or stack().summary is not None},
-        )
-
-    def _start(self, scene_id: str | None, event: str) -> _Started | Any:
-        stack = self.index.stack(scene_id)
-        if stack is None or stack.chunks or stack.summary is None:
-            return super()._start(scene_id, event)
-        machine = self._stacks[scene_id]
-        row = machine.fire(event)
-        if row.effect != "build_request":
-            return super()._start(scene_id, event)
-        text = stack.text()
-        epoch = (stack.meta or {}).get("epoch", 0)
-        request = CompressionRequest(
-            kind=self.kinds["game" if scene_id is None else "catalyst"],
-            game_id=self.game_id,
-            catalyst_id=scene_id,
-            text=text,
-            chars=len(text),
-            through_seq=stack.summary.through_seq,
-            epoch=epoch,
-        )
-        flight = InFlight(
-            request=request,
-            represented=frozenset(),
-            summary_text=stack.summary.text,
-            forced=event == "force",
-        )
-        return _Started(flight, machine)
+    def prefix(self, stack: StackState) -> tuple[int, frozenset[int]]:
+        if stack.chunks or stack.summary is None:
+            return super().prefix(stack)
+        return stack.summary.through_seq, frozenset()
 
 
 @mutant("ignores the 'at least one exact chunk' rule: a long summary alone is compressed")
 def summary_only_due() -> ReferenceDriver:
-    return _engine_driver(_SummaryOnlyDue)
+    return _with_stack(_SummaryAlone)
 
 
 # -- COMP: publication --------------------------------------------------------------------------
 
+Plan = tuple[Sets, set[str]]
 
-def _publish_with(
-    plan: Callable[[InFlight, CompressionResult, StackState, dict[str, Any]], Any],
-) -> type[GameEngine]:
-    class Engine(_Mutant):
-        def _publish(
+
+def _planning(
+    change: Callable[[StackCompression, InFlight, CompressionResult, StackState, Plan], Plan],
+) -> ReferenceDriver:
+    """Stacks whose publication plan is the reference's, changed by `change`."""
+
+    class Stack(StackCompression):
+        def on_plan_publication(
             self,
-            scene_id: str | None,
             flight: InFlight,
             result: CompressionResult,
             stack: StackState,
-            machine: StateMachine,
-        ) -> str:
-            machine.fire("reply_valid")
-            meta_update: dict[str, Any] = {}
-            if scene_id is None:
-                suffix = [c for s, c in stack.chunks.items() if s > flight.request.through_seq]
-                meta_update["forcedCompression"] = any(c.origin == "intervene" for c in suffix)
-            sets, deletes = plan(flight, result, stack, meta_update)
-            try:
-                self._commit(Projection.of(sets, deletes, label="publish_summary"))
-            except QuotaExceeded:
-                machine.fire("commit_refused")
-                return "quota"
-            machine.fire("commit")
-            return "published"
+            meta_update: Mapping[str, Any],
+        ) -> Plan:
+            plan = super().on_plan_publication(flight, result, stack, meta_update)
+            return change(self, flight, result, stack, plan)
 
-    return Engine
+    return _with_stack(Stack)
 
 
-def _plan(
-    flight: InFlight,
-    result: CompressionResult,
-    stack: StackState,
-    meta_update: dict[str, Any],
-    *,
-    text: Callable[[str], str] = lambda s: s,
-    call_id: Callable[[InFlight, CompressionResult], str] = lambda f, r: str(r.call_id),
-    deleted: Callable[[int, int], bool] = lambda seq, through: seq <= through,
-) -> tuple[dict[str, Any], set[str]]:
-    assert result.summary is not None
-    summary = Summary(
-        text=text(result.summary),
-        through_seq=flight.request.through_seq,
-        compression_call_id=call_id(flight, result),
-        kind=flight.request.kind,
-    )
-    sets: dict[str, Any] = {stack.keys.summary: summary.to_json()}
-    meta = dict(stack.meta or {})
-    meta.update(meta_update)
-    sets[stack.keys.meta] = meta
-    deletes = {
-        stack.keys.chunk(seq) for seq in stack.chunks if deleted(seq, flight.request.through_seq)
-    }
-    return sets, deletes
+def _replanned(**result_fields: Callable[[InFlight, CompressionResult], Any]) -> ReferenceDriver:
+    """Stacks that plan the publication of a result with some fields changed."""
+
+    class Stack(StackCompression):
+        def on_plan_publication(
+            self,
+            flight: InFlight,
+            result: CompressionResult,
+            stack: StackState,
+            meta_update: Mapping[str, Any],
+        ) -> Plan:
+            changed = {name: make(flight, result) for name, make in result_fields.items()}
+            result = dataclasses.replace(result, **changed)
+            return super().on_plan_publication(flight, result, stack, meta_update)
+
+    return _with_stack(Stack)
 
 
 @mutant("publishes the summary but keeps the represented chunks")
 def keep_represented() -> ReferenceDriver:
-    return _engine_driver(_publish_with(lambda *a: _plan(*a, deleted=lambda s, t: False)))
+    return _planning(lambda unit, flight, result, stack, plan: (plan[0], set()))
 
 
 @mutant("publication deletes seq < throughSeq (one chunk too few)")
 def delete_too_few() -> ReferenceDriver:
-    return _engine_driver(_publish_with(lambda *a: _plan(*a, deleted=lambda s, t: s < t)))
+    def change(
+        unit: StackCompression, f: InFlight, r: CompressionResult, stack: StackState, plan: Plan
+    ) -> Plan:
+        return plan[0], plan[1] - {stack.keys.chunk(f.request.through_seq)}
+
+    return _planning(change)
 
 
 @mutant("publication deletes seq <= throughSeq + 1 (one chunk too many)")
 def delete_too_many() -> ReferenceDriver:
-    return _engine_driver(_publish_with(lambda *a: _plan(*a, deleted=lambda s, t: s <= t + 1)))
+    def change(
+        unit: StackCompression, f: InFlight, r: CompressionResult, stack: StackState, plan: Plan
+    ) -> Plan:
+        after = f.request.through_seq + 1
+        extra = {stack.keys.chunk(after)} if after in stack.chunks else set()
+        return plan[0], plan[1] | extra
+
+    return _planning(change)
 
 
 @mutant("stores the published summary trimmed of white space")
 def summary_trimmed() -> ReferenceDriver:
-    return _engine_driver(_publish_with(lambda *a: _plan(*a, text=str.strip)))
+    return _replanned(summary=lambda flight, result: str(result.summary).strip())
 
 
 @mutant("records the request's idempotency key as compressionCallId")
 def call_id_is_idempotency_key() -> ReferenceDriver:
-    return _engine_driver(
-        _publish_with(lambda *a: _plan(*a, call_id=lambda f, r: f.request.idempotency_key))
-    )
+    return _replanned(call_id=lambda flight, result: flight.request.idempotency_key)
 
 
 class _NoCallIdDump(_WrapperBase):
@@ -292,30 +273,24 @@ def no_call_id() -> _WrapperBase:
     return _NoCallIdDump()
 
 
-class _StaleIgnored(_Mutant):
-    def _settle(self, scene_id: str | None, started: _Started, result: CompressionResult) -> Any:
-        stack = self.index.stack(scene_id)
-        if stack is not None and started.machine.current != "closed":
-            flight = started.flight
-            if judge(flight, result, stack) == "stale":
-                # forget what the request represented: the old reply publishes over the
-                # rebuilt stack
-                request = dataclasses.replace(
-                    flight.request, epoch=(stack.meta or {}).get("epoch", 0)
-                )
-                flight = dataclasses.replace(
-                    flight,
-                    request=request,
-                    represented=frozenset(),
-                    summary_text=None if stack.summary is None else stack.summary.text,
-                )
-                started = _Started(flight, started.machine)
-        return super()._settle(scene_id, started, result)
+class _StaleIgnored(StackCompression):
+    def judge(self, flight: InFlight, result: CompressionResult, stack: StackState | None) -> str:
+        if stack is not None:
+            # forget what the request represented: the old reply publishes over the
+            # rebuilt stack
+            request = dataclasses.replace(flight.request, epoch=stack.epoch)
+            flight = dataclasses.replace(
+                flight,
+                request=request,
+                represented=frozenset(),
+                summary_text=None if stack.summary is None else stack.summary.text,
+            )
+        return super().judge(flight, result, stack)
 
 
 @mutant("publishes a stale reply after a reset or edit (only a closed scene is stale)")
 def stale_published() -> ReferenceDriver:
-    return _engine_driver(_StaleIgnored)
+    return _with_stack(_StaleIgnored)
 
 
 # -- CALL: what is submitted -------------------------------------------------------------------
@@ -430,17 +405,19 @@ def telemetry_no_key() -> _WrapperBase:
     return _StaleTelemetry()
 
 
-class _SummaryInTelemetry(_Mutant):
-    def _emit(self, event: dict[str, Any]) -> None:
-        summary = self.index.game.summary
-        if event.get("outcome") == "published" and summary is not None:
-            event = {**event, "detail": "summary: " + summary.text[:200]}
-        super()._emit(event)
+class _SummaryInTelemetry(StackCompression):
+    def events(
+        self, request: CompressionRequest, result: CompressionResult, outcome: str
+    ) -> list[dict[str, Any]]:
+        events = super().events(request, result, outcome)
+        if outcome == "published" and result.summary is not None:
+            events = [{**e, "detail": "summary: " + result.summary[:200]} for e in events]
+        return events
 
 
 @mutant("telemetry carries the published summary text")
 def telemetry_with_summary() -> ReferenceDriver:
-    return _engine_driver(_SummaryInTelemetry)
+    return _with_stack(_SummaryInTelemetry)
 
 
 class _NotRetryable(_WrapperBase):
@@ -505,213 +482,136 @@ def history_compresses() -> _WrapperBase:
 # -- INT ----------------------------------------------------------------------------------------
 
 
-class _NoForced(_Mutant):
-    def _start(self, scene_id: str | None, event: str) -> Any:
-        if event == "force":
-            event = "check"  # the forced compression only runs above the threshold
-        return super()._start(scene_id, event)
+class _ForcedOnlyWhenDue(StackCompression):
+    def has_chunks(self) -> bool:
+        return self.due()  # the forced compression only runs above the threshold
 
 
 @mutant("the forced compression of an intervene runs only above the threshold")
 def forced_only_above_threshold() -> ReferenceDriver:
-    return _engine_driver(_NoForced)
+    return _with_stack(_ForcedOnlyWhenDue)
 
 
-class _NoRetryBeforeScene(_Mutant):
-    async def before_generation(self, scene_id: str | None = None) -> Any:
-        if scene_id is None:
-            return await super().before_generation(None)
-        settle = self._settle_forced
-
-        async def nothing() -> None:
+class _GameOnlyRetry(ForcedCompression):
+    async def before_generation(self, scene_id: str | None) -> CompressionReport | None:
+        if scene_id is not None:
             return None
-
-        self._settle_forced = nothing  # type: ignore[method-assign]
-        try:
-            return await super().before_generation(scene_id)
-        finally:
-            self._settle_forced = settle  # type: ignore[method-assign]
+        return await super().before_generation(scene_id)
 
 
 @mutant("no retry of the owed forced compression before a catalyst generation")
 def no_retry_before_scene() -> ReferenceDriver:
-    return _engine_driver(_NoRetryBeforeScene)
+    return _engine_driver(type("Engine", (GameEngine,), {"forced_compression": _GameOnlyRetry}))
 
 
 # -- CAT ----------------------------------------------------------------------------------------
 
 
-def _end_scene_with(swap: bool = False, cancel_chunk: bool = False) -> type[GameEngine]:
-    class Engine(_Mutant):
-        def _end_scene(
-            self, sid: str, closing_summary: str | None, meanwhile_event: str | None
-        ) -> dict[str, Any]:
-            from jfsm.layout import scene_keys
+def _with_scene(scene_cls: type[Scene]) -> ReferenceDriver:
+    return _engine_driver(type("Engine", (GameEngine,), {"scene": scene_cls}))
 
-            stack = self.index.scenes.get(sid) or StackState(scene_keys(sid))
-            order = 1 + max((r.order for r in self.index.archives.values()), default=0)
-            record = ArchiveRecord(
-                state="cancelled" if closing_summary is None else "published",
-                after_round=self._last_round(),
-                closing_summary=closing_summary,
-                meanwhile_event=meanwhile_event,
-                order=order,
-            )
-            archives = self.index.archives_json()
-            with self._stacks[sid].attempt("close"):
-                if closing_summary is None and not cancel_chunk:
-                    archives[sid] = record.to_json()
-                    self._commit(
-                        Projection.of({ARCHIVES: archives}, stack.all_keys(), label="cancel")
-                    )
-                else:
-                    seq = self.index.game.stack_meta().next_seq
-                    if closing_summary is not None:
-                        record = record.model_copy(update={"outcome_seq": seq})
-                    archives[sid] = record.to_json()
-                    user, assistant = meanwhile_event or "", closing_summary or ""
-                    if swap:
-                        user, assistant = assistant, user
-                    self._append_game(
-                        {ARCHIVES: archives},
-                        Chunk(
-                            seq=seq,
-                            user=user,
-                            assistant=assistant,
-                            origin="catalyst",
-                            catalyst_id=sid,
-                        ),
-                        label="publish_scene",
-                        deletes=stack.all_keys(),
-                    )
-            return record.to_json()
 
-    return Engine
+class _SwappedOutcome(Scene):
+    def outcome_exchange(self, closing_summary: str, meanwhile_event: str) -> tuple[str, str]:
+        user, assistant = super().outcome_exchange(closing_summary, meanwhile_event)
+        return assistant, user
 
 
 @mutant("the outcome exchange has user and assistant swapped")
 def outcome_swapped() -> ReferenceDriver:
-    return _engine_driver(_end_scene_with(swap=True))
+    return _with_scene(_SwappedOutcome)
+
+
+class _CancelAppends(Scene):
+    def on_archive_cancellation(self) -> dict[str, Any]:
+        return self.end(self.archive_record("cancelled", None, None), ("", ""))
 
 
 @mutant("cancelling a scene adds an (empty) exchange to the game stack")
 def cancel_adds_chunk() -> ReferenceDriver:
-    return _engine_driver(_end_scene_with(cancel_chunk=True))
+    return _with_scene(_CancelAppends)
 
 
-class _RepublishAppends(_Mutant):
-    async def publish_scene(
-        self, scene_id: str, closing_summary: str, meanwhile_event: str
-    ) -> dict[str, Any]:
-        again = isinstance(scene_id, str) and scene_id in self.index.archives
-        record = await super().publish_scene(scene_id, closing_summary, meanwhile_event)
-        if again and record.get("state") == "published":
-            async with self._lock:
-                self._append_game(
-                    {},
-                    Chunk(
-                        seq=1,
-                        user=meanwhile_event,
-                        assistant=closing_summary,
-                        origin="catalyst",
-                        catalyst_id=scene_id,
-                    ),
-                    label="republish",
-                )
+class _RepublishAppends(Scene):
+    def on_return_archive(self, *repeated_args: str) -> dict[str, Any]:
+        record = super().on_return_archive(*repeated_args)
+        if repeated_args and record.get("state") == "published":
+            closing_summary, meanwhile_event = repeated_args
+            user, assistant = self.outcome_exchange(closing_summary, meanwhile_event)
+            exchange = {
+                "user": user,
+                "assistant": assistant,
+                "origin": "catalyst",
+                "catalyst_id": self.scene_id,
+            }
+            self.game.append(exchange, label="republish")
         return record
 
 
 @mutant("republishing a published scene appends its outcome a second time")
 def republish_appends() -> ReferenceDriver:
-    return _engine_driver(_RepublishAppends)
+    return _with_scene(_RepublishAppends)
 
 
 # -- HIST ---------------------------------------------------------------------------------------
 
 
-def _rebuild_with(
-    post: Callable[[dict[str, Any]], None],
-) -> type[GameEngine]:
-    class Engine(_Mutant):
-        def _rebuild(
-            self,
-            rounds: Any,
-            archives: Mapping[str, ArchiveRecord],
-            *,
-            extra_sets: Mapping[str, Any],
-            extra_deletes: Iterable[str],
-            label: str,
-            seeded: bool = False,
-        ) -> None:
-            sets, deletes = rebuild_game_stack(
-                rounds,
-                archives,
-                self.index.game,
-                archives_present=bool(self.index.archives),
-                seeded=seeded,
-            )
-            post(sets)
-            sets.update(extra_sets)
-            deletes.update(extra_deletes)
-            deletes.difference_update(sets)
-            self._survivor_intervened = any(r.intervened for r in rounds)
-            with self._intervene.attempt("rebuild"), self._stacks[None].attempt("rebuild"):
-                self._commit(Projection.of(sets, deletes, label=label))
-            for sid in [
-                s for s, m in self._scenes.items() if m.table.terminal.issuperset([m.current])
-            ]:
-                if sid not in self.index.archives:
-                    del self._scenes[sid]
-                    self._stacks.pop(sid, None)
-
-    return Engine
-
-
-def _outcomes_first(sets: dict[str, Any]) -> None:
-    """Each scene outcome is placed before the round it followed."""
-    seqs = sorted(int(k.rsplit(".", 1)[1]) for k in sets if k.startswith(GAME.chunk(0)[:-1]))
+def _outcomes_first(
+    rounds: Sequence[Round],
+    archives: Mapping[str, ArchiveRecord],
+    current: StackState,
+    **options: Any,
+) -> RebuildPlan:
+    """The reference plan, then each scene outcome moved before the round it followed."""
+    sets, deletes = rebuild_game_stack(rounds, archives, current, **options)
+    seqs = sorted(int(k.rsplit(".", 1)[1]) for k in sets if k.startswith(GAME.chunk_prefix))
     chunks = {s: sets[GAME.chunk(s)] for s in seqs}
-    archives = sets.get(ARCHIVES, {})
+    archived = sets.get(ARCHIVES)
+    moved: dict[str, ArchiveRecord] = dict(archived) if isinstance(archived, Mapping) else {}
     for s in seqs:
-        before = s - 1
-        if (
-            chunks[s].get("origin") == "catalyst"
-            and before in chunks
-            and chunks[before].get("origin") != "catalyst"
-        ):
-            chunks[s], chunks[before] = chunks[before], chunks[s]
-            chunks[s] = {**chunks[s], "seq": s}
-            chunks[before] = {**chunks[before], "seq": before}
-            sid = chunks[before].get("catalystId")
-            if sid in archives:
-                archives[sid] = {**archives[sid], "outcomeSeq": before}
+        here, before = chunks[s], chunks.get(s - 1)
+        assert isinstance(here, Chunk)
+        if here.origin == "catalyst" and isinstance(before, Chunk) and before.origin != "catalyst":
+            chunks[s] = before.model_copy(update={"seq": s})
+            chunks[s - 1] = here.model_copy(update={"seq": s - 1})
+            sid = here.catalyst_id
+            if sid is not None and sid in moved:
+                moved[sid] = moved[sid].model_copy(update={"outcome_seq": s - 1})
     for s in seqs:
         sets[GAME.chunk(s)] = chunks[s]
+    if moved:
+        sets[ARCHIVES] = moved
+    return sets, deletes
 
 
 @mutant("a rebuild places each scene outcome before its round instead of after")
 def rebuild_outcome_first() -> ReferenceDriver:
-    return _engine_driver(_rebuild_with(_outcomes_first))
+    engine = type("Engine", (GameEngine,), {"plan_rebuild": staticmethod(_outcomes_first)})
+    return _engine_driver(engine)
 
 
-class _DuplicateChangeLog(_Mutant):
+class _SeededFromBase(_StoreWrapper):
+    """A duplicate's store seeded with the source's checkpoint, then the source's changes
+    committed on top: the copy's change log is the source's."""
+
+    def __init__(self, inner: Store, source: StoreImage) -> None:
+        super().__init__(inner)
+        self.source = source
+
+    def seed(self, values: Mapping[str, bytes]) -> None:
+        base = self.source.base_bytes()
+        self.inner.seed(base)
+        sets = {k: json.loads(v) for k, v in values.items() if base.get(k) != v}
+        deletes = [k for k in base if k not in values]
+        self.inner.commit(Projection.of(sets, deletes, label="copy"))
+
+
+class _DuplicateChangeLog(GameEngine):
     async def duplicate(
         self, target: Store, game_id: str, *, telemetry: TelemetrySink | None = None
     ) -> GameEngine:
-        async with self._lock:
-            target.seed(self.store.image.base_bytes())
-            image = self.store.image
-            sets = {k: image.get(k) for k in image.values_bytes()}
-            deletes = [k for k in image.base_bytes() if k not in sets]
-            target.commit(Projection.of(sets, deletes, label="copy"))
-        return type(self)(
-            target,
-            self.compressor,
-            game_id=game_id,
-            participants=self._participants,
-            telemetry=telemetry,
-            thresholds=self.thresholds,
-        )
+        copy = _SeededFromBase(target, self.store.image)
+        return await super().duplicate(copy, game_id, telemetry=telemetry)
 
 
 @mutant("duplicate copies the change log (the copy's base is the source's checkpoint)")
@@ -722,50 +622,41 @@ def duplicate_copies_change_log() -> ReferenceDriver:
 # -- CONC ---------------------------------------------------------------------------------------
 
 
-class _LockHeld(_Mutant):
-    async def _finish_started(self, scene_id: str | None, started: Any) -> Any:
-        if isinstance(started, _Started):
-            async with self._lock:  # the critical section held across the await
-                result = await self.compressor.compress(started.flight.request, self.participants)
-            async with self._lock:
-                return self._settle(scene_id, started, result)
-        return await super()._finish_started(scene_id, started)
+class _LockHeld(StackCompression):
+    async def call(self, request: CompressionRequest) -> CompressionResult:
+        async with self.memory.lock:  # the critical section held across the await
+            return await super().call(request)
 
 
 @mutant("appends are blocked while a compression is in flight (lock held across the await)")
 def lock_across_await() -> ReferenceDriver:
-    return _engine_driver(_LockHeld)
+    return _with_stack(_LockHeld)
 
 
 # -- QUOTA ----------------------------------------------------------------------------------------
 
 
-class _PublicationUnchecked(_Mutant):
-    def _commit(self, projection: Projection) -> None:
+class _PublicationUnchecked(_StoreWrapper):
+    def commit(self, projection: Projection) -> None:
         if projection.label == "publish_summary":
-            self.store.image.apply_unchecked(projection)
-            image = self.store.image
-            for key in projection.touched():
-                self.index.observe(key, image.raw(key))
-            return
-        super()._commit(projection)
+            self.inner.image.apply_unchecked(projection)
+        else:
+            self.inner.commit(projection)
 
 
 @mutant("publications skip the quota preflight")
 def publication_skips_quota() -> ReferenceDriver:
-    return _engine_driver(_PublicationUnchecked)
+    return _with_store(_PublicationUnchecked)
 
 
-class _PreStateQuota(_Mutant):
-    def _commit(self, projection: Projection) -> None:
-        image = self.store.image
+class _PreStateQuota(_StoreWrapper):
+    def commit(self, projection: Projection) -> None:
+        image = self.inner.image
         if image.footprint() > image.quota:
             image.check(projection)  # raises with the numbers
         image.apply_unchecked(projection)
-        for key in projection.touched():
-            self.index.observe(key, image.raw(key))
 
 
 @mutant("the quota is checked on the pre-state instead of the post-state")
 def quota_on_pre_state() -> ReferenceDriver:
-    return _engine_driver(_PreStateQuota)
+    return _with_store(_PreStateQuota)

@@ -1,0 +1,93 @@
+"""One game's store and the index of its agent memory, changed together.
+
+`GameMemory` is what the engine's parts share: the `Store` (the only way anything is
+written), the `MemoryIndex` over it, the critical section (an `asyncio.Lock`: every commit
+happens while it is held, a compress.v2 call never) and the telemetry outlet.
+
+A commit is given *records* (decision R34): each is encoded to its JCS bytes exactly once
+(inside `Projection.of`), the projection goes through the store, and only once the store
+has accepted it does the index learn the same records. Nothing is decoded that was just
+encoded. Errors are the store's (`QuotaExceeded`, `StoreUnavailable`); on an error nothing
+was written and the index is unchanged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from jfsm.layout import ARCHIVES, round_key
+from jfsm.memory_index import MemoryIndex, Stored
+from jfsm.projection import Projection
+from jfsm.records import ArchiveRecord, Record, Round, parse_record
+from jfsm.stores.base import Store
+from jfsm.telemetry import TelemetrySink
+
+__all__ = ["GameMemory"]
+
+_log = logging.getLogger("jfsm.engine")
+
+
+def _json(key: str, value: Any) -> Any:
+    if isinstance(value, Record):
+        return value.to_json()
+    if key == ARCHIVES:
+        return {scene: record.to_json() for scene, record in value.items()}
+    return value
+
+
+class GameMemory:
+    """A store, its memory index, the critical section and the telemetry outlet."""
+
+    def __init__(self, store: Store, telemetry: TelemetrySink | None = None) -> None:
+        self.store = store
+        self.index = MemoryIndex(store.image)
+        self.lock = asyncio.Lock()
+        self.telemetry: list[dict[str, Any]] = []
+        self._sink = telemetry
+
+    def commit(
+        self,
+        sets: Mapping[str, Record | Mapping[str, ArchiveRecord]],
+        deletes: Iterable[str] = (),
+        *,
+        label: str,
+    ) -> None:
+        """Commit records (`ARCHIVES` maps scene ids to records) and deletions as one
+        projection, then tell the index the same records."""
+        projection = Projection.of(
+            {key: _json(key, value) for key, value in sets.items()}, deletes, label=label
+        )
+        self.store.commit(projection)
+        index = self.index
+        for key in projection.deletes:
+            index.learn(key, None)
+        for key, value in sets.items():
+            stored: Stored = value
+            index.learn(key, stored)
+
+    def commit_projection(self, projection: Projection) -> None:
+        """Commit a projection of plain JSON values (game data, a cheat)."""
+        self.store.commit(projection)
+        image = self.store.image
+        for key in projection.touched():
+            self.index.observe(key, image.raw(key))
+
+    def round(self, n: int) -> Round:
+        """Canonical round `n`, read back from the store (`InvalidInput` if malformed)."""
+        return parse_record(Round, self.store.image.get(round_key(n)))
+
+    def rounds(self) -> list[Round]:
+        """Every canonical round, in order (read back from the store: O(rounds))."""
+        return [self.round(n) for n in sorted(self.index.rounds)]
+
+    def emit(self, event: dict[str, Any]) -> None:
+        """Record a telemetry event; a failing sink is logged, never the caller's error."""
+        self.telemetry.append(event)
+        if self._sink is not None:
+            try:
+                self._sink(event)
+            except Exception as exc:
+                _log.warning("telemetry sink failed: %s", type(exc).__name__)
