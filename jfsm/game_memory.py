@@ -4,11 +4,11 @@
 written), the `MemoryIndex` over it, the critical section (an `asyncio.Lock`: every commit
 happens while it is held, a compress.v2 call never) and the telemetry outlet.
 
-A commit is given *records* (decision R34): each is encoded to its JCS bytes exactly once
-(inside `Projection.of`), the projection goes through the store, and only once the store
-has accepted it does the index learn the same records. Nothing is decoded that was just
-encoded. Errors are the store's (`QuotaExceeded`, `StoreUnavailable`); on an error nothing
-was written and the index is unchanged.
+A commit is given *records* (decision R34): each is encoded to its JCS bytes exactly once,
+straight from its fields (`Record.jcs`), the projection goes through the store, and only
+once the store has accepted it does the index learn the same records. Nothing is decoded
+that was just encoded. Errors are the store's (`QuotaExceeded`, `StoreUnavailable`); on an
+error nothing was written and the index is unchanged.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from jfsm.errors import InvalidInput
+from jfsm.jcs import key_order, string_bytes
 from jfsm.layout import ARCHIVES, round_key
 from jfsm.memory_index import MemoryIndex, Stored
 from jfsm.projection import Projection
@@ -30,12 +32,13 @@ __all__ = ["GameMemory"]
 _log = logging.getLogger("jfsm.engine")
 
 
-def _json(key: str, value: Any) -> Any:
+def _jcs(key: str, value: Record | Mapping[str, ArchiveRecord]) -> bytes:
     if isinstance(value, Record):
-        return value.to_json()
-    if key == ARCHIVES:
-        return {scene: record.to_json() for scene, record in value.items()}
-    return value
+        return value.jcs()
+    if key != ARCHIVES:
+        raise InvalidInput(f"{key!r}: only the archives key holds a mapping", key=key)
+    members = sorted(value.items(), key=lambda item: key_order(item[0]))
+    return b"{" + b",".join(string_bytes(s) + b":" + r.jcs() for s, r in members) + b"}"
 
 
 class GameMemory:
@@ -57,9 +60,8 @@ class GameMemory:
     ) -> None:
         """Commit records (`ARCHIVES` maps scene ids to records) and deletions as one
         projection, then tell the index the same records."""
-        projection = Projection.of(
-            {key: _json(key, value) for key, value in sets.items()}, deletes, label=label
-        )
+        encoded = {key: _jcs(key, value) for key, value in sets.items()}
+        projection = Projection.encoded(encoded, deletes, label=label)
         self.store.commit(projection)
         index = self.index
         for key in projection.deletes:

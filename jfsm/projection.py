@@ -55,6 +55,20 @@ class Projection:
             raise InvalidInput(f"keys both set and deleted: {sorted(both)}", keys=sorted(both))
         return cls(MappingProxyType(encoded), gone, label)
 
+    @classmethod
+    def encoded(
+        cls, sets: Mapping[str, bytes], deletes: Iterable[str] = (), *, label: str = "write"
+    ) -> Projection:
+        """A change set whose values are already canonical JCS bytes (built once by their
+        records). Raises `InvalidInput` on a bad key."""
+        for key in sets:
+            require_text(key, "key")
+        gone = frozenset(require_text(key, "key") for key in deletes)
+        both = gone.intersection(sets)
+        if both:
+            raise InvalidInput(f"keys both set and deleted: {sorted(both)}", keys=sorted(both))
+        return cls(MappingProxyType(dict(sets)), gone, label)
+
     def touched(self) -> frozenset[str]:
         """Every key this projection sets or deletes."""
         return self.deletes.union(self.sets)
