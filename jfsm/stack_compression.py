@@ -46,6 +46,7 @@ __all__ = [
     "CompressionListener",
     "CompressionReport",
     "InFlight",
+    "Sets",
     "StackCompression",
     "is_blank",
     "judge",
@@ -60,6 +61,7 @@ WHITE_SPACE = frozenset(
     "\u2028\u2029\u202f\u205f\u3000"
 )
 
+#: The sets of a planned projection: key -> record (`ARCHIVES` -> scene id -> record).
 Sets = dict[str, Record | Mapping[str, ArchiveRecord]]
 
 
