@@ -194,7 +194,8 @@ class GameEngine:
                 unit, started = self._game, self._game.start(CompressionEvent.CHECK)
             else:
                 scene = self._scene(scene.scene_id)
-                unit, started = scene.live_stack(), scene.generate()
+                started = scene.generate()
+                unit = scene.live_stack()
         report = await unit.finish(started)
         if self._forced.state != ForcedState.CLEAR:
             forced = await self._forced.before_generation(sid) or forced
