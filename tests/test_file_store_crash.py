@@ -44,7 +44,15 @@ from jfsm.errors import QuotaExceeded, StoreCorrupted, StoreLocked, StoreUnavail
 from jfsm.image import StoreImage
 from jfsm.projection import Projection
 from jfsm.stores import FileStore, MemoryStore
-from jfsm.stores.file import HEADER_SIZE, MAGIC, encode_record
+from jfsm.stores.codec import (
+    HEADER_SIZE,
+    MAGIC,
+    MANIFEST_NAME,
+    Manifest,
+    decode_manifest,
+    encode_manifest,
+    encode_record,
+)
 from jfsm.stores.fsio import OsFileSystem
 
 QUOTA = 4_000_000
@@ -357,8 +365,7 @@ class SimulatedDisk:
         if path in self.locked:
             raise BlockingIOError(errno.EWOULDBLOCK, "locked", path)
         self.locked.add(path)
-        self.live.setdefault(path, _Inode())
-        handle = self._handle(self.live[path])
+        handle = self._handle(_Inode())
         self.lock_paths[handle] = path
         return handle
 
@@ -851,10 +858,7 @@ def test_damaged_snapshot_is_refused(tmp_path: Path, damage: str) -> None:
     elif damage == "truncate":
         os.truncate(snapshot, 9)
     else:  # a checksum that matches bytes that are not a JSON object
-        text = b'{"a":1,"b":}'
-        snapshot.unlink()
-        snapshot = snapshot.with_name(snapshot.name[:18] + f"{zlib.crc32(text):08x}.json")
-        snapshot.write_bytes(text)
+        snapshot = _replace_snapshot(tmp_path, b'{"a":1,"b":}')
         offset = 11
     with pytest.raises(StoreCorrupted) as refused:
         FileStore.open(tmp_path)
@@ -867,6 +871,9 @@ def test_damaged_snapshot_is_refused(tmp_path: Path, damage: str) -> None:
 def test_a_log_without_its_snapshot_is_refused(tmp_path: Path) -> None:
     snapshot = _snapshot_store(tmp_path)
     snapshot.unlink()
+    with pytest.raises(StoreCorrupted, match=r"snapshot\.00000001\.[0-9a-f]{8}\.json: missing"):
+        FileStore.open(tmp_path)
+    (tmp_path / MANIFEST_NAME).unlink()  # a store without a manifest: the legacy rules
     with pytest.raises(StoreCorrupted, match=r"log\.00000001\.jfl"):
         FileStore.open(tmp_path)
 
@@ -1001,11 +1008,15 @@ def test_a_store_left_open_reopens_through_its_zero_tail(tmp_path: Path) -> None
 
 # -- reading: the fast path and verify ---------------------------------------------------------
 def _replace_snapshot(directory: Path, text: bytes) -> Path:
-    """Put `text` in place of the store's snapshot, under a name with its right CRC."""
+    """Put `text` in place of the store's snapshot, under a name with its right CRC, and
+    name it in the manifest."""
     (old,) = directory.glob("snapshot.*.json")
     old.unlink()
     path = old.with_name(old.name[:18] + f"{zlib.crc32(text):08x}.json")
     path.write_bytes(text)
+    manifest = directory / MANIFEST_NAME
+    live = decode_manifest(str(manifest), manifest.read_bytes())
+    manifest.write_bytes(encode_manifest(Manifest(live.generation, path.name, live.log)))
     return path
 
 
@@ -1152,13 +1163,17 @@ def test_quota_refusal_writes_nothing_on_disk(tmp_path: Path) -> None:
 
 
 class FailingFileSystem(OsFileSystem):
-    """The real disk, where the next call of each chosen kind fails (a write halfway)."""
+    """The real disk, where the next call of each chosen kind fails (a write halfway),
+    after `passes` calls of the chosen kinds went through."""
 
     def __init__(self) -> None:
         self.failing: set[str] = set()
+        self.passes = 0
 
     def _fail(self, call: str) -> None:
-        if call in self.failing:
+        if call in self.failing and self.passes > 0:
+            self.passes -= 1
+        elif call in self.failing:
             self.failing.discard(call)
             raise OSError(errno.EIO, f"injected {call} failure")
 
@@ -1315,15 +1330,23 @@ def test_a_rolled_back_commit_stays_rolled_back_after_a_power_loss(failing: str)
             assert state_of(again.image) == after, (entries, data)
 
 
-@pytest.mark.parametrize("failing", ["fsync", "rename"])
-def test_checkpoint_failing_before_its_rename_changes_nothing(tmp_path: Path, failing: str) -> None:
+@pytest.mark.req("JF-STORE-021")
+@pytest.mark.parametrize(
+    ("failing", "passes"),
+    [("fsync", 0), ("rename", 0), ("fsync_dir", 0), ("fsync", 1)],
+    ids=["snapshot fsync", "snapshot rename", "directory fsync", "manifest fsync"],
+)
+def test_checkpoint_failing_before_the_manifest_rename_changes_nothing(
+    tmp_path: Path, failing: str, passes: int
+) -> None:
     fs = FailingFileSystem()
     with FileStore.open(tmp_path, fs=fs) as store:
         store.commit(Projection.of({"a": 1}))
         before, image = _files(tmp_path), state_of(store.image)
-        fs.failing = {failing}
+        fs.failing, fs.passes = {failing}, passes
         with pytest.raises(StoreUnavailable, match="injected"):
             store.checkpoint()
+        assert not fs.failing
         assert state_of(store.image) == image
         assert _files(tmp_path) == before
         store.commit(Projection.of({"b": 2}))
@@ -1334,13 +1357,18 @@ def test_checkpoint_failing_before_its_rename_changes_nothing(tmp_path: Path, fa
         assert store.image.change_log() == []
 
 
-def test_checkpoint_failing_after_its_rename_breaks_the_store(tmp_path: Path) -> None:
+@pytest.mark.req("JF-STORE-021")
+@pytest.mark.parametrize("failing", ["rename", "fsync_dir"])
+def test_checkpoint_failing_at_or_after_the_manifest_rename_breaks_the_store(
+    tmp_path: Path, failing: str
+) -> None:
     fs = FailingFileSystem()
     store = FileStore.open(tmp_path, fs=fs)
     store.commit(Projection.of({"a": 1}))
-    fs.failing = {"fsync_dir"}
-    with pytest.raises(StoreUnavailable, match="injected"):
+    fs.failing, fs.passes = {failing}, 1
+    with pytest.raises(StoreUnavailable, match="injected") as failed:
         store.checkpoint()
+    assert failed.value.state == "broken" and not fs.failing
     with pytest.raises(StoreUnavailable, match="broken"):
         store.commit(Projection.of({"b": 2}))
     store.close()
