@@ -20,7 +20,12 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from jfsm.compression import InFlight, judge, plan_publication
-from jfsm.compressor import CompressionRequest, CompressionResult, Compressor
+from jfsm.compressor import (
+    CompressionRequest,
+    CompressionResult,
+    Compressor,
+    check_thresholds,
+)
 from jfsm.errors import (
     CompressionPending,
     InvalidInput,
@@ -109,6 +114,7 @@ class GameEngine:
         telemetry: TelemetrySink | None = None,
         thresholds: Mapping[str, int] | None = None,
     ) -> None:
+        check_thresholds(thresholds)
         spec = constants()
         self.store = store
         self.compressor = compressor
