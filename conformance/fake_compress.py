@@ -32,6 +32,12 @@ What it does with each request, in order:
 
 Every wait is bounded (`delay` and `hold` end early when the fake closes; a hold gives up after
 `hold_timeout`), server threads are daemons, and `close()` returns promptly.
+
+What it keeps is bounded too (decision R30's companion, defect 14): only the last `keep_bodies`
+request records hold their parsed body (older ones keep their metadata, `body` None); a key's
+logical compression is remembered by its SHA-256, not its text; and with `max_records` set (the
+`jfsm fake-compress` service keeps 1,000) only that many records, stored replies and keys are
+kept at all. The suite's own fake keeps every record's metadata, since it reads them by index.
 """
 
 from __future__ import annotations
@@ -291,6 +297,7 @@ class _Handler(BaseHTTPRequestHandler):
     server_version = "jfsm-fake-compress"
     timeout = 10.0  # a stalled client never pins a thread for long
     server: _Server
+    parsed: Any = None  # the request's body, parsed (the record may drop it)
 
     def log_message(self, format: str, *args: Any) -> None:
         """No access log: request lines are recorded in `FakeCompress.requests`."""
@@ -347,7 +354,11 @@ class FakeCompress:
         host: str = LOOPBACK,
         summary_cap: int = 200,
         hold_timeout: float = 10.0,
+        keep_bodies: int = 256,
+        max_records: int | None = None,
     ) -> None:
+        if keep_bodies < 0 or (max_records is not None and max_records < 1):
+            raise ValueError("keep_bodies must be >= 0 and max_records >= 1")
         if host != LOOPBACK:
             raise ValueError(f"the fake binds only {LOOPBACK}, not {host!r}")
         self._requested_port = port or 0
@@ -357,8 +368,11 @@ class FakeCompress:
         self._changed = threading.Condition(self._lock)
         self._closing = threading.Event()
         self._script: deque[Outcome] = deque()
-        self._requests: list[dict[str, Any]] = []
-        self._violations: list[dict[str, Any]] = []
+        self.keep_bodies = keep_bodies
+        self.max_records = max_records
+        self._requests: deque[dict[str, Any]] = deque(maxlen=max_records)
+        self._count = 0  # requests received, also the next record's index
+        self._violations: deque[dict[str, Any]] = deque(maxlen=max_records)
         self._replies: dict[str, bytes] = {}
         self._logical: dict[str, str] = {}
         self._held: list[_Held] = []
@@ -462,7 +476,8 @@ class FakeCompress:
 
     @property
     def requests(self) -> list[dict[str, Any]]:
-        """A copy of every request record, in arrival order."""
+        """A copy of every request record kept, in arrival order (all of them unless
+        `max_records` is set; only the last `keep_bodies` hold their body)."""
         with self._lock:
             return [dict(r) for r in self._requests]
 
@@ -476,6 +491,7 @@ class FakeCompress:
         """Forget requests, violations and stored replies (the script is kept)."""
         with self._lock:
             self._requests.clear()
+            self._count = 0
             self._violations.clear()
             self._replies.clear()
             self._logical.clear()
@@ -483,7 +499,7 @@ class FakeCompress:
     def wait_requests(self, count: int, timeout: float) -> bool:
         """Wait until `count` requests have arrived; False on timeout."""
         with self._changed:
-            return self._changed.wait_for(lambda: len(self._requests) >= count, timeout)
+            return self._changed.wait_for(lambda: self._count >= count, timeout)
 
     def wait_held(self, timeout: float, count: int = 1) -> bool:
         """Wait until `count` requests are held; False on timeout."""
@@ -520,9 +536,12 @@ class FakeCompress:
             "status": None,
         }
         with self._changed:
-            record["index"] = len(self._requests)
+            record["index"] = self._count
             record["expected_beneficiaries"] = self._expected()
             self._requests.append(record)
+            self._count += 1
+            if len(self._requests) > self.keep_bodies:
+                self._requests[-1 - self.keep_bodies]["body"] = None
             self._changed.notify_all()
         problem = self._check(h, record)
         if problem is not None:
@@ -546,6 +565,13 @@ class FakeCompress:
             h.send_bytes(200, stored)
             return
         self._answer(h, record, outcome)
+
+    def _remember(self, table: dict[str, Any], key: str, value: Any) -> Any:
+        """`table.setdefault(key, value)`, forgetting the oldest keys past `max_records`."""
+        found = table.setdefault(key, value)
+        while self.max_records is not None and len(table) > self.max_records:
+            del table[next(iter(table))]
+        return found
 
     def _next(self) -> Outcome | None:
         return self._script.popleft() if self._script else None
@@ -585,7 +611,10 @@ class FakeCompress:
             doc = _parse_strict(raw)
         except (ValueError, RecursionError) as exc:
             return 400, "json", type(exc).__name__
-        record["body"] = doc
+        h.parsed = doc
+        with self._lock:
+            if self._count - record["index"] <= self.keep_bodies:
+                record["body"] = doc
         errors = sorted(
             f"{e.json_path}: {e.validator}"
             for e in _validator("compress-request.schema.json").iter_errors(doc)
@@ -603,15 +632,16 @@ class FakeCompress:
         if expected is not None and sent != expected:
             return 400, "beneficiaries", f"sent {len(sent)} ids, expected {len(expected)}"
         logical = json.dumps([doc["kind"], doc["scope"], doc["input"]], sort_keys=True)
+        digest = hashlib.sha256(logical.encode("utf-8", "surrogatepass")).hexdigest()
         with self._lock:
-            first = self._logical.setdefault(keys[0], logical)
-        if first != logical:
+            first = self._remember(self._logical, keys[0], digest)
+        if first != digest:
             return 400, "idempotency_conflict", "key reused for another logical compression"
         return None
 
     def _answer(self, h: _Handler, record: dict[str, Any], outcome: Outcome | None) -> None:
         key: str = record["idempotency_key"]
-        doc = record["body"]
+        doc = h.parsed
         name = "default" if outcome is None else outcome.kind
         with self._lock:
             if record["outcome"] is None:
@@ -642,7 +672,7 @@ class FakeCompress:
         if outcome is None or outcome.kind in _REPLY_KINDS:
             body = json.dumps(self._reply(outcome, key, doc), ensure_ascii=False).encode("utf-8")
             with self._lock:
-                body = self._replies.setdefault(key, body)
+                body = self._remember(self._replies, key, body)
             self._set(record, name, 200)
             h.send_bytes(200, body)
             return
@@ -692,9 +722,14 @@ class FakeCompress:
         return head + b"x" * (n_bytes - len(head) - len(tail)) + tail
 
 
+SERVE_MAX_RECORDS = 1000
+"""What the `jfsm fake-compress` service keeps: records, stored replies and keys."""
+
+
 def serve(port: int | None = None, host: str = LOOPBACK) -> None:
-    """Serve the fake on loopback until KeyboardInterrupt (the `jfsm fake-compress` command)."""
-    with FakeCompress(port=port, host=host) as fake:
+    """Serve the fake on loopback until KeyboardInterrupt (the `jfsm fake-compress` command),
+    keeping at most `SERVE_MAX_RECORDS` records, none with its body."""
+    with FakeCompress(port=port, host=host, keep_bodies=0, max_records=SERVE_MAX_RECORDS) as fake:
         print(f"jfsm fake-compress listening on {fake.url}", flush=True)
         try:
             while True:

@@ -474,3 +474,70 @@ def test_reset_script_drops_pending_outcomes(fake: FakeCompress) -> None:
 def test_outcome_builders_reject_nonsense(build: Any) -> None:
     with pytest.raises(ValueError):
         build()
+
+
+# -- what the fake keeps (defect 14) ------------------------------------------------------------
+def test_records_keep_bodies_only_for_the_last_requests_and_at_most_max_records() -> None:
+    with FakeCompress(keep_bodies=2, max_records=5) as fake:
+        for i in range(9):
+            assert post(fake, body(f"text number {i} " * 50), key=f"k{i}").status_code == 200
+        records = fake.requests
+        assert [r["index"] for r in records] == [4, 5, 6, 7, 8]
+        assert [r["body"] is not None for r in records] == [False, False, False, True, True]
+        assert records[-1]["body"]["input"]["text"] == "text number 8 " * 50
+        assert len(fake._replies) <= 5 and len(fake._logical) <= 5
+        assert all(len(digest) == 64 for digest in fake._logical.values())  # no text kept
+        assert post(fake, body("text number 8 " * 50), key="k8").status_code == 200  # replayed
+        assert fake.requests[-1]["outcome"] == "replay"
+
+
+def test_the_suite_fake_keeps_every_record_so_indexes_stay_valid() -> None:
+    with FakeCompress(keep_bodies=1) as fake:
+        for i in range(4):
+            post(fake, body(f"t{i} " * 40), key=f"k{i}")
+        assert [r["index"] for r in fake.requests] == [0, 1, 2, 3]
+        assert [r["body"] is None for r in fake.requests] == [True, True, True, False]
+
+
+def _rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmRSS")  # pragma: no cover
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs Linux /proc for RSS")
+def test_the_service_does_not_grow_with_every_request_body() -> None:
+    """Before the fix, 20 requests of 4 MB took `jfsm fake-compress` from 46 to 218 MB."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jfsm.cli", "fake-compress"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().strip().rsplit(" ", 1)[-1]
+        with httpx.Client(timeout=30) as client:
+
+            def send(i: int) -> None:
+                text = f"{i:04d}" + "x" * (4 * 1024 * 1024)
+                content = json.dumps(body(text)).encode()
+                headers = {"Content-Type": "application/json", "Idempotency-Key": f"big-{i}"}
+                assert client.post(url + PATH, content=content, headers=headers).status_code == 200
+
+            send(0)
+            send(1)
+            before = _rss_kib(proc.pid)
+            for i in range(2, 22):
+                send(i)
+            grown = _rss_kib(proc.pid) - before
+        print(f"\nfake-compress RSS grew {grown / 1024:.1f} MiB over 20 requests of 4 MiB")
+        assert grown < 40 * 1024  # bodies are dropped; before the fix it grew by 160 MiB here
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:  # pragma: no cover
+            proc.kill()
