@@ -20,10 +20,10 @@ import httpx
 import pytest
 
 from conformance import fake_compress
-from conformance.fake_compress import (
-    PATH,
-    FakeCompress,
+from conformance.fake_compress import PATH, FakeCompress
+from conformance.replies import (
     delay,
+    empty,
     hold,
     http_status,
     malformed_json,
@@ -468,7 +468,7 @@ def test_reset_script_drops_pending_outcomes(fake: FakeCompress) -> None:
         lambda: success(chars=1, summary="x"),
         lambda: http_status(200),
         lambda: oversized(10),
-        lambda: fake_compress.empty("text"),
+        lambda: empty("text"),
     ],
 )
 def test_outcome_builders_reject_nonsense(build: Any) -> None:
