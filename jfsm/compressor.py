@@ -5,6 +5,12 @@ carries one request to compress.v2 and reports what came back (decisions D16 to 
 never chooses payers, models or prompts. Beneficiaries are read from a participants source
 *immediately before each attempt*, retries included.
 
+The compression modules, one idea each: this seam; `jfsm.compression`, the judge of a reply
+and the flight of one compression (the engine's); `jfsm.transport`, the HTTP executor;
+`jfsm.fake_compressor`, an in-process fake for tests and demos. The conformance suite has its
+own HTTP fake (`conformance.fake_compress`, whose behaviour is one `answer` function) and the
+one vocabulary that scripts both fakes (`conformance.replies`).
+
 A compressor never raises for a failed call: it returns a `CompressionResult` whose
 `outcome` is `ok`, `refused` or `transport`, with one `Attempt` per HTTP attempt. The engine
 then validates an ok summary (empty, not smaller) and checks staleness.

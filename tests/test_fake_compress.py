@@ -541,3 +541,61 @@ def test_the_service_does_not_grow_with_every_request_body() -> None:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:  # pragma: no cover
             proc.kill()
+
+
+# -- one vocabulary for both fakes -----------------------------------------------------------
+DESCRIPTORS: list[dict[str, Any]] = [
+    {"reply": "success", "summary": "a short summary", "callId": "call-1"},
+    {"reply": "refuse", "code": "policy", "callId": "call-2"},
+    {"reply": "empty", "summary": "  "},
+    {"reply": "not_smaller", "extra": 2},
+    {"reply": "http_status", "status": 404},
+    {"reply": "malformed"},
+    {"reply": "wrong_schema"},
+    {"reply": "hold", "then": {"reply": "refuse", "code": "later"}},
+]
+
+
+@pytest.mark.parametrize("descriptor", DESCRIPTORS, ids=lambda d: d["reply"])
+def test_one_descriptor_scripts_both_fakes_alike(descriptor: dict[str, Any]) -> None:
+    """The suite's reply descriptors script the HTTP fake (through `to_outcome`) and the
+    engine's in-process `FakeCompressor` (through `queue`) to the same result."""
+    import asyncio
+
+    from conformance.replies import to_outcome
+    from jfsm.compressor import CompressionRequest
+    from jfsm.fake_compressor import FakeCompressor
+    from jfsm.transport import HttpCompressor
+
+    text = "<user>\nhello there\n</user>\n<assistant>\nworld\n</assistant>\n" * 10
+    request = CompressionRequest(GAME, "g1", None, text, len(text), 3, 0)
+    people = [Participant(id="alice", human=True)]
+
+    async def both() -> tuple[Any, Any]:
+        fake = FakeCompress()
+        fake.set_participants(people)
+        fake.script(to_outcome(descriptor))
+        client = httpx.AsyncClient(transport=fake.transport())
+        executor = HttpCompressor("http://compress.invalid", client=client, max_attempts=1)
+        held = descriptor["reply"] == "hold"
+        over_http = asyncio.ensure_future(executor.compress(request, lambda: people))
+        in_process = FakeCompressor()
+        in_process.queue(descriptor)
+        direct = asyncio.ensure_future(in_process.compress(request, lambda: people))
+        if held:
+            while not (fake.wait_held(0.01) and in_process.held):
+                await asyncio.sleep(0.01)
+            fake.release()
+            in_process.release()
+        results = await asyncio.gather(over_http, direct)
+        await client.aclose()
+        return results[0], results[1]
+
+    wire, direct = asyncio.run(asyncio.wait_for(both(), 20))
+    assert (wire.outcome, wire.error_code) == (direct.outcome, direct.error_code)
+    assert wire.summary == direct.summary or descriptor["reply"] == "not_smaller"
+    assert (wire.summary is None) == (direct.summary is None)
+    if wire.summary is not None:
+        assert len(wire.summary) == len(direct.summary or "")
+    if descriptor.get("callId"):
+        assert wire.call_id == direct.call_id == descriptor["callId"]
