@@ -109,7 +109,8 @@ __all__ = ["FileStore", "fs_unavailable"]
 
 def fs_unavailable(directory: str, what: str, cause: OSError, state: str) -> StoreUnavailable:
     """The protocol's error for a file-system failure: `store_unavailable` naming the errno."""
-    name = errno_names.errorcode.get(cause.errno or 0, "EIO" if cause.errno is None else "?")
+    code = cause.errno
+    name = "no errno" if code is None else errno_names.errorcode.get(code, f"errno {code}")
     reason = cause.strerror or str(cause)
     return StoreUnavailable(
         f"store {directory} could not {what}: {name} ({reason})",
