@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import sys
 from typing import Any
 
@@ -117,12 +118,14 @@ def examine(path: str) -> dict[str, Any]:
     from jfsm.stores.file import fs_unavailable
     from jfsm.stores.fsio import OsFileSystem
 
-    if not os.path.isdir(path):
-        raise NotAStore(
-            f"{path} is not a directory"
-            if os.path.exists(path)
-            else f"no store directory at {path}"
-        )
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError as exc:
+        raise NotAStore(f"no store directory at {path}") from exc
+    except OSError as exc:  # name too long, not a directory on the way, permission denied
+        raise fs_unavailable(path, "be read", exc, "closed") from exc
+    if not stat.S_ISDIR(mode):
+        raise NotAStore(f"{path} is not a directory")
     fs = OsFileSystem()
     try:
         lock = fs.lock_shared(path)

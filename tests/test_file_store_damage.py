@@ -459,8 +459,11 @@ def _stray_store(p: Path) -> Path:
 @pytest.mark.parametrize(
     ("make", "code"),
     [
-        (_under_a_file, "not_a_store"),
-        (lambda p: p / ("n" * 300), "not_a_store"),
+        (_under_a_file, "store_unavailable: store {path} could not be read: ENOTDIR"),
+        (
+            lambda p: p / ("n" * 300),
+            "store_unavailable: store {path} could not be read: ENAMETOOLONG",
+        ),
         (_a_file, "not_a_store"),
         (lambda p: p, "not_a_store"),
         (_stray_store, "store_corrupted"),
@@ -481,7 +484,8 @@ def test_inspect_refusals_are_one_line_and_exit_2(
     )
     assert proc.returncode == 2
     assert proc.stdout == ""
-    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith(f"jfsm inspect: {code}: ")
+    expected = f"jfsm inspect: {code.format(path=path)}"
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith(expected), proc.stderr
     assert digest(tmp_path) == before
 
 
