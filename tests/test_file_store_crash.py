@@ -525,6 +525,8 @@ def test_every_crash_point_on_disk_reopens_to_before_or_after(
         f"{recovery_points} more crash points inside the recoveries"
     )
     assert total > 300
+    for label in ("create manifest.tmp", "rename to manifest", "fsync dir"):
+        assert f"before {label}" in counter.labels  # the manifest's boundaries are enumerated
     assert min(outcomes) > 50
     assert recovery_points > 50
     assert extensions >= (5 if store_cls is FileStore else 15)
@@ -548,6 +550,31 @@ def crash_during_recovery(
         shutil.rmtree(copy)
     shutil.rmtree(directory + "-probe")
     return probe.boundaries
+
+
+@pytest.mark.req("JF-STORE-023", "JF-ATOM-004")
+def test_every_crash_point_of_a_migration_reopens_to_the_same_store(tmp_path: Path) -> None:
+    """A store written before R27 (no manifest), with a torn tail and leftovers: a crash at
+    each boundary of the open that truncates, writes the manifest and removes leftovers
+    reopens to the same store."""
+    directory = tmp_path / "legacy"
+    with FileStore.open(directory, quota=QUOTA) as store:
+        for projection in PROJECTIONS:
+            store.commit(projection)
+        store.checkpoint()
+        store.commit(Projection.of({"after": "checkpoint"}))
+        expected = state_of(store.image)
+    (directory / MANIFEST_NAME).unlink()
+    (log,) = directory.glob("log.*.jfl")
+    with log.open("ab") as file:
+        file.write(encode_record(Projection.of({"torn": 1}))[:-4])
+    (directory / "snapshot.00000000.tmp").write_bytes(b"{")
+    boundaries = crash_during_recovery(str(directory), [expected], 1)
+    assert boundaries >= 10
+    labels = CrashingFileSystem(UnsyncedOsFileSystem())
+    copy = shutil.copytree(directory, tmp_path / "probe")
+    FileStore.open(copy, quota=QUOTA, fs=labels).close()
+    assert {"before rename to manifest", "before truncate"} <= set(labels.labels)
 
 
 POWER_LOSS_VIEWS = [(e, d) for e in ("synced", "live") for d in ("durable", "torn", "late", "all")]
