@@ -66,7 +66,21 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from conformance.replies import REPLY_KINDS, Outcome
+from conformance.replies import (  # the builders are re-exported for older imports
+    REPLY_KINDS,
+    Outcome,
+    delay,
+    empty,
+    hold,
+    http_status,
+    malformed_json,
+    not_smaller,
+    oversized,
+    refuse,
+    reset,
+    success,
+    wrong_schema,
+)
 
 __all__ = [
     "LOOPBACK",
@@ -75,8 +89,20 @@ __all__ = [
     "FakeCompress",
     "FakeRequest",
     "FakeResponse",
+    "Outcome",
+    "delay",
+    "empty",
+    "hold",
+    "http_status",
+    "malformed_json",
+    "not_smaller",
+    "oversized",
+    "refuse",
+    "reset",
     "serve",
     "spec_dir",
+    "success",
+    "wrong_schema",
 ]
 
 LOOPBACK = "127.0.0.1"
