@@ -91,6 +91,8 @@ from types import TracebackType
 from jfsm.errors import InvalidInput, StoreLocked, StoreUnavailable
 from jfsm.image import QUOTA_BYTES, StoreImage, seeded_image
 from jfsm.projection import Projection
+from jfsm.stores.codec import HEADER_SIZE as HEADER_SIZE  # re-exported for older imports
+from jfsm.stores.codec import MAGIC as MAGIC
 from jfsm.stores.codec import (
     MANIFEST_NAME,
     MANIFEST_TMP,
@@ -101,6 +103,8 @@ from jfsm.stores.codec import (
     object_bytes,
     snapshot_name,
 )
+from jfsm.stores.codec import read_log as read_log
+from jfsm.stores.codec import read_snapshot as read_snapshot
 from jfsm.stores.directory import read_contents
 from jfsm.stores.fsio import FileSystem, OsFileSystem
 
