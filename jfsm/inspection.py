@@ -148,6 +148,7 @@ def examine(path: str) -> dict[str, Any]:
     report["files"] = {
         "generation": found.live.generation,
         "manifest": found.has_manifest,
+        "store": found.live.store,
         "snapshot": found.live.snapshot,
         "log": found.live.log,
         "logBytes": contents.log_size,

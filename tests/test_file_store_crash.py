@@ -52,6 +52,7 @@ from jfsm.stores.codec import (
     decode_manifest,
     encode_manifest,
     encode_record,
+    log_header,
 )
 from jfsm.stores.fsio import OsFileSystem
 
@@ -754,11 +755,19 @@ def _three_commits(directory: Path, checkpoint_first: bool = False) -> tuple[Pat
         for projection in PROJECTIONS:
             store.commit(projection)
     (log,) = directory.glob("log.*.jfl")
-    offsets = [0]
+    offsets = [_log_start(log)]
     for projection in PROJECTIONS:
         offsets.append(offsets[-1] + len(encode_record(projection)))
     assert log.stat().st_size == offsets[-1]
     return log, offsets
+
+
+def _log_start(log: Path) -> int:
+    """Where the records of `log` start: after its header record (decision R27)."""
+    manifest = log.parent / MANIFEST_NAME
+    live = decode_manifest(str(manifest), manifest.read_bytes())
+    assert live.store is not None and log.name == live.log
+    return len(log_header(live.generation, live.store))
 
 
 def _state_after(count: int, base: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -947,16 +956,17 @@ def test_commits_write_into_a_synced_zero_extent_and_only_fdatasync(tmp_path: Pa
     fs = RecordingFileSystem()
     store = FileStore.open(tmp_path, fs=fs)
     (log,) = tmp_path.glob("log.*.jfl")
+    start = _log_start(log)
     records = [encode_record(projection) for projection in PROJECTIONS]
-    ends = [sum(map(len, records[: i + 1])) for i in range(3)]
+    ends = [start + sum(map(len, records[: i + 1])) for i in range(3)]
     fs.calls.clear()
     store.commit(PROJECTIONS[0])
     # Grow the log with zeros and fsync that (size and blocks), then write and fdatasync.
     extent = FileStore.extent_min
     assert fs.calls == [
-        ("extend", 0, extent),
+        ("extend", start, extent),
         ("fsync",),
-        ("pwrite", 0, len(records[0])),
+        ("pwrite", start, len(records[0])),
         ("fdatasync",),
     ]
     fs.calls.clear()
@@ -970,11 +980,11 @@ def test_commits_write_into_a_synced_zero_extent_and_only_fdatasync(tmp_path: Pa
     ]
     data = log.read_bytes()
     assert len(data) == extent
-    assert data[: ends[2]] == b"".join(records) and not data[ends[2] :].strip(b"\x00")
+    assert data[start : ends[2]] == b"".join(records) and not data[ends[2] :].strip(b"\x00")
     fs.calls.clear()
     store.close()
     assert fs.calls == [("truncate", ends[2])]  # the preallocation given back, unsynced
-    assert log.read_bytes() == b"".join(records)
+    assert log.read_bytes()[start:] == b"".join(records)
     with FileStore.open(tmp_path, fs=fs) as again:
         assert again.image.store_json() == _state_after(3)
         fs.calls.clear()
@@ -994,18 +1004,19 @@ def test_extents_double_up_to_the_cap_and_make_room_for_a_large_record(tmp_path:
         sizes.append(len(encode_record(big)))
         store.commit(big)
         extensions = [call[1:] for call in fs.calls if call[0] == "extend"]
-        assert sizes[0] == 300 and sum(sizes[:60]) == 18_000
+        (log,) = tmp_path.glob("log.*.jfl")
+        start = _log_start(log)  # the header record, under 100 bytes
+        assert sizes[0] == 300 and sum(sizes[:60]) == 18_000 and start < 100
         assert extensions == [
-            (0, 2048),  # the first extent
+            (start, 2048),  # the first extent
             (2048, 4096),  # doubling
             (4096, 8192),
             (8192, 16384),
             (16384, 24576),  # capped at 8 KiB
             (24576, 38912),  # the big record (18,000 to 38,048) needs more than 8 KiB
         ]
-        (log,) = tmp_path.glob("log.*.jfl")
         assert log.stat().st_size == 38912
-    assert log.stat().st_size == sum(sizes)
+    assert log.stat().st_size == start + sum(sizes)
     with TinyExtents.open(tmp_path) as store:
         assert store.image.get("big") == "y" * 20_000 and store.image.get("k") == "059" + "x" * 251
 
@@ -1025,7 +1036,7 @@ def test_a_store_left_open_reopens_through_its_zero_tail(tmp_path: Path) -> None
     fs = RecordingFileSystem()
     with FileStore.open(left, fs=fs) as store:
         assert store.image.store_json() == _state_after(3)
-        end = len(b"".join(encode_record(p) for p in PROJECTIONS))
+        end = _log_start(log) + len(b"".join(encode_record(p) for p in PROJECTIONS))
         assert fs.calls == [("truncate", end), ("fsync",)]
         assert log.stat().st_size == end
         store.commit(Projection.of({"d": 4}))
@@ -1043,7 +1054,9 @@ def _replace_snapshot(directory: Path, text: bytes) -> Path:
     path.write_bytes(text)
     manifest = directory / MANIFEST_NAME
     live = decode_manifest(str(manifest), manifest.read_bytes())
-    manifest.write_bytes(encode_manifest(Manifest(live.generation, path.name, live.log)))
+    manifest.write_bytes(
+        encode_manifest(Manifest(live.generation, path.name, live.log, live.store))
+    )
     return path
 
 

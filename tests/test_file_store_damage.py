@@ -191,6 +191,19 @@ def test_records_in_a_log_no_manifest_names_are_refused(tmp_path: Path) -> None:
     assert newer.exists()
 
 
+@pytest.mark.req("JF-STORE-021", "JF-STORE-026")
+@pytest.mark.parametrize("source", ["another store", "an older generation"])
+def test_a_log_put_in_place_of_the_live_one_is_refused(tmp_path: Path, source: str) -> None:
+    """Before the log header, valid records of another log were adopted as the store's."""
+    directory = build(tmp_path / "store")
+    (_foreign_log if source == "another store" else _older_log)(directory)
+    before = digest(directory)
+    with pytest.raises(StoreCorrupted, match="log header") as refused:
+        FileStore.open(directory)
+    assert refused.value.details["file"] == str(live(directory)["log"])
+    assert digest(directory) == before
+
+
 @pytest.mark.req("JF-STORE-023")
 def test_a_store_without_a_manifest_opens_and_is_given_one(tmp_path: Path) -> None:
     build(tmp_path, manifest=False)
@@ -200,6 +213,7 @@ def test_a_store_without_a_manifest_opens_and_is_given_one(tmp_path: Path) -> No
         assert store.image.store_json() == ACKNOWLEDGED
     manifest = (tmp_path / MANIFEST_NAME).read_bytes().decode()
     assert files["snapshot"].name in manifest and files["log"].name in manifest
+    assert '"store":"' in manifest  # given back by the live log's header record
     assert not (tmp_path / "log.00000000.jfl").exists()
     _stray_snapshot(tmp_path, 5)  # from now on the manifest rules apply
     with pytest.raises(StoreCorrupted, match=r"snapshot\.00000005"):
@@ -271,6 +285,41 @@ def _old_manifest(directory: Path) -> None:
     shutil.rmtree(old)
 
 
+def _with_manifest(directory: Path) -> None:
+    if not (directory / MANIFEST_NAME).exists():
+        raise ValueError("without a manifest a log's header is all there is to go by")
+
+
+def _needs_manifest(damage: Damage) -> Damage:
+    def guarded(directory: Path) -> None:
+        _with_manifest(directory)
+        damage(directory)
+
+    return guarded
+
+
+def _foreign_log(directory: Path) -> None:
+    """The live log's bytes replaced by those of another store's log of the same generation
+    and the same commits: valid records, another store."""
+    _with_manifest(directory)
+    other = build(directory.parent / (directory.name + "-other"))
+    live(directory)["log"].write_bytes(live(other)["log"].read_bytes())
+    shutil.rmtree(other)
+
+
+def _older_log(directory: Path) -> None:
+    """The live log's bytes replaced by this store's log from before its checkpoint."""
+    _with_manifest(directory)
+    older = directory.parent / (directory.name + "-older")
+    with FileStore.open(older) as store:
+        for projection in COMMITS[:CHECKPOINT_AFTER]:
+            store.commit(projection)
+        (log,) = older.glob("log.*.jfl")
+        data = log.read_bytes().rstrip(b"\x00")
+    live(directory)["log"].write_bytes(data)
+    shutil.rmtree(older)
+
+
 def corpus() -> list[tuple[str, Damage, bool]]:
     """(name, damage, whether a committed prefix is an acceptable outcome)."""
     cases: list[tuple[str, Damage, bool]] = []
@@ -288,13 +337,14 @@ def corpus() -> list[tuple[str, Damage, bool]]:
             "zeros": bytes(64),
             "a manifest": b'{"format":"jfsm-file-store/1","generation":0}\n00000000\n',
         }.items():
-            # A log holding no valid record reads as one whose first record was torn. (A
-            # log replaced by *valid records* of another store is not detected: logs carry
-            # no identity; decision R27, limits.)
+            # Without a manifest, a log without a header (as before R27) whose first
+            # record is damaged reads as torn there: the committed prefix.
             cases.append((f"{name} replaced by {label}", _replace(name, data), name == "log"))
-        if name != "log":
-            record = encode_record(Projection.of({"x": 1}))
-            cases.append((f"{name} replaced by a log record", _replace(name, record), False))
+        record = encode_record(Projection.of({"x": 1}))
+        replace = _replace(name, record)
+        if name == "log":  # only the manifest can say the live log must have a header
+            replace = _needs_manifest(replace)
+        cases.append((f"{name} replaced by a log record", replace, False))
         for label, where in {"first byte": lambda n: 0, "middle": lambda n: n // 2}.items():
             # A flip in the log's middle record leaves a valid one after it: refused.
             cases.append((f"{name} flipped ({label})", _flip(name, where), name == "log"))
@@ -302,6 +352,8 @@ def corpus() -> list[tuple[str, Damage, bool]]:
     for a, b in (("snapshot", "log"), ("manifest", "snapshot"), ("manifest", "log")):
         cases.append((f"{a} and {b} swapped", _swap(a, b), False))
     cases.append(("manifest of an older generation", _old_manifest, False))
+    cases.append(("log of another store put in place", _foreign_log, False))
+    cases.append(("log of an older generation put in place", _older_log, False))
     empty_crc = zlib.crc32(b"{}")
     for label, file, data in [
         ("snapshot of generation 99", f"snapshot.00000099.{empty_crc:08x}.json", b"{}"),

@@ -65,6 +65,9 @@ __all__ = [
     "decode_manifest",
     "encode_manifest",
     "encode_record",
+    "has_commits",
+    "header_store",
+    "log_header",
     "log_name",
     "object_bytes",
     "parse_name",
@@ -86,6 +89,7 @@ HEADER_SIZE = _HEADER.size
 _SNAPSHOT = re.compile(r"snapshot\.(\d{8,})\.([0-9a-f]{8})\.json")
 _LOG = re.compile(r"log\.(\d{8,})\.jfl")
 _TMP = re.compile(r"snapshot\.(\d{8,})\.tmp")
+_LOG_HEADER = b'{"log":'
 _PAYLOAD_HEAD = '{"deletes":'
 _PAYLOAD_SETS = ',"sets":'
 _UTF8_CHUNK = 1 << 20
@@ -323,15 +327,58 @@ def _all_zero(data: bytes, start: int) -> bool:
     return data.count(0, start) == len(data) - start
 
 
-def read_log(path: str, data: bytes, verify: bool = False) -> tuple[list[Projection], int]:
+def log_header(generation: int, store: str) -> bytes:
+    """The first record of a log written since R27: it names its store and generation, so
+    a log put in place of another (of another store or generation) is refused."""
+    payload = canonical_bytes({"log": {"generation": generation, "store": store}})
+    head = struct.pack(">4sII", MAGIC, len(payload), zlib.crc32(payload))
+    return head + struct.pack(">I", zlib.crc32(head)) + payload
+
+
+def header_store(path: str, data: bytes) -> tuple[int, str] | None:
+    """The (generation, store id) of the header record `data` starts with, or None when it
+    does not start with one. Raises `StoreCorrupted` for a header record that does not
+    parse."""
+    found = _record_at(data, 0)
+    if isinstance(found, str) or not found[0].startswith(_LOG_HEADER):
+        return None
+    try:
+        named = json.loads(found[0])["log"]
+        generation, store = named["generation"], named["store"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise corrupted(path, 0, "undecodable log header") from exc
+    if type(generation) is not int or not isinstance(store, str):
+        raise corrupted(path, 0, "undecodable log header")
+    return generation, store
+
+
+def has_commits(data: bytes) -> bool:
+    """Whether a log holds a valid projection record (after its header, if it has one)."""
+    found = _record_at(data, 0)
+    if not isinstance(found, str) and found[0].startswith(_LOG_HEADER):
+        found = _record_at(data, found[1])
+    return not isinstance(found, str)
+
+
+def read_log(
+    path: str, data: bytes, verify: bool = False, header: bytes | None = None
+) -> tuple[list[Projection], int]:
     """The committed projections of a log and the end of the last one.
 
-    What follows that end is nothing, zeros (unused preallocation) or a torn tail. Raises
-    `StoreCorrupted` when a bad record is followed by a valid one, or a record that passes
-    its CRCs does not decode (or fails `verify`).
+    `header`: the header record the log must start with (None: a log written before R27,
+    without one). What follows the end is nothing, zeros (unused preallocation) or a torn
+    tail. Raises `StoreCorrupted` when the header is not the one expected, a bad record is
+    followed by a valid one, or a record that passes its CRCs does not decode (or fails
+    `verify`).
     """
     projections: list[Projection] = []
     offset = 0
+    if header is not None:
+        if not data.startswith(header):
+            raise corrupted(
+                path, 0, "log header missing, damaged or of another store or generation"
+            )
+        offset = len(header)
     while offset < len(data):
         found = _record_at(data, offset)
         if isinstance(found, str):
@@ -419,6 +466,7 @@ class Manifest:
     generation: int
     snapshot: str | None
     log: str
+    store: str | None = None  # the store's id, in every log header; None: a log without one
 
 
 def encode_manifest(manifest: Manifest) -> bytes:
@@ -429,6 +477,7 @@ def encode_manifest(manifest: Manifest) -> bytes:
             "generation": manifest.generation,
             "log": manifest.log,
             "snapshot": manifest.snapshot,
+            "store": manifest.store,
         }
     )
     return line + b"\n" + f"{zlib.crc32(line):08x}".encode() + b"\n"
@@ -449,8 +498,10 @@ def decode_manifest(path: str, data: bytes) -> Manifest:
     if not isinstance(doc, dict) or doc.get("format") != MANIFEST_FORMAT:
         raise corrupted(path, 0, f"manifest is not of format {MANIFEST_FORMAT}")
     generation, log, snapshot = doc.get("generation"), doc.get("log"), doc.get("snapshot")
+    store = doc.get("store")
     if (
-        set(doc) != {"format", "generation", "log", "snapshot"}
+        set(doc) != {"format", "generation", "log", "snapshot", "store"}
+        or not (store is None or (isinstance(store, str) and re.fullmatch("[0-9a-f]{16}", store)))
         or type(generation) is not int
         or generation < 0
         or log != log_name(generation)
@@ -463,4 +514,4 @@ def decode_manifest(path: str, data: bytes) -> Manifest:
             raise corrupted(
                 path, 0, f"manifest names {snapshot!r}, not a snapshot of its generation"
             )
-    return Manifest(generation, snapshot, log)
+    return Manifest(generation, snapshot, log, store)

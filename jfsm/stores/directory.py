@@ -18,7 +18,8 @@ Every other file with a store name is classified by its generation:
 - a log of g + 1 holding records, or any file of a later generation: no run of the protocol
   leaves it, so the manifest may be stale: `StoreCorrupted` naming the file, nothing removed.
 
-A live file that is missing is `StoreCorrupted` naming it. Files whose names the store never
+A live file that is missing, or a live log whose header record does not name the manifest's
+store and generation, is `StoreCorrupted` naming it. Files whose names the store never
 writes are left alone.
 
 # Without a manifest
@@ -28,14 +29,16 @@ writes are left alone.
 - Otherwise a store written before R27 (the legacy rules, tightened): the newest snapshot's
   generation g is live, its log must exist (`StoreCorrupted` naming it otherwise), two
   snapshots of g or a non-empty log newer than g are `StoreCorrupted`, older generations and
-  an empty log of g + 1 are leftovers. `FileStore.open` then writes the manifest (migration).
+  an empty log of g + 1 are leftovers; a header record at the start of the live log (a
+  store whose manifest was deleted) gives the store's id back. `FileStore.open` then writes
+  the manifest (migration).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from jfsm.image import StoreImage
 from jfsm.stores.codec import (
@@ -44,6 +47,9 @@ from jfsm.stores.codec import (
     Manifest,
     corrupted,
     decode_manifest,
+    has_commits,
+    header_store,
+    log_header,
     log_name,
     parse_name,
     read_log,
@@ -127,8 +133,8 @@ def _classify(
         path = os.path.join(directory, name)
         if parsed.generation <= g or (parsed.generation == g + 1 and parsed.kind == "snapshot"):
             leftovers.append(name)
-        elif parsed.generation == g + 1 and not read(path):
-            leftovers.append(name)  # the new, empty log of an interrupted checkpoint
+        elif parsed.generation == g + 1 and not has_commits(read(path)):
+            leftovers.append(name)  # the new log of an interrupted checkpoint
         elif parsed.generation == g + 1:
             raise corrupted(
                 path, 0, f"log of generation {g + 1} holds records; the live one is {g}"
@@ -176,7 +182,15 @@ def read_contents(
     image = StoreImage(base, quota=quota)
     log_path = os.path.join(directory, live.log)
     data = b"" if found.fresh else read(log_path)
-    projections, end = read_log(log_path, data, verify)
+    if not found.has_manifest and not found.fresh:  # its log may still have a header
+        named = header_store(log_path, data)
+        if named is not None and named[0] != live.generation:
+            raise corrupted(log_path, 0, f"log header names generation {named[0]}")
+        if named is not None:
+            live = Manifest(live.generation, live.snapshot, live.log, named[1])
+            found = replace(found, live=live)
+    header = None if live.store is None else log_header(live.generation, live.store)
+    projections, end = read_log(log_path, data, verify, None if found.fresh else header)
     for projection in projections:
         image.apply_unchecked(projection)
     tail = None if end == len(data) else "zeros" if tail_is_zeros(data, end) else "torn"

@@ -10,8 +10,9 @@ One directory per store (the bytes of each file: `jfsm.stores.codec`):
 - `snapshot.<gen>.<crc>.json`: the checkpoint base of generation `gen` (8 digits), the JCS
   object key -> value; `crc` is the CRC-32 of the file's bytes in 8 hex digits, so a
   damaged snapshot is detected. Generation 0 has no snapshot file: its base is `{}`.
-- `log.<gen>.jfl`: the projections committed since that checkpoint, one record each,
-  possibly followed by zeros (unused preallocation).
+- `log.<gen>.jfl`: a header record naming the store's id and the generation (logs from
+  before R27 have none), then the projections committed since that checkpoint, one record
+  each, possibly followed by zeros (unused preallocation).
 - `snapshot.<gen>.tmp`, `manifest.tmp`: being written; never read, removed at open.
 - `lock`: locked (as well as the directory itself) by every writer, for writers older than
   R28 that lock only this file.
@@ -36,18 +37,19 @@ decided by `jfsm.stores.directory`.
 - `close` gives the unused preallocation back (truncates the log after its last record,
   without a sync: zeros that come back after a power loss are harmless), so a closed
   store's files are exactly what the append-only layout had.
-- `checkpoint` to generation g+1: create the empty `log.g+1`, write the snapshot to its
-  temp file and fsync it, rename it into place, fsync the directory (the new files are
-  durable before anything names them); then write the manifest naming them to
-  `manifest.tmp`, fsync it and rename it over `manifest`: that rename is the commit point,
-  the second directory fsync makes it durable; then the files of g are removed.
+- `checkpoint` to generation g+1: create `log.g+1` with its header and fsync it, write
+  the snapshot to its temp file and fsync it, rename it into place, fsync the directory
+  (the new files are durable before anything names them); then write the manifest naming
+  them to `manifest.tmp`, fsync it and rename it over `manifest`: that rename is the commit
+  point, the second directory fsync makes it durable; then the files of g are removed.
 - `open`: read what the manifest names (a directory without one: see
   `jfsm.stores.directory`); replay the log (read whole: checkpoint to bound it); if
   anything follows the last valid record (zeros left by a session that did not close, or a
   torn tail), truncate the log there and fsync it, so a session starts with nothing
   allocated past its last record and only ever writes into extents it synced itself.
-  A new store or one written before R27 gets its manifest now (temp file, fsync, rename,
-  directory fsync; a new one also fsyncs the parent). Then the leftovers are removed.
+  A new store gets its id and a log with its header; it, or a store written before R27,
+  gets its manifest now (temp file, fsync, rename, directory fsync; a new one also fsyncs
+  the parent). Then the leftovers are removed.
 
 So a crash at any instant reopens to the state before or after the projection or
 checkpoint in flight; before/after a checkpoint differ only in the change log.
@@ -99,6 +101,7 @@ from jfsm.stores.codec import (
     Manifest,
     encode_manifest,
     encode_record,
+    log_header,
     log_name,
     object_bytes,
     snapshot_name,
@@ -145,8 +148,12 @@ class FileStore:
         snapshot: str | None,
         log: int,
         log_size: int,
+        store_id: str | None = None,
     ) -> None:
         # Use `FileStore.open`; this only assembles what it recovered.
+        self._store_id = store_id  # None until the first checkpoint of a store before R27
+        # Where the log's records start: after its header (none in a log from before R27).
+        self._log_start = 0 if store_id is None else len(log_header(generation, store_id))
         self._directory = directory
         self._fs = fs
         self._lock: int | None = lock
@@ -208,11 +215,18 @@ class FileStore:
         )
         found = contents.survey
         live = found.live
+        end = contents.end
+        if found.fresh:  # a new store: its id, and a log that starts with its header
+            live = Manifest(0, None, live.log, os.urandom(8).hex())
         log_path = os.path.join(directory, live.log)
         log = fs.create(log_path) if found.fresh else fs.open_write(log_path)
         try:
             if found.fresh:
+                assert live.store is not None
+                header = log_header(0, live.store)
+                fs.write(log, header)
                 fs.fsync(log)
+                end = len(header)
             elif contents.tail is not None:  # a torn tail, or zeros a session left unused
                 fs.truncate(log, contents.end)
                 fs.fsync(log)
@@ -226,7 +240,15 @@ class FileStore:
                 fs.close(log)
             raise
         store = cls(
-            directory, fs, lock, contents.image, live.generation, live.snapshot, log, contents.end
+            directory,
+            fs,
+            lock,
+            contents.image,
+            live.generation,
+            live.snapshot,
+            log,
+            end,
+            live.store,
         )
         store._remove(list(found.leftovers))
         return store
@@ -279,7 +301,7 @@ class FileStore:
         `StoreUnavailable` on a closed or broken store.
         """
         self._require_writable()
-        if self._log_size == 0:
+        if self._log_size == self._log_start:
             return  # nothing committed since the snapshot: it already is the current store
         self._install_snapshot(self._image)
 
@@ -300,17 +322,21 @@ class FileStore:
         tmp = f"snapshot.{generation:08d}.tmp"
         snapshot = snapshot_name(generation, zlib.crc32(content))
         new_log = log_name(generation)
+        store_id = self._store_id or os.urandom(8).hex()
+        header = log_header(generation, store_id)
         log: int | None = None
         naming = False  # from the manifest's rename on, the checkpoint may have happened
         try:
             log = fs.create(self._path(new_log))
+            fs.write(log, header)
+            fs.fsync(log)
             _write_file(fs, self._path(tmp), content)
             fs.rename(self._path(tmp), self._path(snapshot))
             fs.fsync_dir(self._directory)  # the new files are durable before they are named
             _write_file(
                 fs,
                 self._path(MANIFEST_TMP),
-                encode_manifest(Manifest(generation, snapshot, new_log)),
+                encode_manifest(Manifest(generation, snapshot, new_log, store_id)),
             )
             naming = True
             fs.rename(self._path(MANIFEST_TMP), self._path(MANIFEST_NAME))
@@ -331,8 +357,9 @@ class FileStore:
             old.append(self._snapshot)
         with contextlib.suppress(OSError):
             fs.close(self._log)
-        self._log, self._log_size, self._allocated = log, 0, 0
-        self._generation, self._snapshot = generation, snapshot
+        self._log, self._log_size, self._allocated = log, len(header), len(header)
+        self._generation, self._snapshot, self._store_id = generation, snapshot, store_id
+        self._log_start = len(header)
         image.checkpoint()
         self._image = image
         self._remove(old)
