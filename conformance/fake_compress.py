@@ -5,6 +5,8 @@ other address) and imports nothing from `jfsm`: it is checked against the spec's
 against the engine's code. Standard library plus `jsonschema` only.
 
 ```python
+from conformance.replies import http_status, success
+
 with FakeCompress() as fake:
     fake.set_participants([{"id": "p1", "human": True}, {"id": "bot", "human": False}])
     fake.script(http_status(500), success(chars=40))
@@ -12,6 +14,10 @@ with FakeCompress() as fake:
     assert fake.violations == []
     assert fake.requests[1]["idempotency_key"] == fake.requests[0]["idempotency_key"]
 ```
+
+Its whole behaviour is one plain function, `FakeCompress.answer(FakeRequest) -> FakeResponse`,
+which the HTTP server serves on loopback and `FakeCompress.transport()` serves in process (an
+`httpx` transport, no socket). Replies are scripted in the vocabulary of `conformance.replies`.
 
 What it does with each request, in order:
 
@@ -32,6 +38,12 @@ What it does with each request, in order:
 
 Every wait is bounded (`delay` and `hold` end early when the fake closes; a hold gives up after
 `hold_timeout`), server threads are daemons, and `close()` returns promptly.
+
+What it keeps is bounded too (decision R30's companion, defect 14): only the last `keep_bodies`
+request records hold their parsed body (older ones keep their metadata, `body` None); a key's
+logical compression is remembered by its SHA-256, not its text; and with `max_records` set (the
+`jfsm fake-compress` service keeps 1,000) only that many records, stored replies and keys are
+kept at all. The suite's own fake keeps every record's metadata, since it reads them by index.
 """
 
 from __future__ import annotations
@@ -54,11 +66,29 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
+from conformance.replies import (  # the builders are re-exported for older imports
+    REPLY_KINDS,
+    Outcome,
+    delay,
+    empty,
+    hold,
+    http_status,
+    malformed_json,
+    not_smaller,
+    oversized,
+    refuse,
+    reset,
+    success,
+    wrong_schema,
+)
+
 __all__ = [
     "LOOPBACK",
     "MAX_REQUEST_BYTES",
     "PATH",
     "FakeCompress",
+    "FakeRequest",
+    "FakeResponse",
     "Outcome",
     "delay",
     "empty",
@@ -109,104 +139,6 @@ def _validator(name: str) -> Draft202012Validator:
     schema = json.loads(path.read_text(encoding="utf-8"))
     Draft202012Validator.check_schema(schema)
     return Draft202012Validator(schema)
-
-
-# --------------------------------------------------------------------------- outcomes
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    """One scripted answer; build it with the functions below, not directly."""
-
-    kind: str
-    chars: int | None = None
-    summary: str | None = None
-    code: str | None = None
-    message: str | None = None
-    call_id: str | bool = True
-    status: int = 200
-    body: bytes | None = None
-    n_bytes: int = 0
-    chunked: bool = False
-    seconds: float = 0.0
-    then: Outcome | None = None
-
-
-def success(
-    *, chars: int | None = None, summary: str | None = None, call_id: str | None = None
-) -> Outcome:
-    """An ok reply: `summary` verbatim, or a hash text of `chars` code points, else the default."""
-    if chars is not None and summary is not None:
-        raise ValueError("give chars or summary, not both")
-    if chars is not None and chars < 0:
-        raise ValueError("chars must be >= 0")
-    return Outcome("success", chars=chars, summary=summary, call_id=call_id or True)
-
-
-def refuse(
-    code: str = "refused", *, message: str | None = None, call_id: str | bool = True
-) -> Outcome:
-    """A refusal reply `{"ok": false, "error": {"code"}}`; `call_id=False` omits the callId."""
-    return Outcome("refuse", code=code, message=message, call_id=call_id)
-
-
-def empty(summary: str = "") -> Outcome:
-    """An ok reply whose summary is empty (or only the white space given)."""
-    if summary.strip():
-        raise ValueError("an empty summary may hold only white space")
-    return Outcome("empty", summary=summary)
-
-
-def not_smaller(extra: int = 0) -> Outcome:
-    """An ok reply whose summary has the input's code point count plus `extra`."""
-    return Outcome("not_smaller", chars=extra)
-
-
-def http_status(status: int = 500, body: bytes | None = None) -> Outcome:
-    """A non-200 status; the default body is refusal-shaped, which must not fool the client."""
-    if not 201 <= status <= 599:
-        raise ValueError("http_status takes a status from 201 to 599")
-    if body is None:
-        body = b'{"ok":false,"error":{"code":"internal"}}'
-    return Outcome("http_status", status=status, body=body)
-
-
-def malformed_json(body: bytes | None = None) -> Outcome:
-    """A 200 whose body is not valid JSON (default: truncated)."""
-    return Outcome("malformed_json", body=body or b'{"ok": true, "callId": "c", "summary": "unt')
-
-
-def wrong_schema(body: Mapping[str, Any] | bytes | None = None) -> Outcome:
-    """A 200 with JSON that violates the reply schema (default: a numeric callId)."""
-    if body is None:
-        body = {"ok": True, "callId": 42, "summary": "x"}
-    raw = body if isinstance(body, bytes) else json.dumps(body).encode("utf-8")
-    return Outcome("wrong_schema", body=raw)
-
-
-def oversized(n_bytes: int, *, chunked: bool = False) -> Outcome:
-    """A 200 with an ok-shaped body of `n_bytes`; `chunked` hides the size from the headers."""
-    if n_bytes < 64:
-        raise ValueError("oversized needs at least 64 bytes")
-    return Outcome("oversized", n_bytes=n_bytes, chunked=chunked)
-
-
-def reset() -> Outcome:
-    """Close the connection without any reply (with a TCP reset)."""
-    return Outcome("reset")
-
-
-def delay(seconds: float, then: Outcome | None = None) -> Outcome:
-    """Wait `seconds` (meant to exceed the client's timeout), then answer `then` or the default."""
-    return Outcome("delay", seconds=seconds, then=then)
-
-
-def hold(then: Outcome | None = None) -> Outcome:
-    """Block the reply until `release()`, then answer `then` or the default."""
-    return Outcome("hold", then=then)
-
-
-_REPLY_KINDS = frozenset({"success", "refuse", "empty", "not_smaller", "default"})
 
 
 # --------------------------------------------------------------------------- strict JSON
@@ -267,6 +199,44 @@ def _participant(item: Any) -> tuple[str, bool, bool]:
     return str(item.id), bool(item.human), bool(getattr(item, "spectator", False))
 
 
+# --------------------------------------------------------------------------- exchanges
+
+
+@dataclass
+class FakeRequest:
+    """One HTTP request as the fake's core sees it: `body` is None when it was not read
+    (no valid `Content-Length`, or one past `MAX_REQUEST_BYTES`)."""
+
+    method: str
+    path: str
+    headers: list[tuple[str, str]]
+    body: bytes | None
+    parsed: Any = None  # the body, parsed, once the checks got that far
+
+    def header(self, name: str) -> str | None:
+        """The first value of header `name` (case-insensitive), or None."""
+        found = self.header_all(name)
+        return found[0] if found else None
+
+    def header_all(self, name: str) -> list[str]:
+        return [v for k, v in self.headers if k.lower() == name.lower()]
+
+
+@dataclass(frozen=True)
+class FakeResponse:
+    """What the core answers: a status and body (`chunked` hides the length), or `reset`
+    (drop the connection, sending nothing)."""
+
+    status: int = 200
+    body: bytes = b""
+    headers: tuple[tuple[str, str], ...] = ()
+    chunked: bool = False
+    reset: bool = False
+
+
+RESET = FakeResponse(status=0, reset=True)
+
+
 # --------------------------------------------------------------------------- server
 
 
@@ -296,7 +266,20 @@ class _Handler(BaseHTTPRequestHandler):
         """No access log: request lines are recorded in `FakeCompress.requests`."""
 
     def do_POST(self) -> None:
-        self.server.fake._handle(self)
+        self.close_connection = True  # one request per connection, whatever happens
+        length = self.headers.get("Content-Length")
+        size = int(length) if length is not None and length.isdigit() else None
+        # Read the body even when the request will be refused: closing a socket with unread
+        # data makes the kernel send a reset, and the client would never see our status.
+        raw = self.rfile.read(size) if size is not None and size <= MAX_REQUEST_BYTES else None
+        request = FakeRequest(self.command, self.path, list(self.headers.items()), raw)
+        response = self.server.fake.answer(request)
+        if response.reset:
+            self.abort()
+        elif response.chunked:
+            self.send_chunked(response.body)
+        else:
+            self.send_bytes(response.status, response.body, dict(response.headers))
 
     do_GET = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = do_POST
 
@@ -347,7 +330,11 @@ class FakeCompress:
         host: str = LOOPBACK,
         summary_cap: int = 200,
         hold_timeout: float = 10.0,
+        keep_bodies: int = 256,
+        max_records: int | None = None,
     ) -> None:
+        if keep_bodies < 0 or (max_records is not None and max_records < 1):
+            raise ValueError("keep_bodies must be >= 0 and max_records >= 1")
         if host != LOOPBACK:
             raise ValueError(f"the fake binds only {LOOPBACK}, not {host!r}")
         self._requested_port = port or 0
@@ -357,8 +344,11 @@ class FakeCompress:
         self._changed = threading.Condition(self._lock)
         self._closing = threading.Event()
         self._script: deque[Outcome] = deque()
-        self._requests: list[dict[str, Any]] = []
-        self._violations: list[dict[str, Any]] = []
+        self.keep_bodies = keep_bodies
+        self.max_records = max_records
+        self._requests: deque[dict[str, Any]] = deque(maxlen=max_records)
+        self._count = 0  # requests received, also the next record's index
+        self._violations: deque[dict[str, Any]] = deque(maxlen=max_records)
         self._replies: dict[str, bytes] = {}
         self._logical: dict[str, str] = {}
         self._held: list[_Held] = []
@@ -462,7 +452,8 @@ class FakeCompress:
 
     @property
     def requests(self) -> list[dict[str, Any]]:
-        """A copy of every request record, in arrival order."""
+        """A copy of every request record kept, in arrival order (all of them unless
+        `max_records` is set; only the last `keep_bodies` hold their body)."""
         with self._lock:
             return [dict(r) for r in self._requests]
 
@@ -476,6 +467,7 @@ class FakeCompress:
         """Forget requests, violations and stored replies (the script is kept)."""
         with self._lock:
             self._requests.clear()
+            self._count = 0
             self._violations.clear()
             self._replies.clear()
             self._logical.clear()
@@ -483,7 +475,7 @@ class FakeCompress:
     def wait_requests(self, count: int, timeout: float) -> bool:
         """Wait until `count` requests have arrived; False on timeout."""
         with self._changed:
-            return self._changed.wait_for(lambda: len(self._requests) >= count, timeout)
+            return self._changed.wait_for(lambda: self._count >= count, timeout)
 
     def wait_held(self, timeout: float, count: int = 1) -> bool:
         """Wait until `count` requests are held; False on timeout."""
@@ -500,17 +492,27 @@ class FakeCompress:
             self._changed.notify_all()
             return len(chosen)
 
+    def transport(self) -> Any:
+        """An `httpx` transport (sync and async) that serves `answer()` in this process, with
+        no socket: the same checks, script, replays and records as over HTTP, for any base
+        URL. A `reset` raises `httpx.ReadError`; `delay` and `hold` block a worker thread
+        (async) or the caller (sync). Imports `httpx`, which the HTTP fake does not need."""
+        return _in_process_transport(self)
+
     # -- request handling (server threads)
 
-    def _handle(self, h: _Handler) -> None:
-        h.close_connection = True  # one request per connection, whatever happens
+    def answer(self, request: FakeRequest) -> FakeResponse:
+        """The fake's whole behaviour for one request (checks, script, replay, records), as
+        a plain function: the HTTP server and `transport()` both serve it. It may block
+        (`delay`, `hold`), so call it from a thread."""
+        h = request
         record: dict[str, Any] = {
             "time": time.time(),
             "monotonic": time.monotonic(),
-            "method": h.command,
+            "method": h.method,
             "path": h.path,
-            "headers": {k.lower(): v for k, v in h.headers.items()},
-            "idempotency_key": h.headers.get("Idempotency-Key"),
+            "headers": {k.lower(): v for k, v in h.headers},
+            "idempotency_key": h.header("Idempotency-Key"),
             "body": None,
             "raw_bytes": 0,
             "beneficiaries": None,
@@ -520,9 +522,12 @@ class FakeCompress:
             "status": None,
         }
         with self._changed:
-            record["index"] = len(self._requests)
+            record["index"] = self._count
             record["expected_beneficiaries"] = self._expected()
             self._requests.append(record)
+            self._count += 1
+            if len(self._requests) > self.keep_bodies:
+                self._requests[-1 - self.keep_bodies]["body"] = None
             self._changed.notify_all()
         problem = self._check(h, record)
         if problem is not None:
@@ -532,10 +537,9 @@ class FakeCompress:
                     {"index": record["index"], "reason": reason, "detail": detail}
                 )
                 record["outcome"], record["status"] = "invalid", status
-            extra = {"Allow": "POST"} if status == 405 else None
+            extra = (("Allow", "POST"),) if status == 405 else ()
             body = {"ok": False, "error": {"code": "invalid_request", "message": reason}}
-            h.send_bytes(status, json.dumps(body).encode("utf-8"), extra)
-            return
+            return FakeResponse(status, json.dumps(body).encode("utf-8"), extra)
         key = record["idempotency_key"]
         with self._changed:
             record["valid"] = True
@@ -543,9 +547,15 @@ class FakeCompress:
             outcome = None if stored is not None else self._next()
         if stored is not None:
             self._set(record, "replay", 200)
-            h.send_bytes(200, stored)
-            return
-        self._answer(h, record, outcome)
+            return FakeResponse(200, stored)
+        return self._answer(h, record, outcome)
+
+    def _remember(self, table: dict[str, Any], key: str, value: Any) -> Any:
+        """`table.setdefault(key, value)`, forgetting the oldest keys past `max_records`."""
+        found = table.setdefault(key, value)
+        while self.max_records is not None and len(table) > self.max_records:
+            del table[next(iter(table))]
+        return found
 
     def _next(self) -> Outcome | None:
         return self._script.popleft() if self._script else None
@@ -557,35 +567,34 @@ class FakeCompress:
                 record["outcome"] = outcome
             record["status"] = status
 
-    def _check(self, h: _Handler, record: dict[str, Any]) -> tuple[int, str, str] | None:
+    def _check(self, h: FakeRequest, record: dict[str, Any]) -> tuple[int, str, str] | None:
         """The first contract problem of the request, as (status, reason, detail), or None."""
-        length = h.headers.get("Content-Length")
+        length = h.header("Content-Length")
         size = int(length) if length is not None and length.isdigit() else None
-        raw = b""
-        if size is not None and size <= MAX_REQUEST_BYTES:
-            # Read the body even when the request is refused: closing a socket with unread
-            # data makes the kernel send a reset, and the client would never see our status.
-            raw = h.rfile.read(size)
-            record["raw_bytes"] = len(raw)
+        raw = h.body if h.body is not None else b""
+        record["raw_bytes"] = len(raw)
         if h.path != PATH:
-            return 404, "path", f"{h.command} {h.path}"
-        if h.command != "POST":
-            return 405, "method", h.command
+            return 404, "path", f"{h.method} {h.path}"
+        if h.method != "POST":
+            return 405, "method", h.method
         if size is None:
             return 411, "content_length", "missing or invalid Content-Length"
         if size > MAX_REQUEST_BYTES:
             return 413, "too_large", f"{size} bytes"
-        media = (h.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+        media = (h.header("Content-Type") or "").split(";")[0].strip().lower()
         if media != "application/json":
             return 415, "content_type", media or "missing"
-        keys = h.headers.get_all("Idempotency-Key") or []
+        keys = h.header_all("Idempotency-Key")
         if len(keys) != 1 or not keys[0].strip():
             return 400, "idempotency_key", f"{len(keys)} Idempotency-Key headers"
         try:
             doc = _parse_strict(raw)
         except (ValueError, RecursionError) as exc:
             return 400, "json", type(exc).__name__
-        record["body"] = doc
+        h.parsed = doc
+        with self._lock:
+            if self._count - record["index"] <= self.keep_bodies:
+                record["body"] = doc
         errors = sorted(
             f"{e.json_path}: {e.validator}"
             for e in _validator("compress-request.schema.json").iter_errors(doc)
@@ -603,25 +612,26 @@ class FakeCompress:
         if expected is not None and sent != expected:
             return 400, "beneficiaries", f"sent {len(sent)} ids, expected {len(expected)}"
         logical = json.dumps([doc["kind"], doc["scope"], doc["input"]], sort_keys=True)
+        digest = hashlib.sha256(logical.encode("utf-8", "surrogatepass")).hexdigest()
         with self._lock:
-            first = self._logical.setdefault(keys[0], logical)
-        if first != logical:
+            first = self._remember(self._logical, keys[0], digest)
+        if first != digest:
             return 400, "idempotency_conflict", "key reused for another logical compression"
         return None
 
-    def _answer(self, h: _Handler, record: dict[str, Any], outcome: Outcome | None) -> None:
+    def _answer(
+        self, h: FakeRequest, record: dict[str, Any], outcome: Outcome | None
+    ) -> FakeResponse:
         key: str = record["idempotency_key"]
-        doc = record["body"]
+        doc = h.parsed
         name = "default" if outcome is None else outcome.kind
         with self._lock:
             if record["outcome"] is None:
                 record["outcome"] = name
         if outcome is not None and outcome.kind == "delay":
             if self._closing.wait(outcome.seconds):
-                h.abort()
-                return
-            self._answer(h, record, outcome.then)
-            return
+                return RESET
+            return self._answer(h, record, outcome.then)
         if outcome is not None and outcome.kind == "hold":
             held = _Held(record["index"], threading.Event())
             with self._changed:
@@ -632,31 +642,22 @@ class FakeCompress:
                 if held in self._held:
                     self._held.remove(held)
             if not released or self._closing.is_set():
-                h.abort()
-                return
-            self._answer(h, record, outcome.then)
-            return
+                return RESET
+            return self._answer(h, record, outcome.then)
         if outcome is not None and outcome.kind == "reset":
-            h.abort()
-            return
-        if outcome is None or outcome.kind in _REPLY_KINDS:
+            return RESET
+        if outcome is None or outcome.kind in REPLY_KINDS:
             body = json.dumps(self._reply(outcome, key, doc), ensure_ascii=False).encode("utf-8")
             with self._lock:
-                body = self._replies.setdefault(key, body)
+                body = self._remember(self._replies, key, body)
             self._set(record, name, 200)
-            h.send_bytes(200, body)
-            return
+            return FakeResponse(200, body)
         if outcome.kind == "oversized":
-            body = self._oversized(outcome.n_bytes)
             self._set(record, name, 200)
-            if outcome.chunked:
-                h.send_chunked(body)
-            else:
-                h.send_bytes(200, body)
-            return
+            return FakeResponse(200, self._oversized(outcome.n_bytes), chunked=outcome.chunked)
         assert outcome.body is not None
         self._set(record, name, outcome.status)
-        h.send_bytes(outcome.status, outcome.body)
+        return FakeResponse(outcome.status, outcome.body)
 
     def _reply(self, outcome: Outcome | None, key: str, doc: dict[str, Any]) -> dict[str, Any]:
         text: str = doc["input"]["text"]
@@ -692,9 +693,48 @@ class FakeCompress:
         return head + b"x" * (n_bytes - len(head) - len(tail)) + tail
 
 
+def _in_process_transport(fake: FakeCompress) -> Any:
+    import asyncio
+
+    import httpx
+
+    def request_of(request: httpx.Request, content: bytes) -> FakeRequest:
+        length = request.headers.get("content-length")
+        size = int(length) if length is not None and length.isdigit() else None
+        body = content[:size] if size is not None and size <= MAX_REQUEST_BYTES else None
+        path = request.url.raw_path.decode("ascii")
+        return FakeRequest(request.method, path, request.headers.multi_items(), body)
+
+    def response_of(answer: FakeResponse) -> httpx.Response:
+        if answer.reset:
+            raise httpx.ReadError("connection reset by the fake")
+        headers = [("Content-Type", "application/json"), *answer.headers]
+        if answer.chunked:
+            headers.append(("Transfer-Encoding", "chunked"))
+            return httpx.Response(
+                answer.status, headers=headers, stream=httpx.ByteStream(answer.body)
+            )
+        return httpx.Response(answer.status, headers=headers, content=answer.body)
+
+    class InProcess(httpx.BaseTransport, httpx.AsyncBaseTransport):
+        def handle_request(self, request: httpx.Request) -> httpx.Response:
+            return response_of(fake.answer(request_of(request, request.read())))
+
+        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+            content = await request.aread()
+            return response_of(await asyncio.to_thread(fake.answer, request_of(request, content)))
+
+    return InProcess()
+
+
+SERVE_MAX_RECORDS = 1000
+"""What the `jfsm fake-compress` service keeps: records, stored replies and keys."""
+
+
 def serve(port: int | None = None, host: str = LOOPBACK) -> None:
-    """Serve the fake on loopback until KeyboardInterrupt (the `jfsm fake-compress` command)."""
-    with FakeCompress(port=port, host=host) as fake:
+    """Serve the fake on loopback until KeyboardInterrupt (the `jfsm fake-compress` command),
+    keeping at most `SERVE_MAX_RECORDS` records, none with its body."""
+    with FakeCompress(port=port, host=host, keep_bodies=0, max_records=SERVE_MAX_RECORDS) as fake:
         print(f"jfsm fake-compress listening on {fake.url}", flush=True)
         try:
             while True:

@@ -1,6 +1,10 @@
-"""Scripted compress.v2 replies as plain data, and what each one means for the caller.
+"""Scripted compress.v2 replies: the one vocabulary, and what each reply means for the caller.
 
-The suite scripts the fake with language-neutral descriptors (they go into traces verbatim):
+One vocabulary in two forms. The suite scripts the fake with language-neutral descriptors
+(they go into traces verbatim); `to_outcome` turns one into the fake's `Outcome`, which the
+builders below (`success`, `refuse`, `http_status`, `hold`...) also make directly, with the
+hostile extras a descriptor does not name (`oversized`, `delay`). `jfsm.fake_compressor`'s
+in-process `FakeCompressor` takes the same descriptors (`queue({"reply": "refuse", ...})`).
 
 ```
 {"reply": "success", "summary": S, "callId": C}      ok reply
@@ -15,11 +19,34 @@ The suite scripts the fake with language-neutral descriptors (they go into trace
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from conformance import fake_compress as fc
-
-__all__ = ["COMPLETED", "TRANSPORT", "attempt_outcome", "summary_of", "to_outcome"]
+__all__ = [
+    "COMPLETED",
+    "REPLY_KINDS",
+    "TRANSPORT",
+    "Outcome",
+    "attempt_outcome",
+    "call_id_of",
+    "delay",
+    "empty",
+    "hold",
+    "http_status",
+    "malformed_json",
+    "not_smaller",
+    "output_chars",
+    "oversized",
+    "refuse",
+    "reset",
+    "settled",
+    "success",
+    "summary_of",
+    "to_outcome",
+    "wrong_schema",
+]
 
 # Unicode's White_Space property (not Python's wider str.isspace) and the summary envelope.
 WHITE_SPACE = frozenset(
@@ -32,31 +59,129 @@ TRANSPORT = frozenset({"http_status", "malformed", "wrong_schema", "reset"})
 COMPLETED = frozenset({"success", "refuse", "empty", "not_smaller"})
 
 
-def to_outcome(d: dict[str, Any]) -> fc.Outcome:
+# -- the fake's outcomes (what `FakeCompress` answers) -------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """One scripted answer; build it with the functions below, not directly."""
+
+    kind: str
+    chars: int | None = None
+    summary: str | None = None
+    code: str | None = None
+    message: str | None = None
+    call_id: str | bool = True
+    status: int = 200
+    body: bytes | None = None
+    n_bytes: int = 0
+    chunked: bool = False
+    seconds: float = 0.0
+    then: Outcome | None = None
+
+
+def success(
+    *, chars: int | None = None, summary: str | None = None, call_id: str | None = None
+) -> Outcome:
+    """An ok reply: `summary` verbatim, or a hash text of `chars` code points, else the default."""
+    if chars is not None and summary is not None:
+        raise ValueError("give chars or summary, not both")
+    if chars is not None and chars < 0:
+        raise ValueError("chars must be >= 0")
+    return Outcome("success", chars=chars, summary=summary, call_id=call_id or True)
+
+
+def refuse(
+    code: str = "refused", *, message: str | None = None, call_id: str | bool = True
+) -> Outcome:
+    """A refusal reply `{"ok": false, "error": {"code"}}`; `call_id=False` omits the callId."""
+    return Outcome("refuse", code=code, message=message, call_id=call_id)
+
+
+def empty(summary: str = "") -> Outcome:
+    """An ok reply whose summary is empty (or only the white space given)."""
+    if summary.strip():
+        raise ValueError("an empty summary may hold only white space")
+    return Outcome("empty", summary=summary)
+
+
+def not_smaller(extra: int = 0) -> Outcome:
+    """An ok reply whose summary has the input's code point count plus `extra`."""
+    return Outcome("not_smaller", chars=extra)
+
+
+def http_status(status: int = 500, body: bytes | None = None) -> Outcome:
+    """A non-200 status; the default body is refusal-shaped, which must not fool the client."""
+    if not 201 <= status <= 599:
+        raise ValueError("http_status takes a status from 201 to 599")
+    if body is None:
+        body = b'{"ok":false,"error":{"code":"internal"}}'
+    return Outcome("http_status", status=status, body=body)
+
+
+def malformed_json(body: bytes | None = None) -> Outcome:
+    """A 200 whose body is not valid JSON (default: truncated)."""
+    return Outcome("malformed_json", body=body or b'{"ok": true, "callId": "c", "summary": "unt')
+
+
+def wrong_schema(body: Mapping[str, Any] | bytes | None = None) -> Outcome:
+    """A 200 with JSON that violates the reply schema (default: a numeric callId)."""
+    if body is None:
+        body = {"ok": True, "callId": 42, "summary": "x"}
+    raw = body if isinstance(body, bytes) else json.dumps(body).encode("utf-8")
+    return Outcome("wrong_schema", body=raw)
+
+
+def oversized(n_bytes: int, *, chunked: bool = False) -> Outcome:
+    """A 200 with an ok-shaped body of `n_bytes`; `chunked` hides the size from the headers."""
+    if n_bytes < 64:
+        raise ValueError("oversized needs at least 64 bytes")
+    return Outcome("oversized", n_bytes=n_bytes, chunked=chunked)
+
+
+def reset() -> Outcome:
+    """Close the connection without any reply (with a TCP reset)."""
+    return Outcome("reset")
+
+
+def delay(seconds: float, then: Outcome | None = None) -> Outcome:
+    """Wait `seconds` (meant to exceed the client's timeout), then answer `then` or the default."""
+    return Outcome("delay", seconds=seconds, then=then)
+
+
+def hold(then: Outcome | None = None) -> Outcome:
+    """Block the reply until `release()`, then answer `then` or the default."""
+    return Outcome("hold", then=then)
+
+
+REPLY_KINDS = frozenset({"success", "refuse", "empty", "not_smaller", "default"})
+
+
+def to_outcome(d: dict[str, Any]) -> Outcome:
     """The fake's `Outcome` for a descriptor."""
     kind = d["reply"]
     if kind == "success":
-        return fc.success(summary=d["summary"], call_id=d["callId"])
+        return success(summary=d["summary"], call_id=d["callId"])
     if kind == "refuse":
-        return fc.refuse(
+        return refuse(
             d.get("code", "refused"),
             message=d.get("message"),
             call_id=d.get("callId", False) or False,
         )
     if kind == "empty":
-        return fc.empty(d.get("summary", ""))
+        return empty(d.get("summary", ""))
     if kind == "not_smaller":
-        return fc.not_smaller(d.get("extra", 0))
+        return not_smaller(d.get("extra", 0))
     if kind == "http_status":
-        return fc.http_status(d.get("status", 503))
+        return http_status(d.get("status", 503))
     if kind == "malformed":
-        return fc.malformed_json()
+        return malformed_json()
     if kind == "wrong_schema":
-        return fc.wrong_schema()
+        return wrong_schema()
     if kind == "reset":
-        return fc.reset()
+        return reset()
     if kind == "hold":
-        return fc.hold(to_outcome(d["then"]))
+        return hold(to_outcome(d["then"]))
     raise ValueError(f"unknown reply descriptor {d!r}")
 
 

@@ -5,6 +5,12 @@ carries one request to compress.v2 and reports what came back (decisions D16 to 
 never chooses payers, models or prompts. Beneficiaries are read from a participants source
 *immediately before each attempt*, retries included.
 
+The compression modules, one idea each: this seam; `jfsm.compression`, the judge of a reply
+and the flight of one compression (the engine's); `jfsm.transport`, the HTTP executor;
+`jfsm.fake_compressor`, an in-process fake for tests and demos. The conformance suite has its
+own HTTP fake (`conformance.fake_compress`, whose behaviour is one `answer` function) and the
+one vocabulary that scripts both fakes (`conformance.replies`).
+
 A compressor never raises for a failed call: it returns a `CompressionResult` whose
 `outcome` is `ok`, `refused` or `transport`, with one `Attempt` per HTTP attempt. The engine
 then validates an ok summary (empty, not smaller) and checks staleness.
@@ -13,10 +19,11 @@ then validates an ok summary (empty, not smaller) and checks staleness.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from jfsm.errors import InvalidInput
 from jfsm.jcs import canonicalize
 from jfsm.records import Participant
 
@@ -27,6 +34,7 @@ __all__ = [
     "Compressor",
     "ParticipantSource",
     "beneficiaries",
+    "check_thresholds",
     "idempotency_key",
 ]
 
@@ -37,6 +45,22 @@ AttemptOutcome = Literal["ok", "refused", "transport"]
 def beneficiaries(participants: Iterable[Participant]) -> list[str]:
     """Ids of the participants who are human and not spectators, sorted (D17)."""
     return sorted({p.id for p in participants if p.human and not p.spectator})
+
+
+def check_thresholds(thresholds: Mapping[str, object] | None) -> None:
+    """Check threshold overrides (decision R9): keys `game` and `catalyst`, each value a
+    positive integer of canonical characters. Raises `InvalidInput` otherwise (JF-STORE-027)."""
+    if thresholds is None:
+        return
+    if not isinstance(thresholds, Mapping):
+        raise InvalidInput(f"thresholds must be a mapping, not {type(thresholds).__name__}")
+    for name, value in thresholds.items():
+        if name not in ("game", "catalyst"):
+            raise InvalidInput(f"unknown threshold {name!r} (game or catalyst)", field=str(name))
+        if type(value) is not int or value <= 0:
+            raise InvalidInput(
+                f"threshold {name} must be a positive integer, not {value!r}", field=name
+            )
 
 
 def idempotency_key(

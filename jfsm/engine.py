@@ -28,7 +28,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from jfsm.compressor import CompressionRequest, CompressionResult, Compressor
+from jfsm.compressor import (
+    CompressionRequest,
+    CompressionResult,
+    Compressor,
+    check_thresholds,
+)
 from jfsm.errors import InvalidInput, InvalidTransition
 from jfsm.forced import ForcedCompression
 from jfsm.game_memory import GameMemory
@@ -80,6 +85,7 @@ class GameEngine:
         telemetry: TelemetrySink | None = None,
         thresholds: Mapping[str, int] | None = None,
     ) -> None:
+        check_thresholds(thresholds)
         spec = constants()
         self.store = store
         self.compressor = compressor

@@ -93,20 +93,25 @@ class InvalidTransition(JfsmError):
 
 
 class StoreLocked(JfsmError):
-    """Another writer holds the store's lock."""
+    """Another writer holds the store's lock (for the file store: an `flock` on its directory,
+    which deleting files cannot defeat); `details["directory"]` names it."""
 
     code = "store_locked"
 
 
 class StoreCorrupted(JfsmError):
-    """The durable store is damaged outside its tail; `details` names file and offset."""
+    """The durable store is damaged outside its tail, a live file is missing, or a file no
+    run of the store's protocol leaves is there; `details` names the file (and the byte
+    offset when the damage has one). Nothing was changed: restore or remove the file."""
 
     code = "store_corrupted"
 
 
 class StoreUnavailable(JfsmError):
-    """The store could not write (an I/O failure, or a closed or broken store); nothing
-    of the change was written. Retry once the store is back (reopen a broken store)."""
+    """The store could not be opened, read or written (an I/O failure: permission denied,
+    a read-only or full file system, a name too long, not a directory; `details` holds
+    `errno` and `errno_name`), or is closed or broken; nothing of the change was written.
+    Retry once the store is back (reopen a broken store)."""
 
     code = "store_unavailable"
     retryable = True

@@ -4,6 +4,10 @@
 answers ok with a short deterministic summary that never quotes the input. A test can queue
 replies (`script`) and hold a call in flight until `release()`, to append while a compression
 is outstanding. Every request and the beneficiaries it would carry are recorded.
+
+Replies are scripted as `Reply` values or as the conformance suite's reply descriptors
+(`{"reply": "refuse", "code": "policy"}`, see `conformance.replies`): one vocabulary for both
+fakes, the in-process one here and the HTTP one of the suite.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +40,37 @@ class Reply:
     chars: int | None = None
     code: str | None = None
     hold: bool = False
+    extra: int | None = None  # ok with a summary of the input's length plus `extra`
+    call_id: str | None = None
+
+    @classmethod
+    def from_descriptor(cls, d: Mapping[str, Any]) -> Reply:
+        """The reply a suite descriptor scripts (`conformance.replies`): a transport failure
+        of the HTTP fake becomes a `transport` reply with the code the executor reports.
+
+        Raises `ValueError` for an unknown descriptor."""
+        kind = d.get("reply")
+        if kind == "hold":
+            return cls.from_descriptor(d["then"]).with_hold()
+        if kind == "success":
+            return cls(summary=d["summary"], call_id=d.get("callId"))
+        if kind == "empty":
+            return cls(summary=d.get("summary", ""))
+        if kind == "not_smaller":
+            return cls(extra=d.get("extra", 0))
+        if kind == "refuse":
+            return cls("refused", code=d.get("code", "refused"), call_id=d.get("callId"))
+        transport = {"malformed": "malformed", "wrong_schema": "schema", "reset": "reset"}
+        if kind == "http_status":
+            return cls("transport", code=f"http_{d.get('status', 503)}")
+        if kind in transport:
+            return cls("transport", code=transport[kind])
+        raise ValueError(f"unknown reply descriptor {dict(d)!r}")
+
+    def with_hold(self) -> Reply:
+        return Reply(
+            self.outcome, self.summary, self.chars, self.code, True, self.extra, self.call_id
+        )
 
 
 def default_summary(request: CompressionRequest, chars: int | None = None) -> str:
@@ -55,9 +91,10 @@ class FakeCompressor:
     _released: asyncio.Event | None = None
     _held: int = 0
 
-    def queue(self, *replies: Reply) -> None:
-        """Append replies to the script (used in order, then the default policy)."""
-        self.script.extend(replies)
+    def queue(self, *replies: Reply | Mapping[str, Any]) -> None:
+        """Append replies (`Reply` values or suite descriptors) to the script (used in order,
+        then the default policy). Raises `ValueError` for an unknown descriptor."""
+        self.script.extend(r if isinstance(r, Reply) else Reply.from_descriptor(r) for r in replies)
 
     @property
     def held(self) -> int:
@@ -90,10 +127,12 @@ class FakeCompressor:
                 await self._released.wait()
             finally:
                 self._held -= 1
-        call_id = "fake-" + request.idempotency_key[-16:] + f"-{self.calls}"
+        call_id = reply.call_id or "fake-" + request.idempotency_key[-16:] + f"-{self.calls}"
         if reply.outcome == "ok":
             summary = reply.summary
-            if summary is None:
+            if summary is None and reply.extra is not None:
+                summary = default_summary(request, request.chars + reply.extra)
+            elif summary is None:
                 summary = default_summary(request, reply.chars)
             attempt = Attempt(1, "ok", call_id, 0.0, output_chars=len(summary))
             return CompressionResult("ok", (attempt,), call_id=call_id, summary=summary)

@@ -1,23 +1,34 @@
-"""`jfsm inspect PATH`: a durable store at a glance.
+"""`jfsm inspect PATH`: a durable store at a glance, strictly read-only (JF-STORE-024).
 
-Opens the file store (taking its lock: a store in use by a writer gives `store_locked`),
-and reports every stack with its summary, chunk count and canonical length against the
-threshold, the pending forced-compression flag, the scenes and archives, and the footprint
-against the quota. Exit code 0, or 2 with the error's code and message.
+Reads the file store without opening it for writing: it takes the store's lock *shared*
+(a store in use by a writer gives `store_locked`), creates, truncates, renames and deletes
+nothing, so it works on a read-only copy or a backup. It reports every stack with its
+summary, chunk count and canonical length against the threshold, the pending
+forced-compression flag, the scenes and archives, the footprint against the quota, and the
+files: the live generation, whether the store has its manifest (decision R27), and what the
+next open would repair (a torn tail or unused preallocation after the last record, leftover
+files), without repairing it.
+
+Exit code 0, or 2 with one line `jfsm inspect: <code>: <message>` on standard error:
+`not_a_store` for a directory without a store (or no directory), the error's code for a
+damaged (`store_corrupted`), locked (`store_locked`) or unreadable store
+(`store_unavailable`, naming the errno).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import stat
 import sys
-from pathlib import Path
 from typing import Any
 
-from jfsm.errors import JfsmError
+from jfsm.errors import JfsmError, StoreLocked
+from jfsm.image import QUOTA_BYTES
 from jfsm.memory_index import MemoryIndex, StackState
 from jfsm.spec import constants
 
-__all__ = ["describe", "inspect_store"]
+__all__ = ["NotAStore", "describe", "examine", "inspect_store"]
 
 
 def _stack(stack: StackState, threshold: int) -> dict[str, Any]:
@@ -90,18 +101,103 @@ def _render(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def inspect_store(path: str, *, as_json: bool = False) -> int:
-    """Print the report of the file store at `path`; 0 on success, 2 on error."""
-    from jfsm.stores.file import FileStore
+class NotAStore(Exception):
+    """The path holds no jfsm file store."""
+
+    code = "not_a_store"
+
+
+def examine(path: str) -> dict[str, Any]:
+    """The inspection report of the file store in directory `path`, read without writing.
+
+    Raises `NotAStore`, `StoreLocked` while a writer holds the store, `StoreCorrupted`,
+    or `StoreUnavailable` for a file-system error (naming the errno).
+    """
+    from jfsm.stores.codec import parse_name
+    from jfsm.stores.directory import read_contents
+    from jfsm.stores.file import fs_unavailable
+    from jfsm.stores.fsio import OsFileSystem
 
     try:
-        if not Path(path).is_dir():
-            raise FileNotFoundError(f"no store directory at {path}")
-        with FileStore.open(path) as store:
-            report = describe(store.image)
-    except (JfsmError, FileNotFoundError, NotADirectoryError) as exc:
-        code = getattr(exc, "code", "not_found")
+        mode = os.stat(path).st_mode
+    except FileNotFoundError as exc:
+        raise NotAStore(f"no store directory at {path}") from exc
+    except OSError as exc:  # name too long, not a directory on the way, permission denied
+        raise fs_unavailable(path, "be read", exc, "closed") from exc
+    if not stat.S_ISDIR(mode):
+        raise NotAStore(f"{path} is not a directory")
+    fs = OsFileSystem()
+    try:
+        lock = fs.lock_shared(path)
+    except BlockingIOError as exc:
+        raise StoreLocked(f"store {path} is locked by a writer", directory=path) from exc
+    except OSError as exc:
+        raise fs_unavailable(path, "be read", exc, "closed") from exc
+    try:
+        names = fs.listdir(path)
+        kinds = {parsed.kind for parsed in map(parse_name, names) if parsed is not None}
+        if not kinds & {"manifest", "snapshot", "log"}:
+            raise NotAStore(f"{path} holds no jfsm store (no manifest, snapshot or log)")
+        contents = read_contents(path, names, fs.read, quota=QUOTA_BYTES)
+    except OSError as exc:
+        raise fs_unavailable(path, "be read", exc, "closed") from exc
+    finally:
+        fs.unlock(lock)
+    found = contents.survey
+    report = describe(contents.image)
+    report["files"] = {
+        "generation": found.live.generation,
+        "manifest": found.has_manifest,
+        "store": found.live.store,
+        "snapshot": found.live.snapshot,
+        "log": found.live.log,
+        "logBytes": contents.log_size,
+        "committedBytes": contents.end,
+        "tail": contents.tail,
+        "leftovers": list(found.leftovers),
+    }
+    return report
+
+
+def _render_files(files: dict[str, Any]) -> list[str]:
+    manifest = "manifest" if files["manifest"] else "no manifest (written before R27)"
+    lines = [
+        f"{'files':<24} generation {files['generation']}, {manifest}, "
+        f"log {files['committedBytes']:,} bytes committed"
+    ]
+    after = files["logBytes"] - files["committedBytes"]
+    if files["tail"] == "torn":
+        lines.append(
+            f"{'torn tail':<24} {after:,} bytes after byte {files['committedBytes']:,} "
+            "(an uncommitted write: the next open drops it)"
+        )
+    elif files["tail"] == "zeros":
+        lines.append(
+            f"{'unclosed log':<24} {after:,} zero bytes of preallocation (the next open trims them)"
+        )
+    if files["leftovers"]:
+        lines.append(
+            f"{'leftovers':<24} {', '.join(files['leftovers'])} (the next open removes them)"
+        )
+    return lines
+
+
+def inspect_store(path: str, *, as_json: bool = False) -> int:
+    """Print the report of the file store at `path`; 0 on success, 2 on error (one line)."""
+    try:
+        report = examine(path)
+    except (JfsmError, NotAStore) as exc:
+        code = getattr(exc, "code", "error")
         print(f"jfsm inspect: {code}: {exc}", file=sys.stderr)
         return 2
-    print(json.dumps(report, indent=2, ensure_ascii=False) if as_json else _render(report))
+    except ValueError as exc:  # records that do not parse (pydantic's errors are ValueErrors)
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        print(
+            f"jfsm inspect: store_corrupted: {path}: records do not parse: {first}", file=sys.stderr
+        )
+        return 2
+    if as_json:
+        print(json.dumps(report, indent=2, ensure_ascii=False))
+    else:
+        print(_render(report) + "\n" + "\n".join(_render_files(report["files"])))
     return 0

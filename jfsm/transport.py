@@ -229,21 +229,31 @@ class _Buffer:
         self.data += chunk
 
 
-class _Base:
-    """Configuration, classification and telemetry shared by the async and sync executors."""
+class HttpCompressor:
+    """The async compress.v2 executor; implements `jfsm.compressor.Compressor`.
+
+    `client` may be a shared `httpx.AsyncClient` (it is then not closed here); otherwise one is
+    created and closed by `aclose()` or `async with`. `timeout` is the overall deadline of one
+    attempt, the whole of it (JF-CALL-014), `connect_timeout` that of connecting. `clock`
+    measures durations; `sleep` waits between attempts (both injectable for tests).
+
+    Raises `InvalidInput` for a base URL that is not http(s) or a bound that is not positive.
+    """
 
     def __init__(
         self,
         base_url: str,
         *,
-        timeout: float,
-        connect_timeout: float,
-        max_response_bytes: int,
-        max_attempts: int,
-        backoff: float,
-        backoff_factor: float,
-        max_backoff: float,
-        clock: Callable[[], float],
+        client: httpx.AsyncClient | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        max_attempts: int = 3,
+        backoff: float = 0.5,
+        backoff_factor: float = 2.0,
+        max_backoff: float = 8.0,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         url = httpx.URL(base_url)
         if url.scheme not in ("http", "https") or not url.host:
@@ -263,6 +273,70 @@ class _Base:
         self.max_backoff = max_backoff
         self._clock = clock
         self._httpx_timeout = httpx.Timeout(timeout, connect=min(connect_timeout, timeout))
+        self._owns_client = client is None
+        self._client = httpx.AsyncClient(timeout=self._httpx_timeout) if client is None else client
+        self._sleep = sleep
+
+    async def aclose(self) -> None:
+        """Close the client if this executor created it."""
+        if self._owns_client:
+            await self._client.aclose()
+
+    async def __aenter__(self) -> HttpCompressor:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def compress(
+        self, request: CompressionRequest, participants: ParticipantSource
+    ) -> CompressionResult:
+        """Send `request`, retrying transport failures; never raises for a failed call.
+
+        Raises `InvalidInput` if the request text is not valid Unicode (nothing is sent);
+        an exception from `participants` propagates.
+        """
+        require_text(request.text, "text")
+        key = request.idempotency_key
+        attempts: list[Attempt] = []
+        reply: Reply | None = None
+        for number in range(1, self.max_attempts + 1):
+            if number > 1:
+                await self._sleep(self.backoff_delay(number - 1))
+            body = self._encode(request, participants)
+            started = self._clock()
+            error: TransportError | None = None
+            try:
+                reply = await self._send(body, key)
+            except TransportError as exc:
+                reply, error = None, exc
+            attempt = self._attempt(number, started, reply, error)
+            attempts.append(attempt)
+            self._log(request, key, attempt)
+            if not self._retryable(attempt):
+                break
+        return self._result(attempts, reply)
+
+    async def _send(self, body: bytes, key: str) -> Reply:
+        """One attempt under one deadline: connecting, sending, the status line, interim
+        responses, headers and body all count against `timeout`."""
+        buffer = _Buffer(self.max_response_bytes)
+        try:
+            async with asyncio.timeout(self.timeout):
+                async with self._client.stream(
+                    "POST",
+                    self.url,
+                    content=body,
+                    headers=self._headers(key),
+                    timeout=self._httpx_timeout,
+                    follow_redirects=False,
+                ) as response:
+                    _check_head(response, buffer.cap)
+                    async for chunk in response.aiter_bytes():
+                        buffer.add(chunk)
+        except _CAUGHT as exc:
+            raise classify_exception(exc) from exc
+        return parse_reply(bytes(buffer.data))
 
     def backoff_delay(self, failed_attempts: int) -> float:
         """Seconds to wait after `failed_attempts` transport failures before the next attempt."""
@@ -356,117 +430,23 @@ class _Base:
         return CompressionResult("transport", tuple(attempts), error_code=last.detail)
 
 
-class HttpCompressor(_Base):
-    """The async compress.v2 executor; implements `jfsm.compressor.Compressor`.
+class SyncHttpCompressor:
+    """The blocking twin of `HttpCompressor`, for sync callers (same contract and options).
 
-    `client` may be a shared `httpx.AsyncClient` (it is then not closed here); otherwise one is
-    created and closed by `aclose()` or `async with`. `timeout` is the overall deadline of one
-    attempt, `connect_timeout` that of connecting. `clock` measures durations; `sleep` waits
-    between attempts (both injectable for tests).
+    It runs `HttpCompressor`'s own attempt loop on a private event loop (an
+    `asyncio.Runner`, as `jfsm.sync.SyncGameEngine` does), so the whole-attempt deadline is
+    the same (JF-CALL-014): a server that drips header bytes or sends endless interim
+    responses cannot hold an attempt past `timeout`. `transport` replaces the network (an
+    `httpx.AsyncBaseTransport` such as `httpx.MockTransport`); `sleep` blocks between
+    attempts. Close it (or use `with`). Not for use inside a running event loop
+    (`RuntimeError`).
     """
 
     def __init__(
         self,
         base_url: str,
         *,
-        client: httpx.AsyncClient | None = None,
-        timeout: float = DEFAULT_TIMEOUT,
-        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
-        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
-        max_attempts: int = 3,
-        backoff: float = 0.5,
-        backoff_factor: float = 2.0,
-        max_backoff: float = 8.0,
-        clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-    ) -> None:
-        super().__init__(
-            base_url,
-            timeout=timeout,
-            connect_timeout=connect_timeout,
-            max_response_bytes=max_response_bytes,
-            max_attempts=max_attempts,
-            backoff=backoff,
-            backoff_factor=backoff_factor,
-            max_backoff=max_backoff,
-            clock=clock,
-        )
-        self._owns_client = client is None
-        self._client = httpx.AsyncClient(timeout=self._httpx_timeout) if client is None else client
-        self._sleep = sleep
-
-    async def aclose(self) -> None:
-        """Close the client if this executor created it."""
-        if self._owns_client:
-            await self._client.aclose()
-
-    async def __aenter__(self) -> HttpCompressor:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
-
-    async def compress(
-        self, request: CompressionRequest, participants: ParticipantSource
-    ) -> CompressionResult:
-        """Send `request`, retrying transport failures; never raises for a failed call.
-
-        Raises `InvalidInput` if the request text is not valid Unicode (nothing is sent);
-        an exception from `participants` propagates.
-        """
-        require_text(request.text, "text")
-        key = request.idempotency_key
-        attempts: list[Attempt] = []
-        reply: Reply | None = None
-        for number in range(1, self.max_attempts + 1):
-            if number > 1:
-                await self._sleep(self.backoff_delay(number - 1))
-            body = self._encode(request, participants)
-            started = self._clock()
-            error: TransportError | None = None
-            try:
-                reply = await self._send(body, key)
-            except TransportError as exc:
-                reply, error = None, exc
-            attempt = self._attempt(number, started, reply, error)
-            attempts.append(attempt)
-            self._log(request, key, attempt)
-            if not self._retryable(attempt):
-                break
-        return self._result(attempts, reply)
-
-    async def _send(self, body: bytes, key: str) -> Reply:
-        buffer = _Buffer(self.max_response_bytes)
-        try:
-            async with asyncio.timeout(self.timeout):
-                async with self._client.stream(
-                    "POST",
-                    self.url,
-                    content=body,
-                    headers=self._headers(key),
-                    timeout=self._httpx_timeout,
-                    follow_redirects=False,
-                ) as response:
-                    _check_head(response, buffer.cap)
-                    async for chunk in response.aiter_bytes():
-                        buffer.add(chunk)
-        except _CAUGHT as exc:
-            raise classify_exception(exc) from exc
-        return parse_reply(bytes(buffer.data))
-
-
-class SyncHttpCompressor(_Base):
-    """The blocking twin of `HttpCompressor`, for sync callers (same contract and arguments).
-
-    The attempt deadline is checked between received chunks, so one attempt lasts at most
-    `timeout` plus one read timeout.
-    """
-
-    def __init__(
-        self,
-        base_url: str,
-        *,
-        client: httpx.Client | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
         timeout: float = DEFAULT_TIMEOUT,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
@@ -477,8 +457,13 @@ class SyncHttpCompressor(_Base):
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        super().__init__(
+        async def pause(seconds: float) -> None:
+            sleep(seconds)
+
+        client = httpx.AsyncClient(transport=transport)
+        self._executor = HttpCompressor(
             base_url,
+            client=client,
             timeout=timeout,
             connect_timeout=connect_timeout,
             max_response_bytes=max_response_bytes,
@@ -487,67 +472,29 @@ class SyncHttpCompressor(_Base):
             backoff_factor=backoff_factor,
             max_backoff=max_backoff,
             clock=clock,
+            sleep=pause,
         )
-        self._owns_client = client is None
-        self._client = httpx.Client(timeout=self._httpx_timeout) if client is None else client
-        self._sleep = sleep
+        self._client = client
+        self._runner = asyncio.Runner()
+
+    @property
+    def url(self) -> str:
+        return self._executor.url
+
+    def compress(
+        self, request: CompressionRequest, participants: ParticipantSource
+    ) -> CompressionResult:
+        """As `HttpCompressor.compress`, blocking."""
+        return self._runner.run(self._executor.compress(request, participants))
 
     def close(self) -> None:
-        """Close the client if this executor created it."""
-        if self._owns_client:
-            self._client.close()
+        """Close the client and the private event loop. Idempotent."""
+        if not self._client.is_closed:
+            self._runner.run(self._client.aclose())
+        self._runner.close()
 
     def __enter__(self) -> SyncHttpCompressor:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
-
-    def compress(
-        self, request: CompressionRequest, participants: ParticipantSource
-    ) -> CompressionResult:
-        """Send `request`, retrying transport failures; never raises for a failed call.
-
-        Raises `InvalidInput` if the request text is not valid Unicode (nothing is sent);
-        an exception from `participants` propagates.
-        """
-        require_text(request.text, "text")
-        key = request.idempotency_key
-        attempts: list[Attempt] = []
-        reply: Reply | None = None
-        for number in range(1, self.max_attempts + 1):
-            if number > 1:
-                self._sleep(self.backoff_delay(number - 1))
-            body = self._encode(request, participants)
-            started = self._clock()
-            error: TransportError | None = None
-            try:
-                reply = self._send(body, key, started)
-            except TransportError as exc:
-                reply, error = None, exc
-            attempt = self._attempt(number, started, reply, error)
-            attempts.append(attempt)
-            self._log(request, key, attempt)
-            if not self._retryable(attempt):
-                break
-        return self._result(attempts, reply)
-
-    def _send(self, body: bytes, key: str, started: float) -> Reply:
-        buffer = _Buffer(self.max_response_bytes)
-        try:
-            with self._client.stream(
-                "POST",
-                self.url,
-                content=body,
-                headers=self._headers(key),
-                timeout=self._httpx_timeout,
-                follow_redirects=False,
-            ) as response:
-                _check_head(response, buffer.cap)
-                for chunk in response.iter_bytes():
-                    buffer.add(chunk)
-                    if self._clock() - started > self.timeout:
-                        raise _failure("timeout", "attempt deadline")
-        except _CAUGHT as exc:
-            raise classify_exception(exc) from exc
-        return parse_reply(bytes(buffer.data))

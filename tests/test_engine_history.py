@@ -389,8 +389,8 @@ def model_rebuild(steps: list[tuple[str, str, str]], to_round: int) -> list[tupl
 
 
 async def feed(steps, to_round: int, *, compress: bool, fail_forced: bool):  # type: ignore[no-untyped-def]
-    # `busy` compresses at every "compress" step (threshold 0); `plain` never does.
-    engine, fake = make_engine(thresholds={"game": 0 if compress else 10**9})
+    # `busy` compresses at every "compress" step (threshold 1); `plain` never does.
+    engine, fake = make_engine(thresholds={"game": 1 if compress else 10**9})
     scene_no = 0
     for kind, a, b in steps:
         if kind == "round":

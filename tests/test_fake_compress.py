@@ -20,10 +20,10 @@ import httpx
 import pytest
 
 from conformance import fake_compress
-from conformance.fake_compress import (
-    PATH,
-    FakeCompress,
+from conformance.fake_compress import PATH, FakeCompress
+from conformance.replies import (
     delay,
+    empty,
     hold,
     http_status,
     malformed_json,
@@ -468,9 +468,134 @@ def test_reset_script_drops_pending_outcomes(fake: FakeCompress) -> None:
         lambda: success(chars=1, summary="x"),
         lambda: http_status(200),
         lambda: oversized(10),
-        lambda: fake_compress.empty("text"),
+        lambda: empty("text"),
     ],
 )
 def test_outcome_builders_reject_nonsense(build: Any) -> None:
     with pytest.raises(ValueError):
         build()
+
+
+# -- what the fake keeps (defect 14) ------------------------------------------------------------
+def test_records_keep_bodies_only_for_the_last_requests_and_at_most_max_records() -> None:
+    with FakeCompress(keep_bodies=2, max_records=5) as fake:
+        for i in range(9):
+            assert post(fake, body(f"text number {i} " * 50), key=f"k{i}").status_code == 200
+        records = fake.requests
+        assert [r["index"] for r in records] == [4, 5, 6, 7, 8]
+        assert [r["body"] is not None for r in records] == [False, False, False, True, True]
+        assert records[-1]["body"]["input"]["text"] == "text number 8 " * 50
+        assert len(fake._replies) <= 5 and len(fake._logical) <= 5
+        assert all(len(digest) == 64 for digest in fake._logical.values())  # no text kept
+        assert post(fake, body("text number 8 " * 50), key="k8").status_code == 200  # replayed
+        assert fake.requests[-1]["outcome"] == "replay"
+
+
+def test_the_suite_fake_keeps_every_record_so_indexes_stay_valid() -> None:
+    with FakeCompress(keep_bodies=1) as fake:
+        for i in range(4):
+            post(fake, body(f"t{i} " * 40), key=f"k{i}")
+        assert [r["index"] for r in fake.requests] == [0, 1, 2, 3]
+        assert [r["body"] is None for r in fake.requests] == [True, True, True, False]
+
+
+def _rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmRSS")  # pragma: no cover
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs Linux /proc for RSS")
+def test_the_service_does_not_grow_with_every_request_body() -> None:
+    """Before the fix, 20 requests of 4 MB took `jfsm fake-compress` from 46 to 218 MB."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jfsm.cli", "fake-compress"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().strip().rsplit(" ", 1)[-1]
+        with httpx.Client(timeout=30) as client:
+
+            def send(i: int) -> None:
+                text = f"{i:04d}" + "x" * (4 * 1024 * 1024)
+                content = json.dumps(body(text)).encode()
+                headers = {"Content-Type": "application/json", "Idempotency-Key": f"big-{i}"}
+                assert client.post(url + PATH, content=content, headers=headers).status_code == 200
+
+            send(0)
+            send(1)
+            before = _rss_kib(proc.pid)
+            for i in range(2, 22):
+                send(i)
+            grown = _rss_kib(proc.pid) - before
+        print(f"\nfake-compress RSS grew {grown / 1024:.1f} MiB over 20 requests of 4 MiB")
+        assert grown < 40 * 1024  # bodies are dropped; before the fix it grew by 160 MiB here
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:  # pragma: no cover
+            proc.kill()
+
+
+# -- one vocabulary for both fakes -----------------------------------------------------------
+DESCRIPTORS: list[dict[str, Any]] = [
+    {"reply": "success", "summary": "a short summary", "callId": "call-1"},
+    {"reply": "refuse", "code": "policy", "callId": "call-2"},
+    {"reply": "empty", "summary": "  "},
+    {"reply": "not_smaller", "extra": 2},
+    {"reply": "http_status", "status": 404},
+    {"reply": "malformed"},
+    {"reply": "wrong_schema"},
+    {"reply": "hold", "then": {"reply": "refuse", "code": "later"}},
+]
+
+
+@pytest.mark.parametrize("descriptor", DESCRIPTORS, ids=lambda d: d["reply"])
+def test_one_descriptor_scripts_both_fakes_alike(descriptor: dict[str, Any]) -> None:
+    """The suite's reply descriptors script the HTTP fake (through `to_outcome`) and the
+    engine's in-process `FakeCompressor` (through `queue`) to the same result."""
+    import asyncio
+
+    from conformance.replies import to_outcome
+    from jfsm.compressor import CompressionRequest
+    from jfsm.fake_compressor import FakeCompressor
+    from jfsm.transport import HttpCompressor
+
+    text = "<user>\nhello there\n</user>\n<assistant>\nworld\n</assistant>\n" * 10
+    request = CompressionRequest(GAME, "g1", None, text, len(text), 3, 0)
+    people = [Participant(id="alice", human=True)]
+
+    async def both() -> tuple[Any, Any]:
+        fake = FakeCompress()
+        fake.set_participants(people)
+        fake.script(to_outcome(descriptor))
+        client = httpx.AsyncClient(transport=fake.transport())
+        executor = HttpCompressor("http://compress.invalid", client=client, max_attempts=1)
+        held = descriptor["reply"] == "hold"
+        over_http = asyncio.ensure_future(executor.compress(request, lambda: people))
+        in_process = FakeCompressor()
+        in_process.queue(descriptor)
+        direct = asyncio.ensure_future(in_process.compress(request, lambda: people))
+        if held:
+            while not (fake.wait_held(0.01) and in_process.held):
+                await asyncio.sleep(0.01)
+            fake.release()
+            in_process.release()
+        results = await asyncio.gather(over_http, direct)
+        await client.aclose()
+        return results[0], results[1]
+
+    wire, direct = asyncio.run(asyncio.wait_for(both(), 20))
+    assert (wire.outcome, wire.error_code) == (direct.outcome, direct.error_code)
+    assert wire.summary == direct.summary or descriptor["reply"] == "not_smaller"
+    assert (wire.summary is None) == (direct.summary is None)
+    if wire.summary is not None:
+        assert len(wire.summary) == len(direct.summary or "")
+    if descriptor.get("callId"):
+        assert wire.call_id == direct.call_id == descriptor["callId"]

@@ -44,7 +44,16 @@ from jfsm.errors import QuotaExceeded, StoreCorrupted, StoreLocked, StoreUnavail
 from jfsm.image import StoreImage
 from jfsm.projection import Projection
 from jfsm.stores import FileStore, MemoryStore
-from jfsm.stores.file import HEADER_SIZE, MAGIC, encode_record
+from jfsm.stores.codec import (
+    HEADER_SIZE,
+    MAGIC,
+    MANIFEST_NAME,
+    Manifest,
+    decode_manifest,
+    encode_manifest,
+    encode_record,
+    log_header,
+)
 from jfsm.stores.fsio import OsFileSystem
 
 QUOTA = 4_000_000
@@ -357,8 +366,7 @@ class SimulatedDisk:
         if path in self.locked:
             raise BlockingIOError(errno.EWOULDBLOCK, "locked", path)
         self.locked.add(path)
-        self.live.setdefault(path, _Inode())
-        handle = self._handle(self.live[path])
+        handle = self._handle(_Inode())
         self.lock_paths[handle] = path
         return handle
 
@@ -518,6 +526,8 @@ def test_every_crash_point_on_disk_reopens_to_before_or_after(
         f"{recovery_points} more crash points inside the recoveries"
     )
     assert total > 300
+    for label in ("create manifest.tmp", "rename to manifest", "fsync dir"):
+        assert f"before {label}" in counter.labels  # the manifest's boundaries are enumerated
     assert min(outcomes) > 50
     assert recovery_points > 50
     assert extensions >= (5 if store_cls is FileStore else 15)
@@ -541,6 +551,31 @@ def crash_during_recovery(
         shutil.rmtree(copy)
     shutil.rmtree(directory + "-probe")
     return probe.boundaries
+
+
+@pytest.mark.req("JF-STORE-023", "JF-ATOM-004")
+def test_every_crash_point_of_a_migration_reopens_to_the_same_store(tmp_path: Path) -> None:
+    """A store written before R27 (no manifest), with a torn tail and leftovers: a crash at
+    each boundary of the open that truncates, writes the manifest and removes leftovers
+    reopens to the same store."""
+    directory = tmp_path / "legacy"
+    with FileStore.open(directory, quota=QUOTA) as store:
+        for projection in PROJECTIONS:
+            store.commit(projection)
+        store.checkpoint()
+        store.commit(Projection.of({"after": "checkpoint"}))
+        expected = state_of(store.image)
+    (directory / MANIFEST_NAME).unlink()
+    (log,) = directory.glob("log.*.jfl")
+    with log.open("ab") as file:
+        file.write(encode_record(Projection.of({"torn": 1}))[:-4])
+    (directory / "snapshot.00000000.tmp").write_bytes(b"{")
+    boundaries = crash_during_recovery(str(directory), [expected], 1)
+    assert boundaries >= 10
+    labels = CrashingFileSystem(UnsyncedOsFileSystem())
+    copy = shutil.copytree(directory, tmp_path / "probe")
+    FileStore.open(copy, quota=QUOTA, fs=labels).close()
+    assert {"before rename to manifest", "before truncate"} <= set(labels.labels)
 
 
 POWER_LOSS_VIEWS = [(e, d) for e in ("synced", "live") for d in ("durable", "torn", "late", "all")]
@@ -720,11 +755,19 @@ def _three_commits(directory: Path, checkpoint_first: bool = False) -> tuple[Pat
         for projection in PROJECTIONS:
             store.commit(projection)
     (log,) = directory.glob("log.*.jfl")
-    offsets = [0]
+    offsets = [_log_start(log)]
     for projection in PROJECTIONS:
         offsets.append(offsets[-1] + len(encode_record(projection)))
     assert log.stat().st_size == offsets[-1]
     return log, offsets
+
+
+def _log_start(log: Path) -> int:
+    """Where the records of `log` start: after its header record (decision R27)."""
+    manifest = log.parent / MANIFEST_NAME
+    live = decode_manifest(str(manifest), manifest.read_bytes())
+    assert live.store is not None and log.name == live.log
+    return len(log_header(live.generation, live.store))
 
 
 def _state_after(count: int, base: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -851,10 +894,7 @@ def test_damaged_snapshot_is_refused(tmp_path: Path, damage: str) -> None:
     elif damage == "truncate":
         os.truncate(snapshot, 9)
     else:  # a checksum that matches bytes that are not a JSON object
-        text = b'{"a":1,"b":}'
-        snapshot.unlink()
-        snapshot = snapshot.with_name(snapshot.name[:18] + f"{zlib.crc32(text):08x}.json")
-        snapshot.write_bytes(text)
+        snapshot = _replace_snapshot(tmp_path, b'{"a":1,"b":}')
         offset = 11
     with pytest.raises(StoreCorrupted) as refused:
         FileStore.open(tmp_path)
@@ -867,6 +907,9 @@ def test_damaged_snapshot_is_refused(tmp_path: Path, damage: str) -> None:
 def test_a_log_without_its_snapshot_is_refused(tmp_path: Path) -> None:
     snapshot = _snapshot_store(tmp_path)
     snapshot.unlink()
+    with pytest.raises(StoreCorrupted, match=r"snapshot\.00000001\.[0-9a-f]{8}\.json: missing"):
+        FileStore.open(tmp_path)
+    (tmp_path / MANIFEST_NAME).unlink()  # a store without a manifest: the legacy rules
     with pytest.raises(StoreCorrupted, match=r"log\.00000001\.jfl"):
         FileStore.open(tmp_path)
 
@@ -913,16 +956,17 @@ def test_commits_write_into_a_synced_zero_extent_and_only_fdatasync(tmp_path: Pa
     fs = RecordingFileSystem()
     store = FileStore.open(tmp_path, fs=fs)
     (log,) = tmp_path.glob("log.*.jfl")
+    start = _log_start(log)
     records = [encode_record(projection) for projection in PROJECTIONS]
-    ends = [sum(map(len, records[: i + 1])) for i in range(3)]
+    ends = [start + sum(map(len, records[: i + 1])) for i in range(3)]
     fs.calls.clear()
     store.commit(PROJECTIONS[0])
     # Grow the log with zeros and fsync that (size and blocks), then write and fdatasync.
     extent = FileStore.extent_min
     assert fs.calls == [
-        ("extend", 0, extent),
+        ("extend", start, extent),
         ("fsync",),
-        ("pwrite", 0, len(records[0])),
+        ("pwrite", start, len(records[0])),
         ("fdatasync",),
     ]
     fs.calls.clear()
@@ -936,11 +980,11 @@ def test_commits_write_into_a_synced_zero_extent_and_only_fdatasync(tmp_path: Pa
     ]
     data = log.read_bytes()
     assert len(data) == extent
-    assert data[: ends[2]] == b"".join(records) and not data[ends[2] :].strip(b"\x00")
+    assert data[start : ends[2]] == b"".join(records) and not data[ends[2] :].strip(b"\x00")
     fs.calls.clear()
     store.close()
     assert fs.calls == [("truncate", ends[2])]  # the preallocation given back, unsynced
-    assert log.read_bytes() == b"".join(records)
+    assert log.read_bytes()[start:] == b"".join(records)
     with FileStore.open(tmp_path, fs=fs) as again:
         assert again.image.store_json() == _state_after(3)
         fs.calls.clear()
@@ -960,18 +1004,19 @@ def test_extents_double_up_to_the_cap_and_make_room_for_a_large_record(tmp_path:
         sizes.append(len(encode_record(big)))
         store.commit(big)
         extensions = [call[1:] for call in fs.calls if call[0] == "extend"]
-        assert sizes[0] == 300 and sum(sizes[:60]) == 18_000
+        (log,) = tmp_path.glob("log.*.jfl")
+        start = _log_start(log)  # the header record, under 100 bytes
+        assert sizes[0] == 300 and sum(sizes[:60]) == 18_000 and start < 100
         assert extensions == [
-            (0, 2048),  # the first extent
+            (start, 2048),  # the first extent
             (2048, 4096),  # doubling
             (4096, 8192),
             (8192, 16384),
             (16384, 24576),  # capped at 8 KiB
             (24576, 38912),  # the big record (18,000 to 38,048) needs more than 8 KiB
         ]
-        (log,) = tmp_path.glob("log.*.jfl")
         assert log.stat().st_size == 38912
-    assert log.stat().st_size == sum(sizes)
+    assert log.stat().st_size == start + sum(sizes)
     with TinyExtents.open(tmp_path) as store:
         assert store.image.get("big") == "y" * 20_000 and store.image.get("k") == "059" + "x" * 251
 
@@ -991,7 +1036,7 @@ def test_a_store_left_open_reopens_through_its_zero_tail(tmp_path: Path) -> None
     fs = RecordingFileSystem()
     with FileStore.open(left, fs=fs) as store:
         assert store.image.store_json() == _state_after(3)
-        end = len(b"".join(encode_record(p) for p in PROJECTIONS))
+        end = _log_start(log) + len(b"".join(encode_record(p) for p in PROJECTIONS))
         assert fs.calls == [("truncate", end), ("fsync",)]
         assert log.stat().st_size == end
         store.commit(Projection.of({"d": 4}))
@@ -1001,11 +1046,17 @@ def test_a_store_left_open_reopens_through_its_zero_tail(tmp_path: Path) -> None
 
 # -- reading: the fast path and verify ---------------------------------------------------------
 def _replace_snapshot(directory: Path, text: bytes) -> Path:
-    """Put `text` in place of the store's snapshot, under a name with its right CRC."""
+    """Put `text` in place of the store's snapshot, under a name with its right CRC, and
+    name it in the manifest."""
     (old,) = directory.glob("snapshot.*.json")
     old.unlink()
     path = old.with_name(old.name[:18] + f"{zlib.crc32(text):08x}.json")
     path.write_bytes(text)
+    manifest = directory / MANIFEST_NAME
+    live = decode_manifest(str(manifest), manifest.read_bytes())
+    manifest.write_bytes(
+        encode_manifest(Manifest(live.generation, path.name, live.log, live.store))
+    )
     return path
 
 
@@ -1152,13 +1203,17 @@ def test_quota_refusal_writes_nothing_on_disk(tmp_path: Path) -> None:
 
 
 class FailingFileSystem(OsFileSystem):
-    """The real disk, where the next call of each chosen kind fails (a write halfway)."""
+    """The real disk, where the next call of each chosen kind fails (a write halfway),
+    after `passes` calls of the chosen kinds went through."""
 
     def __init__(self) -> None:
         self.failing: set[str] = set()
+        self.passes = 0
 
     def _fail(self, call: str) -> None:
-        if call in self.failing:
+        if call in self.failing and self.passes > 0:
+            self.passes -= 1
+        elif call in self.failing:
             self.failing.discard(call)
             raise OSError(errno.EIO, f"injected {call} failure")
 
@@ -1315,15 +1370,23 @@ def test_a_rolled_back_commit_stays_rolled_back_after_a_power_loss(failing: str)
             assert state_of(again.image) == after, (entries, data)
 
 
-@pytest.mark.parametrize("failing", ["fsync", "rename"])
-def test_checkpoint_failing_before_its_rename_changes_nothing(tmp_path: Path, failing: str) -> None:
+@pytest.mark.req("JF-STORE-021")
+@pytest.mark.parametrize(
+    ("failing", "passes"),
+    [("fsync", 0), ("rename", 0), ("fsync_dir", 0), ("fsync", 1)],
+    ids=["snapshot fsync", "snapshot rename", "directory fsync", "manifest fsync"],
+)
+def test_checkpoint_failing_before_the_manifest_rename_changes_nothing(
+    tmp_path: Path, failing: str, passes: int
+) -> None:
     fs = FailingFileSystem()
     with FileStore.open(tmp_path, fs=fs) as store:
         store.commit(Projection.of({"a": 1}))
         before, image = _files(tmp_path), state_of(store.image)
-        fs.failing = {failing}
+        fs.failing, fs.passes = {failing}, passes
         with pytest.raises(StoreUnavailable, match="injected"):
             store.checkpoint()
+        assert not fs.failing
         assert state_of(store.image) == image
         assert _files(tmp_path) == before
         store.commit(Projection.of({"b": 2}))
@@ -1334,13 +1397,18 @@ def test_checkpoint_failing_before_its_rename_changes_nothing(tmp_path: Path, fa
         assert store.image.change_log() == []
 
 
-def test_checkpoint_failing_after_its_rename_breaks_the_store(tmp_path: Path) -> None:
+@pytest.mark.req("JF-STORE-021")
+@pytest.mark.parametrize("failing", ["rename", "fsync_dir"])
+def test_checkpoint_failing_at_or_after_the_manifest_rename_breaks_the_store(
+    tmp_path: Path, failing: str
+) -> None:
     fs = FailingFileSystem()
     store = FileStore.open(tmp_path, fs=fs)
     store.commit(Projection.of({"a": 1}))
-    fs.failing = {"fsync_dir"}
-    with pytest.raises(StoreUnavailable, match="injected"):
+    fs.failing, fs.passes = {failing}, 1
+    with pytest.raises(StoreUnavailable, match="injected") as failed:
         store.checkpoint()
+    assert failed.value.state == "broken" and not fs.failing
     with pytest.raises(StoreUnavailable, match="broken"):
         store.commit(Projection.of({"b": 2}))
     store.close()

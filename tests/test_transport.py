@@ -9,10 +9,11 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import httpx
 import pytest
 
-from conformance.fake_compress import (
-    FakeCompress,
+from conformance.fake_compress import FakeCompress
+from conformance.replies import (
     delay,
     empty,
     hold,
@@ -455,3 +456,80 @@ def test_sync_executor_bounds_timeouts_and_size(fake: FakeCompress) -> None:
         result = compressor.compress(make_request(), lambda: PEOPLE)
     assert details(result) == ["timeout", "too_large"]
     assert time.monotonic() - started < 2.0
+
+
+# --------------------------------------------------------------------------- one fake, two ways
+
+
+def _script() -> list[Any]:
+    return [
+        http_status(500),
+        reset(),
+        success(chars=5),
+        refuse("nope", call_id=False),
+        malformed_json(),
+        wrong_schema(),
+        oversized(100_000, chunked=True),
+        not_smaller(3),
+        empty("  "),
+    ]
+
+
+def _texts() -> list[str]:
+    return [f"<user>\nround {i}\n</user>\n<assistant>\nok\n</assistant>\n" * 20 for i in range(7)]
+
+
+def _seen(result: CompressionResult) -> tuple[Any, ...]:
+    return (result.outcome, result.error_code, result.summary, result.call_id, details(result))
+
+
+def _records(fake: FakeCompress) -> list[tuple[Any, ...]]:
+    return [
+        (r["outcome"], r["status"], r["idempotency_key"], r["valid"], r["body"])
+        for r in fake.requests
+    ]
+
+
+def test_the_in_process_transport_serves_the_same_core_as_http() -> None:
+    """`FakeCompress.answer` is the fake: over a socket or in process, one script gives the
+    same replies to the executor and the same records."""
+    options = {"timeout": 2.0, "backoff": 0.0, "max_response_bytes": 4096}
+    seen: dict[str, list[tuple[Any, ...]]] = {}
+    records: dict[str, list[tuple[Any, ...]]] = {}
+    for way in ("http", "in process"):
+        with FakeCompress() as fake:
+            fake.set_participants(PEOPLE)
+            fake.script(*_script())
+
+            async def go(fake: FakeCompress = fake, way: str = way) -> list[CompressionResult]:
+                client = None if way == "http" else httpx.AsyncClient(transport=fake.transport())
+                base = fake.url if way == "http" else "http://compress.invalid"
+                out = []
+                async with HttpCompressor(base, client=client, **options) as compressor:
+                    for text in _texts():
+                        out.append(await compressor.compress(make_request(text), lambda: PEOPLE))
+                if client is not None:
+                    await client.aclose()
+                return out
+
+            seen[way] = [_seen(result) for result in asyncio.run(go())]
+            records[way] = _records(fake)
+            assert fake.violations == []
+    assert seen["http"] == seen["in process"]
+    assert records["http"] == records["in process"]
+    outcomes = [s[0] for s in seen["http"]]
+    assert outcomes == ["ok", "refused", "transport", "ok", "ok", "ok", "ok"]
+
+
+def test_the_sync_executor_over_the_in_process_fake() -> None:
+    fake = FakeCompress()
+    fake.set_participants(PEOPLE)
+    fake.script(http_status(503), refuse("busy"))
+    with SyncHttpCompressor("http://compress.invalid", transport=fake.transport()) as compressor:
+        result = compressor.compress(make_request(), lambda: PEOPLE)
+    assert (result.outcome, result.error_code, details(result)) == (
+        "refused",
+        "busy",
+        ["http_503", "busy"],
+    )
+    assert [r["status"] for r in fake.requests] == [503, 200]

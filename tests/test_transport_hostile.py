@@ -7,8 +7,14 @@ anything outside the contract) and no exception escapes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
+import re
+import socket
+import string
+import threading
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
@@ -63,8 +69,8 @@ def both(handler: Handler, **options: Any) -> list[CompressionResult]:
             compressor = HttpCompressor(BASE, client=client, **options)
             return await compressor.compress(REQUEST, lambda: PEOPLE)
 
-    with httpx.Client(transport=httpx.MockTransport(handler)) as client:
-        sync = SyncHttpCompressor(BASE, client=client, **options).compress(REQUEST, lambda: PEOPLE)
+    with SyncHttpCompressor(BASE, transport=httpx.MockTransport(handler), **options) as compressor:
+        sync = compressor.compress(REQUEST, lambda: PEOPLE)
     return [asyncio.run(run_async()), sync]
 
 
@@ -105,6 +111,8 @@ JSON_VALUES = st.recursive(
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
     max_leaves=8,
 )
+CALL_ID_CHARS = string.ascii_letters + string.digits + "._:-"
+CODE_CHARS = string.ascii_letters + string.digits + "._-"
 NOT_STRING = JSON_VALUES.filter(lambda v: not isinstance(v, str))
 NOT_BOOL = JSON_VALUES.filter(lambda v: not isinstance(v, bool))
 
@@ -259,8 +267,8 @@ def test_any_other_status_is_a_transport_failure(status: int, valid: bool) -> No
 @settings(max_examples=60, deadline=None)
 @given(
     summary=st.text(max_size=300),
-    call_id=st.text(min_size=1, max_size=40),
-    code=st.text(min_size=1, max_size=40),
+    call_id=st.text(CALL_ID_CHARS, min_size=1, max_size=128),
+    code=st.text(CODE_CHARS, min_size=1, max_size=64),
     refused=st.booleans(),
 )
 def test_valid_replies_round_trip_exactly(
@@ -281,6 +289,61 @@ def test_valid_replies_round_trip_exactly(
             else:
                 assert (result.outcome, result.summary) == ("ok", summary)
                 assert result.attempts[0].output_chars == len(summary)
+
+
+OUT_OF_BOUNDS_CALL_IDS = [
+    "a" * 129,
+    "line\nbreak",
+    "trailing\n",
+    "\nleading",
+    "spa ce",
+    "tab\t",
+    "ansi\x1b[31m",
+    'quote"',
+    "é",
+    "\u2028",
+    "",
+]
+
+
+@pytest.mark.req("JF-CALL-013")
+@pytest.mark.parametrize("bad", OUT_OF_BOUNDS_CALL_IDS, ids=repr)
+def test_a_call_id_or_code_out_of_bounds_is_a_transport_failure(
+    bad: str, quiet_capture: _Capture
+) -> None:
+    """Before R29 they were copied verbatim into attempts, telemetry and log lines."""
+    bad_code = bad[:65] if len(bad) > 64 else bad
+    for doc in (
+        {"ok": True, "callId": bad, "summary": "s"},
+        {"ok": False, "callId": bad, "error": {"code": "policy"}},
+        {"ok": False, "callId": "c", "error": {"code": bad_code if bad != "a" * 129 else "b" * 65}},
+    ):
+        results = both(replying(200, json.dumps(doc).encode()), max_attempts=1)
+        assert_transport(results, "schema")
+        assert all(a.call_id is None for r in results for a in r.attempts)
+    logged = [r.getMessage() for r in quiet_capture.records]
+    assert logged and not any(bad in line for line in logged if bad)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    call_id=st.text(st.sampled_from(CALL_ID_CHARS) | st.characters(), min_size=1, max_size=140),
+    code=st.text(st.sampled_from(CODE_CHARS) | st.characters(), min_size=1, max_size=70),
+)
+def test_only_bounded_identifiers_are_accepted(call_id: str, code: str) -> None:
+    ok_call = re.fullmatch(r"[A-Za-z0-9._:-]{1,128}", call_id) is not None
+    ok_code = re.fullmatch(r"[A-Za-z0-9._-]{1,64}", code) is not None
+    for doc, accepted in (
+        ({"ok": True, "callId": call_id, "summary": "s"}, ok_call),
+        ({"ok": False, "callId": "c", "error": {"code": code}}, ok_code),
+    ):
+        raw = json.dumps(doc).encode()
+        if accepted:
+            assert parse_reply(raw).call_id in (call_id, "c")
+        else:
+            with pytest.raises(TransportError) as refused:
+                parse_reply(raw)
+            assert refused.value.details["code"] in ("schema", "malformed")
 
 
 def test_hostile_bodies_are_never_logged(quiet_capture: _Capture) -> None:
@@ -421,3 +484,60 @@ def test_requests_carry_the_contract_headers() -> None:
         assert request.headers["Content-Type"] == "application/json"
         assert request.headers["Accept-Encoding"] == "identity"
         assert json.loads(request.content) == REQUEST.body(["p1"])
+
+
+# --------------------------------------------------------------------------- a dripping server
+
+
+def _serve_once(mode: str, stop_after: float = 4.0) -> tuple[str, threading.Thread]:
+    """A one-connection HTTP server on 127.0.0.1 that never completes its reply: it drips
+    header bytes (`drip`) or sends interim `100 Continue` responses (`continue`) until the
+    client goes away or `stop_after` seconds pass."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def run() -> None:
+        with listener:
+            listener.settimeout(stop_after)
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            with conn:
+                conn.settimeout(stop_after)
+                with contextlib.suppress(OSError):
+                    conn.recv(65536)
+                    started = time.monotonic()
+                    if mode == "drip":
+                        conn.sendall(b"HTTP/1.1 200 OK\r\nX-Drip: ")
+                    while time.monotonic() - started < stop_after:
+                        conn.sendall(b"a" if mode == "drip" else b"HTTP/1.1 100 Continue\r\n\r\n")
+                        time.sleep(0.05)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return f"http://127.0.0.1:{port}", thread
+
+
+@pytest.mark.req("JF-CALL-014", "JF-CALL-006")
+@pytest.mark.parametrize("mode", ["drip", "continue"])
+@pytest.mark.parametrize("executor", ["sync", "async"])
+def test_the_attempt_deadline_bounds_a_server_that_never_finishes_its_head(
+    mode: str, executor: str
+) -> None:
+    """Before R30 the sync executor checked its deadline only between body chunks: a server
+    dripping header bytes held one attempt until the server gave up (30 s in the report)."""
+    url, server = _serve_once(mode)
+    options: dict[str, Any] = {"timeout": 0.5, "connect_timeout": 0.5, "max_attempts": 1}
+    if executor == "sync":
+        with SyncHttpCompressor(url, **options) as compressor:
+            result = compressor.compress(REQUEST, lambda: PEOPLE)
+    else:
+
+        async def go() -> CompressionResult:
+            async with HttpCompressor(url, **options) as compressor:
+                return await compressor.compress(REQUEST, lambda: PEOPLE)
+
+        result = asyncio.run(go())
+    server.join(10)
+    assert_transport([result], "timeout")

@@ -7,18 +7,26 @@ replace the disk altogether with a model that forgets whatever was not yet synce
 `OsFileSystem`).
 
 Every method raises `OSError` (or whatever an injected layer raises) on failure, except
-`lock`, which raises `BlockingIOError` when another holder has the lock.
+`lock` and `lock_shared`, which raise `BlockingIOError` when another holder has the lock.
+
+The lock (decision R28) is an `flock` on the store's directory itself, opened read-only: a
+directory cannot be unlinked while it holds files, so deleting a file cannot defeat it (it
+could when the lock was only the `lock` file: a second writer got in after someone deleted
+it). Writers lock the `lock` file too, so that a writer older than R28 is kept out.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 from typing import Protocol
 
 __all__ = ["FileSystem", "OsFileSystem"]
 
+LOCK_FILE = "lock"
 _ZEROS = bytes(1 << 20)
+_COMPANIONS: dict[int, list[int]] = {}  # a directory lock's descriptor -> its `lock` file's
 _fdatasync = getattr(os, "fdatasync", os.fsync)  # macOS has no fdatasync
 
 
@@ -91,15 +99,15 @@ class FileSystem(Protocol):
         """Make the directory's entries (creations, renames, removals) durable."""
         ...
 
-    def lock(self, path: str) -> int:
-        """Take an exclusive lock on file `path` (created if missing), without waiting.
+    def lock(self, directory: str) -> int:
+        """Take the exclusive lock of the store in `directory`, without waiting.
 
         Raises `BlockingIOError` when someone else holds it.
         """
         ...
 
     def unlock(self, handle: int) -> None:
-        """Release a lock taken with `lock`."""
+        """Release a lock taken with `lock` or `lock_shared`."""
         ...
 
 
@@ -167,17 +175,42 @@ class OsFileSystem:
         finally:
             os.close(fd)
 
-    def lock(self, path: str) -> int:
+    def lock(self, directory: str) -> int:
+        return self._lock(directory, shared=False)
+
+    def lock_shared(self, directory: str) -> int:
+        """The lock shared (by readers such as `jfsm inspect`): creates nothing, works on a
+        read-only copy; raises `BlockingIOError` while a writer holds it."""
+        return self._lock(directory, shared=True)
+
+    def _lock(self, directory: str, *, shared: bool) -> int:
         import fcntl  # POSIX only; imported here so that importing the stores works anywhere
 
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        mode = (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB
+        fds = [os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)]
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fds[0], mode)
+            here, locked = os.stat(directory), os.fstat(fds[0])
+            if (here.st_dev, here.st_ino) != (locked.st_dev, locked.st_ino):
+                raise BlockingIOError(errno.EWOULDBLOCK, "replaced while locking", directory)
+            path = os.path.join(directory, LOCK_FILE)
+            if shared:
+                with contextlib.suppress(FileNotFoundError, PermissionError):
+                    fds.append(os.open(path, os.O_RDONLY | os.O_CLOEXEC))
+            else:
+                fds.append(os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644))
+            for fd in fds[1:]:
+                fcntl.flock(fd, mode)
         except BaseException:
-            os.close(fd)
+            for fd in fds:
+                os.close(fd)
             raise
-        return fd
+        _COMPANIONS[fds[0]] = fds[1:]
+        return fds[0]
 
     def unlock(self, handle: int) -> None:
-        # Closing the descriptor releases the flock; no explicit LOCK_UN needed.
+        # Closing a descriptor releases its flock; no explicit LOCK_UN needed.
+        for fd in _COMPANIONS.pop(handle, []):
+            with contextlib.suppress(OSError):
+                os.close(fd)
         os.close(handle)

@@ -807,6 +807,30 @@ def driver_page(spec: Path) -> str:
 # --------------------------------------------------------------------------------------------
 
 
+def _requirements_by_code(spec: Path, codes: list[str]) -> str:
+    """A section listing, per code, the requirements whose statement names it: when each
+    code is due (generated from spec/requirements.toml)."""
+    from jfdocs.spec_pages import load_requirements
+
+    requirements = load_requirements(spec)["requirement"]
+    rows = []
+    for code_ in codes:
+        named = [r for r in requirements if f"`{code_}`" in r["statement"]]
+        if named:
+            links = "<br>".join(
+                f"[{r['id']}](requirements.md#{r['id']}) {cell(r['title'])}" for r in named
+            )
+            rows.append([f"`{code_}`", links])
+    if not rows:
+        return ""
+    return (
+        "\n## When each code is due\n\nThe requirements whose statement names the code "
+        "(for example a durable store refuses a missing or foreign file with `store_corrupted` "
+        "naming it, and a file-system refusal at open is `store_unavailable` naming the errno):"
+        "\n\n" + table(["Code", "Requirements"], rows)
+    )
+
+
 def errors_page(spec: Path) -> str:
     constants = _load(spec / "constants.json")
     codes = constants["error_codes"]
@@ -855,6 +879,7 @@ def errors_page(spec: Path) -> str:
         "## Stable codes\n",
         table(["Code", "Reference engine class", "Retryable", "Meaning"], rows),
     ]
+    out.append(_requirements_by_code(spec, codes))
     proto_codes = protocol.get("protocol_error_codes") or {}
     if proto_codes:
         out.append("\n## Driver protocol codes\n")
