@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from jfsm.compression import InFlight, judge, plan_publication
@@ -30,6 +30,7 @@ from jfsm.errors import (
 )
 from jfsm.history import rebuild_game_stack
 from jfsm.layout import ARCHIVES, GAME, is_reserved, round_key, scene_keys, validate_scene_id
+from jfsm.limits import check_value_depth, validate_id
 from jfsm.machines import StateMachine
 from jfsm.memory_index import MemoryIndex, StackState
 from jfsm.projection import Projection
@@ -79,8 +80,17 @@ class CompressionReport:
     forced: CompressionReport | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """The report as JSON; `forced` is the owed forced compression run first, if any."""
-        out = {k: v for k, v in asdict(self).items() if v is not None and k != "forced"}
+        """The report as the driver protocol's JSON (camelCase, as every record); `forced`
+        is the owed forced compression run first, if any."""
+        out: dict[str, Any] = {
+            "outcome": self.outcome,
+            "lengthBefore": self.length_before,
+            "lengthAfter": self.length_after,
+        }
+        if self.call_id is not None:
+            out["callId"] = self.call_id
+        if self.through_seq is not None:
+            out["throughSeq"] = self.through_seq
         if self.forced is not None:
             out["forced"] = self.forced.to_json()
         return out
@@ -112,9 +122,7 @@ class GameEngine:
         spec = constants()
         self.store = store
         self.compressor = compressor
-        self.game_id = require_text(game_id, "game id")
-        if not self.game_id:
-            raise InvalidInput("game id must not be empty", field="game id")
+        self.game_id = validate_id(game_id, "game id")
         self.thresholds = {"game": spec.game_threshold, "catalyst": spec.catalyst_threshold}
         self.thresholds.update(thresholds or {})
         self.kinds = {"game": spec.game_kind, "catalyst": spec.catalyst_kind}
@@ -675,9 +683,7 @@ class GameEngine:
         """Copy this game's store as it is (forced flag included) into an empty `target`,
         whose change log starts empty; returns the new game's engine, which reports its
         own compressions to `telemetry` (never to this game's sink)."""
-        require_text(game_id, "game id")
-        if not game_id:
-            raise InvalidInput("game id must not be empty", field="game id")
+        validate_id(game_id, "game id")
         async with self._lock:
             target.seed(self.store.image.values_bytes())
         return GameEngine(
@@ -703,6 +709,7 @@ class GameEngine:
             raise InvalidInput("sets must be an object", field="sets")
         if not isinstance(deletes, (list, tuple, set, frozenset)):
             raise InvalidInput("deletes must be a list of keys", field="deletes")
+        check_value_depth(sets)
         projection = Projection.of(sets, list(deletes), label="cheat" if cheat else "write")
         reserved = sorted(k for k in projection.touched() if is_reserved(k))
         if reserved:
