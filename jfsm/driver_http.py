@@ -81,7 +81,7 @@ class HttpLimits:
 @cache
 def http_limits() -> HttpLimits:
     """The HTTP limits from the spec."""
-    raw = load_json("driver/protocol.json")["http"]["limits"]
+    raw = {k: v["value"] for k, v in load_json("driver/protocol.json")["http"]["limits"].items()}
     return HttpLimits(
         header_bytes=raw["header_bytes"],
         header_timeout=raw["header_timeout_seconds"],

@@ -34,7 +34,8 @@ def spec_with(
     constants["limits"].update(limits or {})
     (copy / "constants.json").write_text(json.dumps(constants), "utf-8")
     protocol = json.loads((copy / "driver" / "protocol.json").read_text("utf-8"))
-    protocol["http"]["limits"].update(http or {})
+    for name, value in (http or {}).items():
+        protocol["http"]["limits"][name]["value"] = value
     (copy / "driver" / "protocol.json").write_text(json.dumps(protocol), "utf-8")
     return copy
 
