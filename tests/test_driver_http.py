@@ -6,7 +6,11 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
+import os
+import re
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -267,3 +271,40 @@ def test_slow_connections_cannot_pin_the_server(tight: HttpDriver) -> None:
         except (AssertionError, httpx.HTTPError):
             assert time.monotonic() < deadline
             time.sleep(0.05)
+
+
+@pytest.mark.req("JF-ERR-011")
+@pytest.mark.parametrize("from_env", [False, True])
+def test_the_token_is_generated_and_printed_or_taken_from_the_environment(from_env: bool) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "JFSM_DRIVER_TOKEN"}
+    if from_env:
+        env["JFSM_DRIVER_TOKEN"] = "from-the-env"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jfsm.cli", "driver", "--http", "0"],
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        env=env,
+        text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        lines = [proc.stderr.readline() for _ in range(1 if from_env else 2)]
+        printed = re.search(r"bearer token: (\S+)", "".join(lines))
+        token = "from-the-env" if from_env else printed[1] if printed else ""
+        assert bool(printed) is not from_env, lines
+        assert len(token) >= 12
+        port = re.search(r"127\.0\.0\.1:(\d+)", "".join(lines))
+        assert port is not None
+        url = f"http://127.0.0.1:{port[1]}/v1/message"
+        hello = {"id": 1, "op": "hello", "args": HELLO}
+        wrong = httpx.post(url, json=hello, headers={"Authorization": "Bearer x"}, timeout=WAIT)
+        assert wrong.status_code == 401
+        right = httpx.post(
+            url, json=hello, headers={"Authorization": f"Bearer {token}"}, timeout=WAIT
+        )
+        assert right.status_code == 200 and right.json()["ok"]
+    finally:
+        proc.terminate()
+        proc.wait(WAIT)
+        if proc.stderr is not None:
+            proc.stderr.close()
