@@ -4,6 +4,7 @@ burst of connects. Every refusal is a 4xx with an error reply and changes nothin
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import json
 import os
@@ -11,6 +12,7 @@ import re
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -154,33 +156,30 @@ def test_malformed_requests_get_a_4xx_with_an_error_reply(
 
 @pytest.mark.req("JF-ERR-012")
 def test_a_burst_of_200_connects_is_held_and_answered(server: HttpDriver) -> None:
-    """The old server's listen backlog of 5 reset 49 to 79 of 200 concurrent connects."""
+    """200 clients connect at the same instant. The old server's listen backlog of 5 lost
+    about half of them (dropped or reset connects; 105 of 200 in a run against it)."""
     message = json.dumps({"id": 8, "op": "dump", "args": {"game": "g"}}).encode()
     request = _request(message)
-    socks = []
-    try:
-        for _ in range(200):  # connect all first, so that they queue in the backlog
-            sock = socket.socket()
-            sock.settimeout(WAIT)
-            sock.connect(("127.0.0.1", server.port))
-            socks.append(sock)
+    start = threading.Barrier(200)
 
-        def exchange(sock: socket.socket) -> int:
-            sock.sendall(request)
-            data = b""
-            while b"\r\n\r\n" not in data:
-                chunk = sock.recv(65536)
-                if not chunk:
-                    break
-                data += chunk
-            return int(data.split(b" ", 2)[1])
+    def client(_: int) -> str:
+        start.wait(WAIT)
+        try:
+            with socket.create_connection(("127.0.0.1", server.port), timeout=20) as sock:
+                sock.sendall(request)
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    chunk = sock.recv(65536)
+                    if not chunk:
+                        return "closed"
+                    data += chunk
+            return data.split(b" ", 2)[1].decode()
+        except OSError as exc:
+            return type(exc).__name__
 
-        with concurrent.futures.ThreadPoolExecutor(32) as pool:
-            statuses = list(pool.map(exchange, socks))
-    finally:
-        for sock in socks:
-            sock.close()
-    assert statuses == [200] * 200
+    with concurrent.futures.ThreadPoolExecutor(200) as pool:
+        statuses = list(pool.map(client, range(200)))
+    assert statuses == ["200"] * 200, collections.Counter(statuses)
 
 
 @pytest.mark.req("JF-ERR-011")
