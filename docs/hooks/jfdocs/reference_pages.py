@@ -683,8 +683,7 @@ def limits_section(spec: Path, heading: str = "## Limits") -> str:
         f"\n{heading}\n\n"
         + prose(described.get("description", ""), DECISIONS)
         + " Anything past a limit is refused with `invalid_input` and changes nothing "
-        "(`spec/constants.json`).\n\n"
-        + table(["Limit", "Value", "What it bounds"], rows)
+        "(`spec/constants.json`).\n\n" + table(["Limit", "Value", "What it bounds"], rows)
     )
 
 
