@@ -245,6 +245,10 @@ class _Connection:
                 return
             try:
                 self._check_head(event)
+                if self.h11.they_are_waiting_for_100_continue:
+                    self.writer.write(
+                        self.h11.send(h11.InformationalResponse(status_code=100, headers=[]))
+                    )
                 body = await self._body()
             except _Refused as refused:
                 await self._refuse(refused.status, refused.message)

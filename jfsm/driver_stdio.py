@@ -4,7 +4,8 @@ Input is read in chunks of at most 1 MiB and split at newlines, so memory stays 
 whatever arrives: a line longer than the spec's `message_max_bytes` is answered with an
 `invalid_input` error (id null) as soon as it crosses the limit, and the rest of it is
 discarded up to the next newline (JF-ERR-009). Every other non-blank line gets exactly one
-reply, in whatever order the messages finish (JF-ERR-008). The server stops at EOF or after
+reply, in whatever order the messages finish (JF-ERR-008); at most 1024 are in flight, and
+reading waits while they are. The server stops at EOF or after
 answering `shutdown`, then closes the driver.
 """
 
@@ -21,6 +22,7 @@ from jfsm.spec import constants
 __all__ = ["LineSplitter", "MessageHandler", "serve_stdio"]
 
 CHUNK = 1 << 20
+IN_FLIGHT = 1024  # messages answered concurrently; reading waits beyond (backpressure)
 
 
 class MessageHandler(Protocol):
@@ -110,7 +112,9 @@ async def serve_stdio(
             stop.set()
         await write(reply)
 
-    def dispatch(event: bytes | Refusal) -> None:
+    slots = asyncio.Semaphore(IN_FLIGHT)
+
+    async def dispatch(event: bytes | Refusal) -> None:
         job: Callable[[], Awaitable[None]]
         if isinstance(event, Refusal):
             job = lambda: write(refusal_reply(event))  # noqa: E731
@@ -118,7 +122,15 @@ async def serve_stdio(
             job = lambda: answer(event)  # noqa: E731
         else:
             return
-        task = asyncio.create_task(job())
+        await slots.acquire()
+
+        async def run() -> None:
+            try:
+                await job()
+            finally:
+                slots.release()
+
+        task = asyncio.create_task(run())
         tasks.add(task)
         task.add_done_callback(tasks.discard)
 
@@ -135,10 +147,10 @@ async def serve_stdio(
             if not chunk:
                 last = splitter.end()
                 if last is not None:
-                    dispatch(last)
+                    await dispatch(last)
                 break
             for event in splitter.feed(chunk):
-                dispatch(event)
+                await dispatch(event)
         while tasks:
             await asyncio.gather(*list(tasks), return_exceptions=True)
     finally:

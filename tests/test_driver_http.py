@@ -307,3 +307,20 @@ def test_the_token_is_generated_and_printed_or_taken_from_the_environment(from_e
         proc.wait(WAIT)
         if proc.stderr is not None:
             proc.stderr.close()
+
+
+def test_expect_100_continue_is_answered_before_the_body(server: HttpDriver) -> None:
+    """curl sends `Expect: 100-continue` for larger bodies and waits for the 100."""
+    message = json.dumps({"id": 11, "op": "dump", "args": {"game": "g"}}).encode()
+    head = _request(b"", extra="Expect: 100-continue\r\n", length=str(len(message)))
+    with socket.create_connection(("127.0.0.1", server.port), timeout=WAIT) as sock:
+        sock.sendall(head)
+        interim = b""
+        while b"\r\n\r\n" not in interim:
+            interim += sock.recv(65536)
+        assert interim.startswith(b"HTTP/1.1 100 ")
+        sock.sendall(message)
+        sock.shutdown(socket.SHUT_WR)
+        response = _read_all(sock)
+    status, body = status_and_body(response)
+    assert status == 200 and body is not None and body["id"] == 11 and body["ok"]
