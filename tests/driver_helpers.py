@@ -162,6 +162,7 @@ class HttpDriver:
         self.port = int(match[1])
         self.url = f"http://127.0.0.1:{self.port}"
         self._ids = 0
+        self._client: Any = None
         self.stderr: list[bytes] = []
         threading.Thread(target=self._pump_err, daemon=True).start()
 
@@ -183,15 +184,21 @@ class HttpDriver:
                 chunks.append(chunk)
         return b"".join(chunks)
 
-    def call(self, op: str, args: dict[str, Any]) -> dict[str, Any]:
+    @property
+    def client(self) -> Any:
+        """One kept-alive httpx client (making one per request costs a TLS context)."""
         import httpx
 
+        if self._client is None:
+            self._client = httpx.Client(timeout=WAIT)
+        return self._client
+
+    def call(self, op: str, args: dict[str, Any]) -> dict[str, Any]:
         self._ids += 1
-        response = httpx.post(
+        response = self.client.post(
             self.url + "/v1/message",
             json={"id": self._ids, "op": op, "args": args},
             headers=self.headers(),
-            timeout=WAIT,
         )
         assert response.status_code == 200, response.text
         reply = response.json()
@@ -202,6 +209,8 @@ class HttpDriver:
         return self.proc.poll() is None
 
     def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
         if self.proc.poll() is None:
             self.proc.terminate()
             try:
