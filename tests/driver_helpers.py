@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -193,6 +194,12 @@ class HttpDriver:
             self._client = httpx.Client(timeout=WAIT)
         return self._client
 
+    def drop_connections(self) -> None:
+        """Close the kept-alive connection (it holds one of the driver's slots)."""
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
     def call(self, op: str, args: dict[str, Any]) -> dict[str, Any]:
         self._ids += 1
         response = self.client.post(
@@ -227,3 +234,107 @@ def status_and_body(response: bytes) -> tuple[int, dict[str, Any] | None]:
     head, _, body = response.partition(b"\r\n\r\n")
     status = int(head.split(b" ", 2)[1])
     return status, json.loads(body) if body.strip() else None
+
+
+_ZYGOTE = r"""
+import json, os, signal, sys
+import jfsm.cli, jfsm.driver, jfsm.stores.file, jfsm.transport  # imported once, shared by forks
+signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
+for line in sys.stdin:
+    command = json.loads(line)
+    pid = os.fork()
+    if pid == 0:
+        os.setsid()
+        os.dup2(os.open(command["stdin"], os.O_RDONLY), 0)
+        os.dup2(os.open(command["stdout"], os.O_WRONLY), 1)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
+        os._exit(jfsm.cli.main(command["argv"]))
+    print(pid, flush=True)
+"""
+
+
+class DriverZygote:
+    """Starts `jfsm driver` processes fast: one Python process imports jfsm once and forks a
+    child per driver, which runs `jfsm.cli.main(["driver", ...])` on FIFOs as stdin/stdout.
+    The children are real processes (killed with a real SIGKILL)."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", _ZYGOTE],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self.count = 0
+
+    def start(self, argv: list[str]) -> ForkedDriver:
+        self.count += 1
+        stdin = self.tmp / f"in-{self.count}"
+        stdout = self.tmp / f"out-{self.count}"
+        os.mkfifo(stdin)
+        os.mkfifo(stdout)
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        command = {"stdin": str(stdin), "stdout": str(stdout), "argv": argv}
+        self.proc.stdin.write(json.dumps(command) + "\n")
+        self.proc.stdin.flush()
+        writer = open(stdin, "wb", buffering=0)  # noqa: SIM115 (closed by ForkedDriver)
+        reader = open(stdout, "rb")  # noqa: SIM115
+        pid = int(self.proc.stdout.readline())
+        return ForkedDriver(pid, writer, reader)
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(WAIT)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+
+class ForkedDriver:
+    """A driver forked by `DriverZygote`, spoken to over FIFOs."""
+
+    def __init__(self, pid: int, writer: Any, reader: Any) -> None:
+        self.pid = pid
+        self.writer = writer
+        self.reader = reader
+        self.lines: queue.Queue[bytes] = queue.Queue()
+        self._ids = 0
+        self._pump_thread = threading.Thread(target=self._pump, daemon=True)
+        self._pump_thread.start()
+
+    def _pump(self) -> None:
+        for line in self.reader:
+            self.lines.put(line)
+        self.lines.put(b"")
+
+    def send_raw(self, data: bytes) -> None:
+        self.writer.write(data)
+
+    def reply(self, timeout: float = WAIT) -> dict[str, Any]:
+        line = self.lines.get(timeout=timeout)
+        assert line, "the driver closed its stdout"
+        reply = json.loads(line)
+        assert isinstance(reply, dict)
+        return reply
+
+    def call(self, op: str, args: dict[str, Any]) -> dict[str, Any]:
+        self._ids += 1
+        self.send_raw(json.dumps({"id": self._ids, "op": op, "args": args}).encode() + b"\n")
+        reply = self.reply()
+        assert reply["id"] == self._ids, reply
+        return reply
+
+    def kill(self) -> None:
+        """SIGKILL, then wait until the process is gone (its stdout reaches EOF)."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.pid, signal.SIGKILL)
+        self._pump_thread.join(WAIT)
+        assert not self._pump_thread.is_alive(), "the killed driver's stdout stayed open"
+        with contextlib.suppress(OSError):
+            self.writer.close()
+        self.reader.close()
+        deadline = time.monotonic() + WAIT
+        while Path(f"/proc/{self.pid}").exists():  # the kernel reaps it (SIGCHLD ignored)
+            assert time.monotonic() < deadline, "the killed driver did not go away"
+            time.sleep(0.01)

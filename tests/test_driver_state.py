@@ -15,7 +15,7 @@ import pytest
 
 from jfsm.driver import ReferenceDriver
 from jfsm.driver_state import StateDirectory
-from tests.driver_helpers import HELLO, StdioDriver
+from tests.driver_helpers import HELLO, DriverZygote, StdioDriver
 
 PEOPLE = [
     [{"id": f"p{k}-{i}", "human": i % 2 == 0, "spectator": False} for i in range(40)]
@@ -53,13 +53,16 @@ def _driver_with_games(state: Path, games: list[str]) -> ReferenceDriver:
 @pytest.mark.slow
 @pytest.mark.req("JF-ERR-013")
 def test_kill_9_during_participant_saves_leaves_every_game_reachable(tmp_path: Path) -> None:
-    """20 real SIGKILLs of `jfsm driver --state DIR` while it replaces participants files:
+    """20 real SIGKILLs of `jfsm driver --state DIR` (processes forked from one that has
+    imported jfsm, to start fast) while it replaces participants files:
     after each, hello answers, every game reopens, and each game's participants are one of
     the lists that were written (never empty or torn)."""
     state = tmp_path / "state"
     games = ["ga", "gb", "gc"]
     rng = random.Random(12)
-    driver = StdioDriver(state)
+    zygote = DriverZygote(tmp_path)
+    argv = ["driver", "--state", str(state)]
+    driver = zygote.start(argv)
     try:
         assert driver.call("hello", HELLO)["ok"]
         for game in games:
@@ -67,10 +70,10 @@ def test_kill_9_during_participant_saves_leaves_every_game_reachable(tmp_path: P
             reply = driver.call("set_participants", {"game": game, "participants": PEOPLE[0]})
             assert reply["ok"]
     finally:
-        driver.close()
+        driver.kill()
     valid = [json.dumps(p, sort_keys=True) for p in PEOPLE]
     for kill in range(21):
-        driver = StdioDriver(state)
+        driver = zygote.start(argv)
         try:
             hello = driver.call("hello", HELLO)
             assert hello["ok"], (kill, hello)
@@ -95,13 +98,14 @@ def test_kill_9_during_participant_saves_leaves_every_game_reachable(tmp_path: P
                     }
                 ).encode()
                 + b"\n"
-                for n in range(300)
+                for n in range(100)
             )
             driver.send_raw(burst)
-            for _ in range(rng.randrange(1, 40)):
+            for _ in range(rng.randrange(1, 25)):
                 driver.reply()
         finally:
             driver.kill()
+    zygote.close()
 
 
 @pytest.mark.req("JF-ERR-013")
