@@ -295,7 +295,7 @@ class _Connection:
         await self._send_raw(_response_bytes(status, _refusal_body(message), close=True))
 
     async def _send_raw(self, data: bytes) -> None:
-        with contextlib.suppress(OSError, ConnectionError):
+        with contextlib.suppress(OSError, ConnectionError, RuntimeError):
             self.writer.write(data)
             await asyncio.wait_for(self.writer.drain(), self.limits.header_timeout)
             self.writer.write_eof()
@@ -351,7 +351,9 @@ async def serve_http_async(
             )
             await connection.run()
         except (OSError, ConnectionError):
-            pass
+            pass  # the client went away
+        except Exception as exc:  # never a traceback, never the server: one line
+            print(f"jfsm driver: connection dropped: {type(exc).__name__}: {exc}", file=sys.stderr)
         finally:
             tasks.discard(task)
             writer.close()
