@@ -267,3 +267,22 @@ def test_duplicate_is_published_whole_with_its_participants(tmp_path: Path) -> N
 
     _run(dup())
     assert [p.name for p in state.iterdir() if p.name.startswith(".new-")] == []
+
+
+@pytest.mark.req("JF-ERR-014")
+def test_an_unusable_state_directory_fails_hello_cleanly(tmp_path: Path) -> None:
+    """hello on a state 'directory' that is a file answers store_unavailable and leaves the
+    driver as it was (not half initialised: other ops still ask for hello first)."""
+    state = tmp_path / "state"
+    state.write_text("a file, not a folder")
+
+    async def check() -> None:
+        driver = ReferenceDriver(state)
+        hello = await _call(driver, "hello", HELLO)
+        assert hello["error"]["code"] == "store_unavailable", hello
+        early = await _call(driver, "create_game", {"game": "g"})
+        assert early["error"]["code"] == "invalid_input"
+        assert "hello" in early["error"]["message"]
+
+    _run(check())
+    assert state.read_text() == "a file, not a folder"
