@@ -8,7 +8,9 @@ A driver spec names the implementation under test:
 - `stdio:COMMAND`: a subprocess speaking JSON lines; replies matched by id, so several
   requests can be outstanding. `restart` kills its process group with SIGKILL and starts
   `COMMAND` again. Its stderr is kept for the report.
-- `http:URL`: one POST per message to `URL/v1/message`.
+- `http:URL`: one POST per message to `URL/v1/message`, with the bearer token from the
+  environment variable `JFSM_DRIVER_TOKEN` if set (kept out of the spec, which reports
+  record).
 
 `DriverClient` runs the transport on its own event-loop thread and offers a blocking API
 (`call`, `start` + `wait`), which is what Hypothesis rules need. Every wait is bounded: a
@@ -221,13 +223,17 @@ class _Http:
 
         self.url = url.rstrip("/") + "/v1/message"
         self.client = httpx.AsyncClient(timeout=httpx.Timeout(DEFAULT_TIMEOUT, connect=10))
+        self.headers = {"Content-Type": "application/json"}
+        token = os.environ.get("JFSM_DRIVER_TOKEN")
+        if token:
+            self.headers["Authorization"] = f"Bearer {token}"
 
     async def send(self, message: dict[str, Any]) -> Any:
         import httpx
 
         try:
             response = await self.client.post(
-                self.url, content=_encode(message), headers={"Content-Type": "application/json"}
+                self.url, content=_encode(message), headers=self.headers
             )
         except httpx.HTTPError as exc:
             raise HarnessError(f"driver at {self.url} unreachable: {exc!r}") from exc

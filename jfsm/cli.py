@@ -4,6 +4,7 @@
 jfsm conformance [...]        run the conformance suite (default: the reference engine)
 jfsm conformance replay TRACE run a recorded failing trace again
 jfsm driver [--state DIR]     the reference engine over the driver protocol on stdio
+            [--http PORT [--token T]]   ... or over HTTP on 127.0.0.1 (bearer token T)
 jfsm fake-compress [--port N] serve the fake compress.v2 on 127.0.0.1 until interrupted
 jfsm inspect PATH [--json]    a durable store's stacks, lengths, footprint and flags
 ```
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import sys
 
 __all__ = ["main"]
@@ -36,6 +38,11 @@ def build_parser() -> argparse.ArgumentParser:
     driver = sub.add_parser("driver", help="serve the reference engine over the driver protocol")
     driver.add_argument("--state", help="directory of durable game stores (enables restart)")
     driver.add_argument("--http", type=int, metavar="PORT", help="serve HTTP on 127.0.0.1:PORT")
+    driver.add_argument(
+        "--token",
+        help="bearer token the HTTP driver requires (default: $JFSM_DRIVER_TOKEN, else a "
+        "random one printed on stderr)",
+    )
     fake = sub.add_parser("fake-compress", help="serve the fake compress.v2 on 127.0.0.1")
     fake.add_argument("--port", type=int, default=0, help="port (default: a free one)")
     inspect = sub.add_parser("inspect", help="show a durable store at a glance")
@@ -56,7 +63,8 @@ def main(argv: list[str] | None = None) -> int:
 
         driver = ReferenceDriver(args.state)
         if args.http is not None:
-            serve_http(driver, args.http)
+            token = args.token or os.environ.get("JFSM_DRIVER_TOKEN") or None
+            serve_http(driver, args.http, token=token)
         else:
             asyncio.run(serve_stdio(driver))
         return 0

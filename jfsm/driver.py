@@ -3,18 +3,21 @@
 A driver turns protocol messages (`{"id", "op", "args"}`) into engine calls and answers
 `{"id", "ok": true, "result"}` or `{"id", "ok": false, "error": {"code", ...}}`. Messages
 are handled concurrently, so a suite can append while a compression is held in flight.
+`handle` never raises and answers every message: a message that is not an object, has no
+valid id (the reply's id is then null), nests past the spec's limit or names an unknown op
+gets an error reply (JF-ERR-008).
 
 Used three ways: in process (`python:jfsm.driver:reference_driver`, or
 `durable_reference_driver` for file stores in a temporary directory), over stdio
-(`jfsm driver [--state DIR]`, JSON lines) and over HTTP (`jfsm driver --http PORT`).
-With a state directory, each game lives in a durable `FileStore` and a restarted driver
-reopens every game found there.
+(`jfsm driver [--state DIR]`, JSON lines, `jfsm.driver_stdio`) and over HTTP
+(`jfsm driver --http PORT`, `jfsm.driver_http`). With a state directory each game lives in
+a durable `FileStore` inside its folder (`jfsm.driver_state`), and a restarted driver
+reopens every game found there, skipping and reporting what it cannot open.
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
+import errno
 import sys
 import tempfile
 from collections.abc import Awaitable, Callable, Mapping
@@ -23,9 +26,15 @@ from typing import Any
 
 from jfsm import __version__
 from jfsm.compressor import Compressor
+from jfsm.driver_http import serve_http
+from jfsm.driver_state import GameFolder, Skipped, StateDamaged, StateDirectory
+from jfsm.driver_stdio import serve_stdio
+from jfsm.driver_wire import error_reply
 from jfsm.engine import GameEngine
-from jfsm.errors import InvalidInput, JfsmError
+from jfsm.errors import InvalidInput, JfsmError, StoreUnavailable
+from jfsm.limits import depth, validate_id
 from jfsm.records import Participant, parse_record
+from jfsm.spec import constants
 from jfsm.stores.memory import MemoryStore
 
 __all__ = [
@@ -48,43 +57,67 @@ def _arg(args: Mapping[str, Any], name: str) -> Any:
     return args[name]
 
 
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:80] + "..."
+
+
+def _message_id(message: object) -> int | None:
+    msg_id = message.get("id") if isinstance(message, Mapping) else None
+    if isinstance(msg_id, int) and not isinstance(msg_id, bool) and msg_id >= 0:
+        return msg_id
+    return None
+
+
 class ReferenceDriver:
-    """Protocol v1 over `GameEngine`s; memory stores, or file stores under `state_dir`."""
+    """Protocol v1 over `GameEngine`s; memory stores, or file stores under `state_dir`.
+
+    `compressor_factory` builds the compressor from hello's `compressUrl` (default: the
+    HTTP transport); `engine_class` is the engine each game runs (a seam for mutants).
+    `skipped` lists the entries of the state directory the last scan could not serve (also
+    returned by `hello` and written to stderr).
+    """
 
     def __init__(
         self,
         state_dir: str | Path | None = None,
         *,
         compressor_factory: Callable[[str], Compressor] | None = None,
+        engine_class: type[GameEngine] = GameEngine,
     ) -> None:
         self.state_dir = None if state_dir is None else Path(state_dir)
+        self.state = None if state_dir is None else StateDirectory(state_dir)
         self.games: dict[str, GameEngine] = {}
+        self.skipped: list[Skipped] = []
+        self._creating: set[str] = set()
         self._compress_url: str | None = None
         self._thresholds: dict[str, int] | None = None
         self._compressor: Compressor | None = None
         self._compressor_factory = compressor_factory
+        self._engine_class = engine_class
         self._ops: dict[str, Handler] = {
             name[3:]: getattr(self, name) for name in dir(self) if name.startswith("op_")
         }
 
     # -- plumbing ------------------------------------------------------------------------
     async def handle(self, message: Mapping[str, Any]) -> dict[str, Any]:
-        """Answer one protocol message (never raises for a bad message)."""
-        msg_id = message.get("id") if isinstance(message, Mapping) else None
+        """Answer one protocol message (never raises, whatever the message)."""
+        msg_id = _message_id(message)
         try:
             if not isinstance(message, Mapping):
                 raise InvalidInput("a message must be a JSON object")
+            limit = constants().message_max_depth
+            if depth(message, stop=limit) > limit:
+                raise InvalidInput(f"the message nests deeper than {limit} arrays and objects")
+            if msg_id is None:
+                raise InvalidInput(f"id must be an integer >= 0, not {_shown(message.get('id'))}")
             op = message.get("op")
             args = message.get("args", {})
             if not isinstance(args, Mapping):
                 raise InvalidInput("args must be an object", field="args")
             handler = self._ops.get(op) if isinstance(op, str) else None
             if handler is None:
-                return {
-                    "id": msg_id,
-                    "ok": False,
-                    "error": {"code": "unsupported_op", "message": f"unknown op {op!r}"},
-                }
+                return error_reply(msg_id, "unsupported_op", f"unknown op {_shown(op)}")
             if op != "hello" and self._compressor is None:
                 raise InvalidInput("the first message must be hello")
             result = await handler(args)
@@ -92,66 +125,73 @@ class ReferenceDriver:
         except JfsmError as exc:
             return {"id": msg_id, "ok": False, "error": exc.to_json()}
         except Exception as exc:  # a bug in the engine: report it, never kill the driver
-            error = {"code": "internal_error", "message": f"{type(exc).__name__}: {exc}"}
-            return {"id": msg_id, "ok": False, "error": error}
+            return error_reply(msg_id, "internal_error", f"{type(exc).__name__}: {exc}"[:2000])
 
     def _game(self, args: Mapping[str, Any]) -> GameEngine:
         game_id = _arg(args, "game")
         engine = self.games.get(game_id) if isinstance(game_id, str) else None
         if engine is None:
-            raise InvalidInput(f"unknown game {game_id!r}", field="game")
+            raise InvalidInput(f"unknown game {_shown(game_id)}", field="game")
         return engine
 
-    def _game_dir(self, game_id: str) -> Path:
-        assert self.state_dir is not None
-        return self.state_dir / ("game-" + game_id.encode("utf-8").hex())
+    def _new_id(self, args: Mapping[str, Any], name: str) -> str:
+        game_id = validate_id(_arg(args, name), name)
+        if game_id in self.games or game_id in self._creating:
+            raise InvalidInput(f"game {game_id!r} already exists", field=name)
+        if self.state is not None and self.state.exists(game_id):
+            raise InvalidInput(
+                f"game {game_id!r} has a folder in the state directory that could not be "
+                "opened (see hello's skipped); nothing was written",
+                field=name,
+            )
+        return game_id
 
-    def _new_store(self, game_id: str) -> Any:
-        if self.state_dir is None:
-            return MemoryStore()
+    def _open_store(self, folder: GameFolder) -> Any:
         from jfsm.stores.file import FileStore
 
-        return FileStore.open(self._game_dir(game_id))
+        return FileStore.open(folder.store)
 
-    def _engine(self, game_id: str, store: Any) -> GameEngine:
+    def _engine(
+        self, game_id: str, store: Any, participants: list[Participant] | tuple[()] = ()
+    ) -> GameEngine:
         assert self._compressor is not None
-        participants = self._load_participants(game_id)
-        return GameEngine(
+        return self._engine_class(
             store,
             self._compressor,
             game_id=game_id,
             participants=participants,
-            telemetry=lambda event: self._log_telemetry(game_id, event),
+            telemetry=self._telemetry_sink(game_id),
             thresholds=self._thresholds,
         )
 
-    def _sidecar(self, game_id: str, name: str) -> Path | None:
-        if self.state_dir is None:
+    def _telemetry_sink(self, game_id: str) -> Callable[[dict[str, Any]], None] | None:
+        state = self.state
+        if state is None:
             return None
-        return self._game_dir(game_id) / name
-
-    def _load_participants(self, game_id: str) -> list[Participant]:
-        path = self._sidecar(game_id, "participants.json")
-        if path is None or not path.exists():
-            return []
-        return [parse_record(Participant, p) for p in json.loads(path.read_text("utf-8"))]
-
-    def _log_telemetry(self, game_id: str, event: dict[str, Any]) -> None:
-        path = self._sidecar(game_id, "telemetry.jsonl")
-        if path is not None:
-            with path.open("a", encoding="utf-8") as handle:
-                handle.write(json.dumps(event, ensure_ascii=False) + "\n")
+        folder = state.folder(game_id)
+        return lambda event: state.append_telemetry(folder, event)
 
     def _reopen_all(self) -> None:
-        if self.state_dir is None:
+        if self.state is None:
             return
-        self.state_dir.mkdir(parents=True, exist_ok=True)
-        from jfsm.stores.file import FileStore
-
-        for path in sorted(self.state_dir.glob("game-*")):
-            game_id = bytes.fromhex(path.name[5:]).decode("utf-8")
-            if game_id not in self.games:
-                self.games[game_id] = self._engine(game_id, FileStore.open(path))
+        folders, skipped = self.state.scan()
+        for folder in folders:
+            if folder.game_id in self.games:
+                continue
+            try:
+                participants = self.state.load_participants(folder)
+                store = self._open_store(folder)
+            except (JfsmError, OSError, StateDamaged) as exc:
+                skipped.append(Skipped(folder.path.name, f"{type(exc).__name__}: {exc}"))
+                continue
+            try:
+                self.games[folder.game_id] = self._engine(folder.game_id, store, participants)
+            except BaseException:
+                store.close()
+                raise
+        for entry in skipped:
+            print(f"jfsm driver: skipped {entry.entry}: {entry.reason}", file=sys.stderr)
+        self.skipped = skipped
 
     def restart(self) -> None:
         """Close every store and reopen the durable games (in-process restart)."""
@@ -173,20 +213,37 @@ class ReferenceDriver:
         if thresholds is not None and not (
             isinstance(thresholds, Mapping)
             and set(thresholds) <= {"game", "catalyst"}
-            and all(isinstance(v, int) and v > 0 for v in thresholds.values())
+            and all(
+                isinstance(v, int) and not isinstance(v, bool) and v > 0
+                for v in thresholds.values()
+            )
         ):
             raise InvalidInput("thresholds must be {game?, catalyst?} positive integers")
-        self._thresholds = None if thresholds is None else dict(thresholds)
-        if self._compressor_factory is not None:
-            self._compressor = self._compressor_factory(url)
-        else:
-            from jfsm.transport import HttpCompressor
+        if not isinstance(url, str):
+            raise InvalidInput("compressUrl must be a string", field="compressUrl")
+        try:
+            if self._compressor_factory is not None:
+                compressor = self._compressor_factory(url)
+            else:
+                from jfsm.transport import HttpCompressor
 
-            self._compressor = HttpCompressor(url)
+                compressor = HttpCompressor(url)
+        except (ValueError, TypeError) as exc:
+            raise InvalidInput(f"compressUrl {_shown(url)} is not usable: {exc}") from exc
+        before = (self._thresholds, self._compressor, self._compress_url)
+        self._thresholds = None if thresholds is None else dict(thresholds)
+        self._compressor = compressor
         self._compress_url = url
+        try:
+            self._reopen_all()
+        except OSError as exc:  # the state directory itself: nothing changes
+            self._thresholds, self._compressor, self._compress_url = before
+            raise StoreUnavailable(
+                f"state directory {self.state_dir} unusable ({exc}); hello changed nothing",
+                errno=errno.errorcode.get(exc.errno or 0, "EIO"),
+            ) from exc
         for engine in self.games.values():
-            engine.compressor = self._compressor
-        self._reopen_all()
+            engine.compressor = compressor
         return {
             "protocol": PROTOCOL_VERSION,
             "implementation": {"name": "jfsm", "version": __version__, "language": "python"},
@@ -195,47 +252,42 @@ class ReferenceDriver:
                 "concurrent": True,
                 "thresholdOverride": True,
             },
+            "skipped": [entry.to_json() for entry in self.skipped],
         }
 
     async def op_create_game(self, args: Mapping[str, Any]) -> dict[str, Any]:
-        game_id = _arg(args, "game")
-        if not isinstance(game_id, str) or not game_id:
-            raise InvalidInput("game must be a non-empty string", field="game")
-        if game_id in self.games:
-            raise InvalidInput(f"game {game_id!r} already exists", field="game")
-        self.games[game_id] = self._engine(game_id, self._new_store(game_id))
+        game_id = self._new_id(args, "game")
+        if self.state is None:
+            self.games[game_id] = self._engine(game_id, MemoryStore())
+            return {}
+        with self.state.new_game(game_id) as fresh:
+            self._open_store(fresh).close()
+        folder = self.state.folder(game_id)
+        self.games[game_id] = self._engine(game_id, self._open_store(folder))
         return {}
 
     async def op_set_participants(self, args: Mapping[str, Any]) -> dict[str, Any]:
         engine = self._game(args)
-        participants = _arg(args, "participants")
-        if not isinstance(participants, list):
+        given = _arg(args, "participants")
+        if not isinstance(given, list):
             raise InvalidInput("participants must be a list", field="participants")
+        participants = [parse_record(Participant, p) for p in given]
+        if self.state is not None:
+            self.state.save_participants(self.state.folder(engine.game_id), participants)
         engine.set_participants(participants)
-        self._save_participants(engine)
         return {}
-
-    def _save_participants(self, engine: GameEngine) -> None:
-        path = self._sidecar(engine.game_id, "participants.json")
-        if path is not None:
-            path.write_text(
-                json.dumps([p.to_json() for p in engine.participants()]), encoding="utf-8"
-            )
 
     async def op_record_round(self, args: Mapping[str, Any]) -> Any:
         return await self._game(args).record_round(_arg(args, "input"), _arg(args, "output"))
 
     async def op_generate(self, args: Mapping[str, Any]) -> Any:
         report = await self._game(args).before_generation(args.get("scene"))
-        return _camel(report.to_json())
+        return report.to_json()
 
     async def op_intervene(self, args: Mapping[str, Any]) -> Any:
-        result = await self._game(args).intervene(
+        return await self._game(args).intervene(
             _arg(args, "input"), _arg(args, "output"), _arg(args, "revealed")
         )
-        if result["compression"] is not None:
-            result["compression"] = _camel(result["compression"])
-        return result
 
     async def op_start_scene(self, args: Mapping[str, Any]) -> Any:
         await self._game(args).start_scene(_arg(args, "scene"))
@@ -268,22 +320,24 @@ class ReferenceDriver:
 
     async def op_duplicate(self, args: Mapping[str, Any]) -> Any:
         source = self._game(args)
-        into = _arg(args, "into")
-        if not isinstance(into, str) or not into or into in self.games:
-            raise InvalidInput(f"cannot duplicate into {into!r}", field="into")
-        store = self._new_store(into)
+        into = self._new_id(args, "into")
+        if self.state is None:
+            self.games[into] = await source.duplicate(MemoryStore(), into)
+            return {}
+        self._creating.add(into)
         try:
-            self.games[into] = await source.duplicate(
-                store, into, telemetry=lambda event: self._log_telemetry(into, event)
-            )
-            self._save_participants(self.games[into])
-        except BaseException:
-            store.close()
-            if self.state_dir is not None:
-                import shutil
-
-                shutil.rmtree(self._game_dir(into), ignore_errors=True)
-            raise
+            with self.state.new_game(into) as fresh:
+                store = self._open_store(fresh)
+                try:
+                    copy = await source.duplicate(store, into)
+                    self.state.save_participants(fresh, copy.participants())
+                finally:
+                    store.close()
+            folder = self.state.folder(into)
+            participants = list(copy.participants())
+            self.games[into] = self._engine(into, self._open_store(folder), participants)
+        finally:
+            self._creating.discard(into)
         return {}
 
     async def op_write(self, args: Mapping[str, Any]) -> Any:
@@ -304,10 +358,10 @@ class ReferenceDriver:
 
     async def op_telemetry(self, args: Mapping[str, Any]) -> Any:
         engine = self._game(args)
-        path = self._sidecar(engine.game_id, "telemetry.jsonl")
-        if path is not None and path.exists():
-            lines = path.read_text("utf-8").splitlines()
-            return [json.loads(line) for line in lines if line.strip()]
+        if self.state is not None:
+            saved = self.state.read_telemetry(self.state.folder(engine.game_id))
+            if saved is not None:
+                return saved
         return list(engine.telemetry)
 
     async def op_restart(self, args: Mapping[str, Any]) -> Any:
@@ -319,12 +373,6 @@ class ReferenceDriver:
     async def op_shutdown(self, args: Mapping[str, Any]) -> Any:
         self.close()
         return {}
-
-
-def _camel(report: Mapping[str, Any]) -> dict[str, Any]:
-    names = {"length_before": "lengthBefore", "length_after": "lengthAfter", "call_id": "callId"}
-    names["through_seq"] = "throughSeq"
-    return {names.get(k, k): _camel(v) if isinstance(v, Mapping) else v for k, v in report.items()}
 
 
 def reference_driver() -> ReferenceDriver:
@@ -341,101 +389,3 @@ def durable_reference_driver() -> ReferenceDriver:
     state = tempfile.mkdtemp(prefix="jfsm-driver-")
     atexit.register(shutil.rmtree, state, True)
     return ReferenceDriver(state)
-
-
-async def serve_stdio(driver: ReferenceDriver) -> None:
-    """Serve JSON lines on stdin/stdout until EOF or `shutdown`; messages run concurrently."""
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=1 << 30)
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
-    out_lock = asyncio.Lock()
-    tasks: set[asyncio.Task[None]] = set()
-    stop = asyncio.Event()
-
-    async def answer(line: bytes) -> None:
-        try:
-            message = json.loads(line)
-        except ValueError as exc:
-            reply: dict[str, Any] = {
-                "id": None,
-                "ok": False,
-                "error": {"code": "invalid_input", "message": f"not JSON: {exc}"},
-            }
-        else:
-            reply = await driver.handle(message)
-            if isinstance(message, dict) and message.get("op") == "shutdown":
-                stop.set()
-        data = (json.dumps(reply, ensure_ascii=False) + "\n").encode("utf-8")
-        async with out_lock:
-            sys.stdout.buffer.write(data)
-            sys.stdout.buffer.flush()
-
-    while not stop.is_set():
-        line = await reader.readline()
-        if not line:
-            break
-        if line.strip():
-            task = asyncio.create_task(answer(line))
-            tasks.add(task)
-            task.add_done_callback(tasks.discard)
-    if tasks:
-        await asyncio.gather(*tasks, return_exceptions=True)
-    driver.close()
-
-
-def serve_http(
-    driver: ReferenceDriver, port: int, *, ready: Callable[[int], None] | None = None
-) -> None:
-    """Serve `POST /v1/message` on 127.0.0.1:`port` until interrupted or `shutdown`.
-
-    Each request runs on a shared event loop, so requests are handled concurrently.
-    """
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-    loop = asyncio.new_event_loop()
-    threading.Thread(target=loop.run_forever, daemon=True, name="jfsm-driver-loop").start()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            if self.path != "/v1/message":
-                self.send_error(404)
-                return
-            length = int(self.headers.get("Content-Length") or 0)
-            try:
-                message = json.loads(self.rfile.read(length))
-            except ValueError as exc:
-                reply: dict[str, Any] = {
-                    "id": None,
-                    "ok": False,
-                    "error": {"code": "invalid_input", "message": f"not JSON: {exc}"},
-                }
-            else:
-                future = asyncio.run_coroutine_threadsafe(driver.handle(message), loop)
-                reply = future.result()
-                if isinstance(message, dict) and message.get("op") == "shutdown":
-                    threading.Thread(target=server.shutdown, daemon=True).start()
-            body = json.dumps(reply, ensure_ascii=False).encode("utf-8")
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            return None
-
-    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-    server.daemon_threads = True
-    bound = server.server_address[1]
-    print(f"jfsm driver listening on http://127.0.0.1:{bound}", file=sys.stderr, flush=True)
-    if ready is not None:
-        ready(bound)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
-        loop.call_soon_threadsafe(loop.stop)
-        driver.close()

@@ -39,6 +39,7 @@ from jfsm.forced import ForcedCompression
 from jfsm.game_memory import GameMemory
 from jfsm.history import rebuild_game_stack
 from jfsm.layout import is_reserved, round_key, scene_keys, validate_scene_id
+from jfsm.limits import check_value_depth, validate_id
 from jfsm.machines import CompressionEvent, ForcedState, SceneEvent, SceneState
 from jfsm.memory_index import MemoryIndex
 from jfsm.projection import Projection
@@ -89,9 +90,7 @@ class GameEngine:
         spec = constants()
         self.store = store
         self.compressor = compressor
-        self.game_id = require_text(game_id, "game id")
-        if not self.game_id:
-            raise InvalidInput("game id must not be empty", field="game id")
+        self.game_id = validate_id(game_id, "game id")
         self.thresholds = {"game": spec.game_threshold, "catalyst": spec.catalyst_threshold}
         self.thresholds.update(thresholds or {})
         self.kinds = {"game": spec.game_kind, "catalyst": spec.catalyst_kind}
@@ -384,9 +383,7 @@ class GameEngine:
         whose change log starts empty; returns the new game's engine (of this engine's
         class), which reports its own compressions to `telemetry` (never to this game's
         sink)."""
-        require_text(game_id, "game id")
-        if not game_id:
-            raise InvalidInput("game id must not be empty", field="game id")
+        validate_id(game_id, "game id")
         async with self.memory.lock:
             target.seed(self.store.image.values_bytes())
         return type(self)(
@@ -412,6 +409,7 @@ class GameEngine:
             raise InvalidInput("sets must be an object", field="sets")
         if not isinstance(deletes, (list, tuple, set, frozenset)):
             raise InvalidInput("deletes must be a list of keys", field="deletes")
+        check_value_depth(sets)
         projection = Projection.of(sets, list(deletes), label="cheat" if cheat else "write")
         reserved = sorted(k for k in projection.touched() if is_reserved(k))
         if reserved:

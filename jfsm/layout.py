@@ -16,11 +16,9 @@ Every key starting with `jf` is reserved for the workflow; any other key is game
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
-from jfsm.errors import InvalidInput
-from jfsm.text import require_text
+from jfsm.limits import validate_id
 
 __all__ = [
     "ARCHIVES",
@@ -35,7 +33,6 @@ __all__ = [
 
 RESERVED_PREFIX = "jf"
 ARCHIVES = "jfCatalystArchives"
-_SCENE_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,13 +65,9 @@ GAME = StackKeys("jfGameStack")
 
 
 def validate_scene_id(scene_id: object) -> str:
-    """Return a valid scene id (1 to 64 of `A-Z a-z 0-9 _ -`) or raise `InvalidInput`."""
-    text = require_text(scene_id, "scene id")
-    if not _SCENE_ID.fullmatch(text):
-        raise InvalidInput(
-            f"scene id {text!r} must be 1 to 64 characters of A-Z a-z 0-9 _ -", scene=text
-        )
-    return text
+    """Return a valid scene id (the spec's `limits.id_pattern`: 1 to 64 of
+    `A-Z a-z 0-9 _ -`) or raise `InvalidInput`."""
+    return validate_id(scene_id, "scene id")
 
 
 def scene_keys(scene_id: str) -> StackKeys:

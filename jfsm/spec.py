@@ -58,6 +58,11 @@ class Constants:
     quota_bytes: int
     game_kind: str
     catalyst_kind: str
+    # limits (JF-ERR-006 to JF-ERR-009)
+    id_pattern: str
+    value_max_depth: int
+    message_max_depth: int
+    message_max_bytes: int
 
 
 @cache
@@ -71,4 +76,8 @@ def constants() -> Constants:
         quota_bytes=data["quota_bytes"],
         game_kind=data["kinds"]["game"],
         catalyst_kind=data["kinds"]["catalyst"],
+        id_pattern=data["limits"]["id_pattern"],
+        value_max_depth=data["limits"]["value_max_depth"],
+        message_max_depth=data["limits"]["message_max_depth"],
+        message_max_bytes=data["limits"]["message_max_bytes"],
     )

@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from jfsm.compressor import CompressionRequest, CompressionResult
@@ -86,8 +86,17 @@ class CompressionReport:
     forced: CompressionReport | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """The report as JSON; `forced` is the owed forced compression run first, if any."""
-        out = {k: v for k, v in asdict(self).items() if v is not None and k != "forced"}
+        """The report as the driver protocol's JSON (camelCase, as every record); `forced`
+        is the owed forced compression run first, if any."""
+        out: dict[str, Any] = {
+            "outcome": self.outcome,
+            "lengthBefore": self.length_before,
+            "lengthAfter": self.length_after,
+        }
+        if self.call_id is not None:
+            out["callId"] = self.call_id
+        if self.through_seq is not None:
+            out["throughSeq"] = self.through_seq
         if self.forced is not None:
             out["forced"] = self.forced.to_json()
         return out

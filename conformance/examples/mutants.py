@@ -51,19 +51,7 @@ MUTANTS: dict[str, str] = {}  # factory name -> the one thing it does wrong
 
 
 def _engine_driver(engine_cls: type[GameEngine]) -> ReferenceDriver:
-    class Driver(ReferenceDriver):
-        def _engine(self, game_id: str, store: Any) -> GameEngine:
-            assert self._compressor is not None
-            return engine_cls(
-                store,
-                self._compressor,
-                game_id=game_id,
-                participants=self._load_participants(game_id),
-                telemetry=lambda event: self._log_telemetry(game_id, event),
-                thresholds=self._thresholds,
-            )
-
-    return Driver()
+    return ReferenceDriver(engine_class=engine_cls)
 
 
 def _with_stack(stack_cls: type[StackCompression]) -> ReferenceDriver:

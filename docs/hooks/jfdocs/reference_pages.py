@@ -666,6 +666,48 @@ def _object_table(schema: Mapping[str, Any], defs: Mapping[str, Any]) -> str:
     )
 
 
+def limits_section(spec: Path, heading: str = "## Limits") -> str:
+    """The spec's limits (`constants.json` `limits`, described by its schema) as a table."""
+    constants = _load(spec / "constants.json")
+    limits = constants.get("limits")
+    if not limits:
+        return ""
+    schema = _load(spec / "schemas" / "constants.schema.json")
+    described = schema["properties"].get("limits", {})
+    about = described.get("properties", {})
+    rows = [
+        [f"`{name}`", code(json.dumps(value)), cell(about.get(name, {}).get("description", ""))]
+        for name, value in limits.items()
+    ]
+    return (
+        f"\n{heading}\n\n"
+        + prose(described.get("description", ""), DECISIONS)
+        + " Anything past a limit is refused with `invalid_input` and changes nothing "
+        "(`spec/constants.json`).\n\n" + table(["Limit", "Value", "What it bounds"], rows)
+    )
+
+
+def _http_section(protocol: Mapping[str, Any]) -> str:
+    http = protocol.get("http")
+    if not http:
+        return ""
+    out = ["\n## HTTP transport\n"]
+    out.append("".join(f"- {prose(r, DECISIONS)}\n" for r in http.get("rules", [])))
+    limits = http.get("limits", {})
+    if limits:
+        out.append(
+            "\nThe reference driver's bounds (`spec/driver/protocol.json` `http.limits`):\n\n"
+            + table(
+                ["Limit", "Value", "Meaning"],
+                [
+                    [f"`{name}`", code(json.dumps(item["value"])), cell(item["description"])]
+                    for name, item in limits.items()
+                ],
+            )
+        )
+    return "\n".join(out)
+
+
 def driver_page(spec: Path) -> str:
     driver = spec / "driver"
     out = ["# Driver protocol\n"]
@@ -722,6 +764,8 @@ def driver_page(spec: Path) -> str:
         if protocol.get("rules"):
             out.append("## Rules\n")
             out.append("".join(f"- {prose(r, DECISIONS)}\n" for r in protocol["rules"]))
+        out.append(limits_section(spec))
+        out.append(_http_section(protocol))
         out.append("\n## Error codes\n")
         codes = protocol.get("error_codes", [])
         out.append(
@@ -896,6 +940,13 @@ def errors_page(spec: Path) -> str:
                 + " ".join(prose(r, DECISIONS) for r in details_rules)
                 + "\n"
             )
+    out.append(limits_section(spec, "## Limits refused with invalid_input"))
+    if protocol.get("http"):
+        out.append(
+            "An HTTP driver also refuses foreign and malformed requests with a 4xx status and "
+            "an `invalid_input` reply whose id is null; see the "
+            "[driver protocol](driver-protocol.md#http-transport).\n"
+        )
     out.append("\n## The reference engine's exception tree\n")
     out.append(
         "From the docstring of `jfsm.errors` (drawn once in code, once here). Every error has "

@@ -1,0 +1,393 @@
+"""The driver protocol over HTTP (`jfsm driver --http PORT`), for local callers only.
+
+One asyncio server on 127.0.0.1, HTTP/1.1 parsed by h11, one `POST /v1/message` per message.
+A request is answered only if it comes from a local program that knows the token
+(decision R24, JF-ERR-011); in order, it is refused with a protocol error body
+(`{"id": null, "ok": false, "error": {"code": "invalid_input", ...}}`) and the connection
+closed when:
+
+| status | when |
+| --- | --- |
+| 400 | HTTP framing h11 rejects (bad or negative `Content-Length`, bad header lines) |
+| 421 | `Host` is not a loopback name (`127.0.0.1`, `localhost`, `[::1]`): DNS rebinding |
+| 403 | an `Origin` other than the driver's own: a web page in a browser |
+| 405 / 404 | not `POST` / not `/v1/message` |
+| 401 | no `Authorization: Bearer <token>` with the driver's token |
+| 415 | `Content-Type` is not `application/json` (a browser's "simple" request) |
+| 411 / 413 | no length / a body over the spec's `message_max_bytes` |
+| 408 | headers or body not complete within their timeout |
+| 431 | request headers over the header limit |
+| 400 | a body that is not a readable message (not JSON, too deep, no valid id) |
+| 503 | every connection slot busy |
+
+Everything else is answered 200 with the driver's reply and the connection kept alive.
+The limits (timeouts, header bytes, connection slots, listen backlog) are the `http`
+section of `spec/driver/protocol.json` (JF-ERR-012); a half-sent request never holds a
+slot past its timeout, and a burst of connects waits in the listen backlog.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import secrets
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import h11
+
+from jfsm.driver_stdio import MessageHandler
+from jfsm.driver_wire import Refusal, decode, encode, error_reply
+from jfsm.spec import constants, load_json
+
+__all__ = ["HttpLimits", "http_limits", "new_token", "serve_http", "serve_http_async"]
+
+PATH = "/v1/message"
+LOOPBACK = frozenset({"127.0.0.1", "localhost", "[::1]"})
+_REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    408: "Request Timeout",
+    411: "Length Required",
+    413: "Content Too Large",
+    415: "Unsupported Media Type",
+    421: "Misdirected Request",
+    431: "Request Header Fields Too Large",
+    503: "Service Unavailable",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class HttpLimits:
+    """The HTTP transport's bounds (`spec/driver/protocol.json` `http.limits`)."""
+
+    header_bytes: int
+    header_timeout: float
+    body_timeout: float
+    idle_timeout: float
+    connections: int
+    backlog: int
+    body_bytes: int
+
+
+@cache
+def http_limits() -> HttpLimits:
+    """The HTTP limits from the spec."""
+    raw = {k: v["value"] for k, v in load_json("driver/protocol.json")["http"]["limits"].items()}
+    return HttpLimits(
+        header_bytes=raw["header_bytes"],
+        header_timeout=raw["header_timeout_seconds"],
+        body_timeout=raw["body_timeout_seconds"],
+        idle_timeout=raw["idle_timeout_seconds"],
+        connections=raw["connections"],
+        backlog=raw["backlog"],
+        body_bytes=constants().message_max_bytes,
+    )
+
+
+def new_token() -> str:
+    """A fresh random bearer token (URL-safe text)."""
+    return secrets.token_urlsafe(24)
+
+
+class _Refused(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def _response_bytes(status: int, body: bytes, *, close: bool) -> bytes:
+    head = [
+        f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}",
+        "Content-Type: application/json",
+        f"Content-Length: {len(body)}",
+        "Cache-Control: no-store",
+    ]
+    if status == 401:
+        head.append('WWW-Authenticate: Bearer realm="jfsm-driver"')
+    if close:
+        head.append("Connection: close")
+    return ("\r\n".join(head) + "\r\n\r\n").encode("ascii") + body
+
+
+def _refusal_body(message: str) -> bytes:
+    return encode(error_reply(None, "invalid_input", message + "; nothing was done"))
+
+
+def _host_name(value: str) -> str:
+    value = value.strip().lower()
+    if value.startswith("["):
+        return value[: value.find("]") + 1] if "]" in value else value
+    return value.rsplit(":", 1)[0] if ":" in value else value
+
+
+class _Connection:
+    def __init__(
+        self,
+        driver: MessageHandler,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        *,
+        token: str,
+        port: int,
+        limits: HttpLimits,
+        on_shutdown: Callable[[], None],
+    ) -> None:
+        self.driver = driver
+        self.reader = reader
+        self.writer = writer
+        self.token = token.encode("utf-8")
+        self.origins = {f"http://{host}:{port}" for host in LOOPBACK}
+        self.limits = limits
+        self.on_shutdown = on_shutdown
+        self.h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=limits.header_bytes)
+        self.loop = asyncio.get_running_loop()
+
+    async def _event(self, deadline: float, *, idle: float | None = None) -> Any:
+        """The next h11 event; `idle`: a later deadline that holds until the first byte."""
+        while True:
+            try:
+                event = self.h11.next_event()
+            except h11.RemoteProtocolError:
+                raise
+            except ValueError as exc:  # e.g. a Content-Length of thousands of digits
+                raise _Refused(400, f"malformed HTTP request: {exc}") from None
+            if event is not h11.NEED_DATA:
+                return event
+            wait = (idle if idle is not None else deadline) - self.loop.time()
+            if wait <= 0:
+                raise _Refused(408, "the request did not arrive within its timeout")
+            try:
+                data = await asyncio.wait_for(self.reader.read(65536), wait)
+            except TimeoutError:
+                raise _Refused(408, "the request did not arrive within its timeout") from None
+            if data and idle is not None:
+                idle = None
+                deadline = self.loop.time() + self.limits.header_timeout
+            self.h11.receive_data(data)
+
+    def _check_head(self, request: h11.Request) -> None:
+        headers: dict[bytes, list[bytes]] = {}
+        for name, value in request.headers:
+            headers.setdefault(name.lower(), []).append(value)
+        hosts = headers.get(b"host", [])
+        host = hosts[0].decode("latin-1") if len(hosts) == 1 else ""
+        if _host_name(host) not in LOOPBACK:
+            raise _Refused(421, "Host must be a loopback name (127.0.0.1, localhost, [::1])")
+        for origin in headers.get(b"origin", []):
+            if origin.decode("latin-1").lower() not in self.origins:
+                raise _Refused(403, "requests from another origin (a web page) are refused")
+        if request.method != b"POST":
+            raise _Refused(405, "only POST is served")
+        if request.target != PATH.encode():
+            raise _Refused(404, f"the only resource is {PATH}")
+        auth = headers.get(b"authorization", [])
+        given = auth[0] if len(auth) == 1 else b""
+        if not (given[:7].lower() == b"bearer " and hmac.compare_digest(given[7:], self.token)):
+            raise _Refused(401, "missing or wrong bearer token (Authorization: Bearer TOKEN)")
+        types = headers.get(b"content-type", [])
+        media = types[0].split(b";")[0].strip().lower() if len(types) == 1 else b""
+        if media != b"application/json":
+            raise _Refused(415, "Content-Type must be application/json")
+        lengths = headers.get(b"content-length", [])
+        chunked = b"chunked" in b",".join(headers.get(b"transfer-encoding", [])).lower()
+        if not lengths and not chunked:
+            raise _Refused(411, "Content-Length is required")
+        if lengths and int(lengths[0].strip() or b"0") > self.limits.body_bytes:
+            raise _Refused(413, f"the body exceeds the limit of {self.limits.body_bytes} bytes")
+
+    async def _body(self) -> bytes:
+        deadline = self.loop.time() + self.limits.body_timeout
+        body = bytearray()
+        while True:
+            event = await self._event(deadline)
+            if isinstance(event, h11.Data):
+                body += event.data
+                if len(body) > self.limits.body_bytes:
+                    raise _Refused(
+                        413, f"the body exceeds the limit of {self.limits.body_bytes} bytes"
+                    )
+            elif isinstance(event, h11.EndOfMessage):
+                return bytes(body)
+            else:
+                raise _Refused(400, "the connection ended inside the body")
+
+    async def run(self) -> None:
+        first = True
+        while True:
+            now = self.loop.time()
+            try:
+                if first:
+                    event = await self._event(now + self.limits.header_timeout)
+                else:
+                    event = await self._event(
+                        now + self.limits.header_timeout, idle=now + self.limits.idle_timeout
+                    )
+            except _Refused as refused:
+                if self.h11.their_state is h11.IDLE and not self.h11.trailing_data[0]:
+                    return  # an idle keep-alive connection: close it without a word
+                await self._refuse(refused.status, refused.message)
+                return
+            except h11.RemoteProtocolError as exc:
+                await self._refuse(exc.error_status_hint, f"malformed HTTP request: {exc}")
+                return
+            first = False
+            if isinstance(event, h11.ConnectionClosed) or not isinstance(event, h11.Request):
+                return
+            try:
+                self._check_head(event)
+                if self.h11.they_are_waiting_for_100_continue:
+                    self.writer.write(
+                        self.h11.send(h11.InformationalResponse(status_code=100, headers=[]))
+                    )
+                body = await self._body()
+            except _Refused as refused:
+                await self._refuse(refused.status, refused.message)
+                return
+            except h11.RemoteProtocolError as exc:
+                await self._refuse(exc.error_status_hint, f"malformed HTTP request: {exc}")
+                return
+            if not await self._answer(body):
+                return
+            if self.h11.our_state is h11.MUST_CLOSE or self.h11.their_state is h11.MUST_CLOSE:
+                return
+            try:
+                self.h11.start_next_cycle()
+            except h11.LocalProtocolError:
+                return
+
+    async def _answer(self, body: bytes) -> bool:
+        message = decode(body)
+        if isinstance(message, Refusal):
+            await self._refuse(400, message.message)
+            return False
+        reply = await self.driver.handle(message)
+        data = encode(reply)
+        if reply.get("id") is None:  # the body was not a readable message
+            await self._send_raw(_response_bytes(400, data, close=True))
+            return False
+        response = h11.Response(
+            status_code=200,
+            headers=[
+                ("Content-Type", "application/json"),
+                ("Content-Length", str(len(data))),
+                ("Cache-Control", "no-store"),
+            ],
+        )
+        self.writer.write(self.h11.send(response) + self.h11.send(h11.Data(data=data)))
+        self.writer.write(self.h11.send(h11.EndOfMessage()))
+        await self.writer.drain()
+        if isinstance(message, dict) and message.get("op") == "shutdown" and reply.get("ok"):
+            self.on_shutdown()
+            return False
+        return True
+
+    async def _refuse(self, status: int, message: str) -> None:
+        await self._send_raw(_response_bytes(status, _refusal_body(message), close=True))
+
+    async def _send_raw(self, data: bytes) -> None:
+        with contextlib.suppress(OSError, ConnectionError, RuntimeError):
+            self.writer.write(data)
+            await asyncio.wait_for(self.writer.drain(), self.limits.header_timeout)
+            self.writer.write_eof()
+            # Read what the client still sends for a moment, so that closing does not reset
+            # the connection before it has read the answer.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._discard(1 << 20), 1.0)
+
+    async def _discard(self, budget: int) -> None:
+        while budget > 0:
+            data = await self.reader.read(65536)
+            if not data:
+                return
+            budget -= len(data)
+
+
+async def serve_http_async(
+    driver: MessageHandler,
+    port: int,
+    *,
+    token: str,
+    ready: Callable[[int], None] | None = None,
+    limits: HttpLimits | None = None,
+) -> None:
+    """Serve `POST /v1/message` on 127.0.0.1:`port` until `shutdown` or cancellation;
+    closes the driver at the end."""
+    if not token:
+        raise ValueError("the HTTP driver needs a non-empty bearer token")
+    limits = limits or http_limits()
+    stop = asyncio.Event()
+    tasks: set[asyncio.Task[Any]] = set()
+    bound = port
+
+    async def connected(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        try:
+            if len(tasks) >= limits.connections:
+                busy = _refusal_body("every connection slot is busy; try again")
+                with contextlib.suppress(OSError, ConnectionError):
+                    writer.write(_response_bytes(503, busy, close=True))
+                    await asyncio.wait_for(writer.drain(), 1.0)
+                return
+            tasks.add(task)
+            connection = _Connection(
+                driver,
+                reader,
+                writer,
+                token=token,
+                port=bound,
+                limits=limits,
+                on_shutdown=stop.set,
+            )
+            await connection.run()
+        except (OSError, ConnectionError):
+            pass  # the client went away
+        except Exception as exc:  # never a traceback, never the server: one line
+            print(f"jfsm driver: connection dropped: {type(exc).__name__}: {exc}", file=sys.stderr)
+        finally:
+            tasks.discard(task)
+            writer.close()
+
+    server = await asyncio.start_server(
+        connected, "127.0.0.1", port, backlog=limits.backlog, limit=1 << 16
+    )
+    bound = server.sockets[0].getsockname()[1]
+    print(f"jfsm driver listening on http://127.0.0.1:{bound}", file=sys.stderr, flush=True)
+    if ready is not None:
+        ready(bound)
+    try:
+        async with server:
+            await stop.wait()
+    finally:
+        server.close()
+        for task in list(tasks):
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        driver.close()
+
+
+def serve_http(
+    driver: MessageHandler,
+    port: int,
+    *,
+    token: str | None = None,
+    ready: Callable[[int], None] | None = None,
+) -> None:
+    """Serve until `shutdown` or Ctrl-C (blocking). Without `token`, a random one is made
+    and printed on stderr."""
+    if token is None:
+        token = new_token()
+        print(f"jfsm driver bearer token: {token}", file=sys.stderr, flush=True)
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(serve_http_async(driver, port, token=token, ready=ready))
