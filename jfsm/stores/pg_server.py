@@ -171,7 +171,7 @@ class TemporaryServer:
         import psycopg
 
         with psycopg.connect(self.conninfo(), autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')  # type: ignore[arg-type]
+            conn.execute(f'CREATE DATABASE "{name}"')
         return self.conninfo(name)
 
     # -- internals -----------------------------------------------------------------------

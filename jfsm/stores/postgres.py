@@ -147,7 +147,8 @@ WITH owner AS (
     RETURNING seq
 ), put AS (
     INSERT INTO jfsm_value (game_id, key, value, base)
-    SELECT %(game)s, s.k, s.v, s.v FROM owner, unnest(%(keys)s::bytea[], %(values)s::bytea[]) AS s(k, v)
+    SELECT %(game)s, s.k, s.v, s.v
+    FROM owner, unnest(%(keys)s::bytea[], %(values)s::bytea[]) AS s(k, v)
 )
 SELECT seq FROM owner
 """
@@ -227,7 +228,7 @@ def migrate(conninfo: str) -> int:
                 )
             for version in range(current + 1, SCHEMA_VERSION + 1):
                 for statement in _MIGRATIONS[version]:
-                    conn.execute(statement)  # type: ignore[arg-type]
+                    conn.execute(statement)
                 conn.execute("INSERT INTO jfsm_schema_version (version) VALUES (%s)", (version,))
         return SCHEMA_VERSION
     except psycopg.Error as exc:
@@ -557,7 +558,7 @@ class PostgresStore:
         assert conn is not None
         expected = self._seq + 1
         try:
-            row = conn.execute(sql, params, prepare=True).fetchone()  # type: ignore[call-overload]
+            row = conn.execute(sql, params, prepare=True).fetchone()
         except psycopg.Error as exc:
             lost = conn.broken or conn.closed
             if lost:
