@@ -1,4 +1,4 @@
-"""The three state machines, built from the tables in `spec/machines/` with `transitions`.
+"""The state machines, built from the tables in `spec/machines/` with `transitions`.
 
 The tables are the only definition: this module adds no transition of its own and turns off
 `transitions`' automatic `to_<state>` helpers. A `(state, event)` pair without a row is
@@ -25,7 +25,12 @@ from jfsm.spec import load_json
 
 __all__ = ["MACHINE_NAMES", "MachineTable", "StateMachine", "Transition", "table"]
 
-MACHINE_NAMES = ("stack_compression", "catalyst_scene", "intervene_retry")
+MACHINE_NAMES = (
+    "stack_compression",
+    "catalyst_scene",
+    "intervene_retry",
+    "store_ownership",
+)
 
 
 @dataclass(frozen=True, slots=True)

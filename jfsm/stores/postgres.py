@@ -519,17 +519,18 @@ class PostgresStore:
     ) -> None:
         self.close()
 
+    @property
+    def state(self) -> str:
+        """This handle's state in the machine `store_ownership`: `owner`, `fenced` (a newer
+        owner took over, as learnt by a refused write), `broken` or `closed`."""
+        if self._conn is None:
+            return "closed"
+        if self._fenced:
+            return "fenced"
+        return "broken" if self._broken else "owner"
+
     def __repr__(self) -> str:
-        state = (
-            "closed"
-            if self._conn is None
-            else "fenced"
-            if self._fenced
-            else "broken"
-            if self._broken
-            else "open"
-        )
-        return f"PostgresStore({self._game!r}, token={self._token}, seq={self._seq}, {state})"
+        return f"PostgresStore({self._game!r}, token={self._token}, seq={self._seq}, {self.state})"
 
     # -- internals -----------------------------------------------------------------------
     def _require_writable(self) -> None:
