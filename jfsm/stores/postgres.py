@@ -66,6 +66,7 @@ from jfsm.projection import Projection
 
 try:
     import psycopg
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ImportError("the PostgreSQL store needs psycopg 3: pip install 'jfsm[postgres]'") from exc
 
@@ -173,32 +174,38 @@ def _check_game_id(game_id: object) -> str:
 
 
 def _connect(conninfo: str, *, keepalive_seconds: int | None = None) -> psycopg.Connection[Any]:
-    """An autocommit connection; `StoreUnavailable` when the server cannot be reached."""
+    """An autocommit connection; `StoreUnavailable` when the server cannot be reached.
+
+    With `keepalive_seconds`, the session asks the server for TCP keepalives, so that a
+    vanished client host is noticed after about twice that time, which ends its session and
+    releases its owner lock (connections over a Unix socket need none).
+    """
     try:
-        conn = psycopg.connect(conninfo, autocommit=True, connect_timeout=10)
+        if keepalive_seconds:
+            params = conninfo_to_dict(conninfo)
+            interval = max(1, keepalive_seconds // 3)
+            params["options"] = (
+                f"{params.get('options') or ''} -c tcp_keepalives_idle={keepalive_seconds}"
+                f" -c tcp_keepalives_interval={interval} -c tcp_keepalives_count=3"
+            ).strip()
+            conninfo = make_conninfo("", **params)
+        return psycopg.connect(conninfo, autocommit=True, connect_timeout=10)
     except psycopg.Error as exc:
         raise StoreUnavailable(
             f"cannot connect to PostgreSQL: {exc}".strip(), state="closed"
         ) from exc
-    if keepalive_seconds:
-        # Server side: a dead client host is noticed after about twice keepalive_seconds,
-        # which releases its owner lock (Unix-socket connections ignore these settings).
-        with conn.cursor() as cur:
-            cur.execute(
-                "SELECT set_config('tcp_keepalives_idle', %(s)s, false),"
-                " set_config('tcp_keepalives_interval', %(i)s, false),"
-                " set_config('tcp_keepalives_count', '3', false)",
-                {"s": str(keepalive_seconds), "i": str(max(1, keepalive_seconds // 3))},
-            )
-    return conn
 
 
 def schema_version(conn: psycopg.Connection[Any]) -> int:
     """The schema version installed in the database `conn` is connected to (0: none)."""
-    exists = conn.execute("SELECT to_regclass('jfsm_schema_version') IS NOT NULL").fetchone()
-    if not exists or not exists[0]:
+    if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        exists = conn.execute("SELECT to_regclass('jfsm_schema_version') IS NOT NULL").fetchone()
+        if not exists or not exists[0]:
+            return 0
+    try:
+        row = conn.execute("SELECT coalesce(max(version), 0) FROM jfsm_schema_version").fetchone()
+    except psycopg.errors.UndefinedTable:
         return 0
-    row = conn.execute("SELECT coalesce(max(version), 0) FROM jfsm_schema_version").fetchone()
     return int(row[0]) if row else 0
 
 
@@ -266,12 +273,11 @@ def _owner_alive(conn: psycopg.Connection[Any], game_id: str, token: int) -> boo
     """Whether the session of the owner holding `token` still lives (holds its lock)."""
     if token == 0:
         return False
-    key = _lock_key(game_id, token)
-    row = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
-    if row and row[0]:
-        conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
-        return False
-    return True
+    # Transaction-level: if we get it, it goes again with our transaction.
+    row = conn.execute(
+        "SELECT pg_try_advisory_xact_lock(%s)", (_lock_key(game_id, token),)
+    ).fetchone()
+    return not (row and row[0])
 
 
 def read_image(conninfo: str, game_id: str, *, quota: int = QUOTA_BYTES) -> StoreImage:
@@ -385,15 +391,13 @@ class PostgresStore:
         who = owner or f"{socket.gethostname()}:{os.getpid()}"
         conn = _connect(conninfo, keepalive_seconds=keepalive_seconds)
         try:
+            _require_schema(conn)
             with conn.transaction():
-                _require_schema(conn)
-                conn.execute(
-                    "INSERT INTO jfsm_game (game_id) VALUES (%s) ON CONFLICT DO NOTHING",
-                    (game_id,),
-                )
                 row = conn.execute(
-                    "SELECT token, owner FROM jfsm_game WHERE game_id = %s FOR UPDATE", (game_id,)
-                ).fetchone()
+                    "INSERT INTO jfsm_game (game_id) VALUES (%s) ON CONFLICT (game_id)"
+                    " DO UPDATE SET game_id = EXCLUDED.game_id RETURNING token, owner",
+                    (game_id,),
+                ).fetchone()  # the game's row, created if missing, locked until commit
                 assert row is not None
                 token, holder = int(row[0]), row[1]
                 if not takeover and _owner_alive(conn, game_id, token):
@@ -407,11 +411,10 @@ class PostgresStore:
                 token += 1
                 seq_row = conn.execute(
                     "UPDATE jfsm_game SET token = %s, owner = %s, owned_at = now()"
-                    " WHERE game_id = %s RETURNING seq",
-                    (token, who, game_id),
+                    " WHERE game_id = %s RETURNING seq, pg_try_advisory_lock(%s)",
+                    (token, who, game_id, _lock_key(game_id, token)),
                 ).fetchone()
                 assert seq_row is not None
-                conn.execute("SELECT pg_advisory_lock(%s)", (_lock_key(game_id, token),))
                 image = _load_image(conn, game_id, quota)
         except BaseException as exc:
             conn.close()  # ends the session: any lock taken above goes with it
