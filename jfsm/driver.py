@@ -8,7 +8,9 @@ Used three ways: in process (`python:jfsm.driver:reference_driver`, or
 `durable_reference_driver` for file stores in a temporary directory), over stdio
 (`jfsm driver [--state DIR]`, JSON lines) and over HTTP (`jfsm driver --http PORT`).
 With a state directory, each game lives in a durable `FileStore` and a restarted driver
-reopens every game found there.
+reopens every game found there; with `store` (`jfsm driver --store postgresql://...`), each
+game's memory lives in that database instead (`PostgresStore`) and the directory keeps only
+the driver's side files.
 """
 
 from __future__ import annotations
@@ -56,8 +58,10 @@ class ReferenceDriver:
         state_dir: str | Path | None = None,
         *,
         compressor_factory: Callable[[str], Compressor] | None = None,
+        store: str | None = None,
     ) -> None:
         self.state_dir = None if state_dir is None else Path(state_dir)
+        self.store = store  # a postgresql:// URL: game memory there, side files in state_dir
         self.games: dict[str, GameEngine] = {}
         self._compress_url: str | None = None
         self._thresholds: dict[str, int] | None = None
@@ -109,9 +113,10 @@ class ReferenceDriver:
     def _new_store(self, game_id: str) -> Any:
         if self.state_dir is None:
             return MemoryStore()
-        from jfsm.stores.file import FileStore
+        from jfsm.stores.location import open_store
 
-        return FileStore.open(self._game_dir(game_id))
+        self._game_dir(game_id).mkdir(parents=True, exist_ok=True)  # side files (with --store)
+        return open_store(self.store or str(self._game_dir(game_id)), game_id)
 
     def _engine(self, game_id: str, store: Any) -> GameEngine:
         assert self._compressor is not None
@@ -146,12 +151,14 @@ class ReferenceDriver:
         if self.state_dir is None:
             return
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        from jfsm.stores.file import FileStore
+        from jfsm.stores.location import open_store
 
         for path in sorted(self.state_dir.glob("game-*")):
             game_id = bytes.fromhex(path.name[5:]).decode("utf-8")
             if game_id not in self.games:
-                self.games[game_id] = self._engine(game_id, FileStore.open(path))
+                self.games[game_id] = self._engine(
+                    game_id, open_store(self.store or str(path), game_id)
+                )
 
     def restart(self) -> None:
         """Close every store and reopen the durable games (in-process restart)."""
@@ -283,6 +290,10 @@ class ReferenceDriver:
                 import shutil
 
                 shutil.rmtree(self._game_dir(into), ignore_errors=True)
+                if self.store is not None:
+                    from jfsm.stores.location import remove_store
+
+                    remove_store(self.store, into)
             raise
         return {}
 

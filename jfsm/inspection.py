@@ -90,15 +90,25 @@ def _render(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def inspect_store(path: str, *, as_json: bool = False) -> int:
-    """Print the report of the file store at `path`; 0 on success, 2 on error."""
+def inspect_store(path: str, *, as_json: bool = False, game: str | None = None) -> int:
+    """Print the report of the file store at `path`, or of game `game` in the PostgreSQL
+    database at `path` (a `postgresql://` URL; read in one snapshot, without taking the
+    game over); 0 on success, 2 on error."""
     from jfsm.stores.file import FileStore
+    from jfsm.stores.location import is_database_url
 
     try:
-        if not Path(path).is_dir():
+        if is_database_url(path):
+            if not game:
+                raise FileNotFoundError("a postgresql:// store needs --game ID")
+            from jfsm.stores.postgres import read_image
+
+            report = describe(read_image(path, game))
+        elif not Path(path).is_dir():
             raise FileNotFoundError(f"no store directory at {path}")
-        with FileStore.open(path) as store:
-            report = describe(store.image)
+        else:
+            with FileStore.open(path) as store:
+                report = describe(store.image)
     except (JfsmError, FileNotFoundError, NotADirectoryError) as exc:
         code = getattr(exc, "code", "not_found")
         print(f"jfsm inspect: {code}: {exc}", file=sys.stderr)
