@@ -12,6 +12,10 @@ server runs as the system user `postgres` (created by Debian's `postgresql` pack
 `runuser`, in a directory handed over to that user; the root client connects through the
 socket all the same.
 
+As a command, `python -m jfsm.stores.pg_server COMMAND...` runs COMMAND while a temporary
+server runs, with `JFSM_PG_URL` set to the URL of its empty database `jfsm`, then stops the
+server (whatever COMMAND's outcome) and exits with COMMAND's status (CI uses this).
+
 Errors: `find_binaries` returns None when the binaries are missing (callers skip and say
 so); `start` raises `RuntimeError` with the server's log when initdb or the server fail.
 """
@@ -24,12 +28,13 @@ import os
 import pwd
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from types import TracebackType
 from urllib.parse import quote
 
-__all__ = ["TemporaryServer", "find_binaries", "why_unavailable"]
+__all__ = ["TemporaryServer", "find_binaries", "main", "why_unavailable"]
 
 USER = "jfsm"
 PORT = 5432
@@ -187,3 +192,19 @@ class TemporaryServer:
 
     def _pg_ctl(self, action: str, *args: str) -> None:
         self._pg("pg_ctl", "-D", str(self.data), "-w", "-s", "-t", "60", action, *args)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run a command while a temporary server runs (see the module docstring)."""
+    command = sys.argv[1:] if argv is None else argv
+    if not command:
+        print("usage: python -m jfsm.stores.pg_server COMMAND [ARG...]", file=sys.stderr)
+        return 2
+    with TemporaryServer() as server:
+        server.create_database("jfsm")
+        env = {**os.environ, "JFSM_PG_URL": server.url("jfsm")}
+        return subprocess.run(command, env=env, check=False).returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())
