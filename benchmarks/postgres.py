@@ -50,9 +50,9 @@ FULL: dict[str, Any] = {
     "prefill_keys": 1_500,
     "projections": 1_500,
     "batch": 25,
-    "big_mib": 29.0,
+    "big_mib": 27.5,
     "small_mib": 0.1,
-    "per_op_rounds": 300,
+    "per_op_rounds": 150,
     "reopen_reps": 5,
     "worker_seconds": 4.0,
     "workers": [1, 2, 4],
@@ -160,7 +160,7 @@ def _per_op_and_reopen(conninfo: str, cfg: dict[str, Any]) -> dict[str, Any]:
     text, rng = Text(5), random.Random(5)
     times: dict[str, list[int]] = {"big": [], "small": []}
     for seq in range(1, cfg["per_op_rounds"] + 1):
-        projection = _round(text, rng, seq)
+        projection = _round(text, rng, seq % 8 + 1)  # overwrites: both games keep their size
         order = [("big", big), ("small", small)]
         if seq % 2:
             order.reverse()
@@ -312,7 +312,23 @@ def render(result: dict[str, Any]) -> str:
     ]
     for row in result["workers"]:
         out.append(f"| {row['workers']} | {row['rounds_per_s']} | {row['speedup']} |")
-    out.append("")
+    out += [
+        "",
+        "## What limits it",
+        "",
+        "- A commit is one SQL statement (one round trip, the fencing check included) and one "
+        "WAL flush of about the projection's bytes; its cost does not depend on the game's size "
+        "(the quota preflight runs in memory, O(change)).",
+        "- Rounds/s grow with workers beyond the number of cores because a commit mostly waits "
+        "for the WAL flush, and the server flushes the WAL of concurrent commits together "
+        "(group commit). The limits, in order: the WAL flush latency of the disk, then CPU "
+        "(server backends, workers and JSON encoding share the cores), then one connection "
+        "per open game (`max_connections`).",
+        "- Reopen is a single `SELECT` of the game's rows plus building the image (footprint "
+        "accounting over every key): it is proportional to the game's size, like the file "
+        "store's replay.",
+        "",
+    ]
     return "\n".join(out)
 
 
