@@ -42,8 +42,9 @@ the store asks for TCP keepalives of `keepalive_seconds` so a vanished host is n
   `open` when the statement failed and the connection is fine (nothing written), or state
   `broken` when the connection was lost: the write may or may not have landed. `details`
   then holds `seq`, the number the write would have had: reopen and compare with the new
-  store's `seq` (equal or more: it landed). A broken store refuses further writes; close and
-  reopen it.
+  store's `seq` (equal or more: it landed; this holds when the reopened store's `token` is
+  the old one plus one, that is when no other owner came in between). A broken store
+  refuses further writes; close and reopen it.
 """
 
 from __future__ import annotations
