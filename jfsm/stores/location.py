@@ -12,6 +12,8 @@ Errors are those of the backend's `open`: `StoreLocked`, `StoreCorrupted` (files
 
 from __future__ import annotations
 
+import time
+
 from jfsm.image import QUOTA_BYTES
 from jfsm.stores.base import Store
 
@@ -26,14 +28,32 @@ def is_database_url(location: str) -> bool:
 
 
 def open_store(
-    location: str, game_id: str, *, quota: int = QUOTA_BYTES, takeover: bool = False
+    location: str,
+    game_id: str,
+    *,
+    quota: int = QUOTA_BYTES,
+    takeover: bool = False,
+    wait_seconds: float = 2.0,
 ) -> Store:
     """Open game `game_id`'s store at `location` (see the module docstring). `takeover`
-    applies to a database only (a directory's lock cannot be taken over)."""
+    applies to a database only (a directory's lock cannot be taken over).
+
+    In a database, a game whose previous owner just died is free once the server has ended
+    that owner's session (at once for a killed process, but not at the same instant): a
+    `store_locked` refusal is retried for up to `wait_seconds` before it is raised.
+    """
     if is_database_url(location):
+        from jfsm.errors import StoreLocked
         from jfsm.stores.postgres import PostgresStore
 
-        return PostgresStore.open(location, game_id, quota=quota, takeover=takeover)
+        deadline = time.monotonic() + wait_seconds
+        while True:
+            try:
+                return PostgresStore.open(location, game_id, quota=quota, takeover=takeover)
+            except StoreLocked:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.05)
     from jfsm.stores.file import FileStore
 
     return FileStore.open(location, quota=quota)
