@@ -1,6 +1,8 @@
 """`jfsm inspect PATH`: a durable store at a glance.
 
-Opens the file store (taking its lock: a store in use by a writer gives `store_locked`),
+Opens the file store (taking its lock: a store in use by a writer gives `store_locked`), or
+reads one game of a PostgreSQL database (`jfsm inspect URL --game ID`: one consistent
+snapshot, without taking the game from its owner),
 and reports every stack with its summary, chunk count and canonical length against the
 threshold, the pending forced-compression flag, the scenes and archives, and the footprint
 against the quota. Exit code 0, or 2 with the error's code and message.
