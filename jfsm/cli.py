@@ -5,8 +5,11 @@ jfsm conformance [...]        run the conformance suite (default: the reference 
 jfsm conformance replay TRACE run a recorded failing trace again
 jfsm driver [--state DIR]     the reference engine over the driver protocol on stdio
             [--http PORT [--token T]]   ... or over HTTP on 127.0.0.1 (bearer token T)
+jfsm driver --store URL --state DIR   the same with game memory in PostgreSQL
 jfsm fake-compress [--port N] serve the fake compress.v2 on 127.0.0.1 until interrupted
 jfsm inspect PATH [--json]    a durable store's stacks, lengths, footprint and flags
+jfsm inspect URL --game ID    the same for a game in PostgreSQL (read without taking it over)
+jfsm pg-migrate URL           create or upgrade the PostgreSQL store's tables
 ```
 
 Exit codes: 0 success, 1 failure (conformance: a requirement failed), 2 usage or harness
@@ -43,11 +46,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="bearer token the HTTP driver requires (default: $JFSM_DRIVER_TOKEN, else a "
         "random one printed on stderr)",
     )
+    driver.add_argument(
+        "--store",
+        metavar="URL",
+        help="postgresql://... : keep game memory in PostgreSQL (needs --state for side files)",
+    )
     fake = sub.add_parser("fake-compress", help="serve the fake compress.v2 on 127.0.0.1")
     fake.add_argument("--port", type=int, default=0, help="port (default: a free one)")
     inspect = sub.add_parser("inspect", help="show a durable store at a glance")
     inspect.add_argument("path", help="the store's directory")
     inspect.add_argument("--json", action="store_true", help="machine-readable output")
+    inspect.add_argument("--game", help="the game id, when PATH is a postgresql:// URL")
+    migrate = sub.add_parser("pg-migrate", help="create or upgrade the PostgreSQL store's tables")
+    migrate.add_argument("url", help="the database, a postgresql:// URL or libpq key=value string")
     return parser
 
 
@@ -61,7 +72,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "driver":
         from jfsm.driver import ReferenceDriver, serve_http, serve_stdio
 
-        driver = ReferenceDriver(args.state)
+        if args.store and not args.state:
+            print(
+                "jfsm driver: --store needs --state DIR for the driver's side files",
+                file=sys.stderr,
+            )
+            return 2
+        driver = ReferenceDriver(args.state, store=args.store)
         if args.http is not None:
             token = args.token or os.environ.get("JFSM_DRIVER_TOKEN") or None
             serve_http(driver, args.http, token=token)
@@ -77,7 +94,19 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "inspect":
         from jfsm.inspection import inspect_store
 
-        return inspect_store(args.path, as_json=args.json)
+        return inspect_store(args.path, as_json=args.json, game=args.game)
+    if args.command == "pg-migrate":
+        from jfsm.errors import JfsmError
+
+        try:
+            from jfsm.stores.postgres import migrate as pg_migrate
+
+            version = pg_migrate(args.url)
+        except (ImportError, JfsmError) as exc:
+            print(f"jfsm pg-migrate: {getattr(exc, 'code', 'error')}: {exc}", file=sys.stderr)
+            return 2
+        print(f"jfsm schema version {version}")
+        return 0
     return 2
 
 

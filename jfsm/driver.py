@@ -12,7 +12,9 @@ Used three ways: in process (`python:jfsm.driver:reference_driver`, or
 (`jfsm driver [--state DIR]`, JSON lines, `jfsm.driver_stdio`) and over HTTP
 (`jfsm driver --http PORT`, `jfsm.driver_http`). With a state directory each game lives in
 a durable `FileStore` inside its folder (`jfsm.driver_state`), and a restarted driver
-reopens every game found there, skipping and reporting what it cannot open.
+reopens every game found there, skipping and reporting what it cannot open. With `store`
+(`jfsm driver --store postgresql://... --state DIR`) each game's memory lives in that
+database instead (`PostgresStore`) and the folder keeps only the driver's side files.
 """
 
 from __future__ import annotations
@@ -84,8 +86,10 @@ class ReferenceDriver:
         *,
         compressor_factory: Callable[[str], Compressor] | None = None,
         engine_class: type[GameEngine] = GameEngine,
+        store: str | None = None,
     ) -> None:
         self.state_dir = None if state_dir is None else Path(state_dir)
+        self.store = store  # a postgresql:// URL: game memory there, side files in state_dir
         self.state = None if state_dir is None else StateDirectory(state_dir)
         self.games: dict[str, GameEngine] = {}
         self.skipped: list[Skipped] = []
@@ -147,9 +151,14 @@ class ReferenceDriver:
         return game_id
 
     def _open_store(self, folder: GameFolder) -> Any:
-        from jfsm.stores.file import FileStore
+        if self.store is None:
+            from jfsm.stores.file import FileStore
 
-        return FileStore.open(folder.store)
+            return FileStore.open(folder.store)
+        from jfsm.stores.location import open_store
+
+        folder.store.mkdir(exist_ok=True)  # marks the folder as a game's (memory in the database)
+        return open_store(self.store, folder.game_id)
 
     def _engine(
         self, game_id: str, store: Any, participants: list[Participant] | tuple[()] = ()
@@ -336,6 +345,12 @@ class ReferenceDriver:
             folder = self.state.folder(into)
             participants = list(copy.participants())
             self.games[into] = self._engine(into, self._open_store(folder), participants)
+        except BaseException:
+            if self.store is not None and into not in self.games:
+                from jfsm.stores.location import remove_store
+
+                remove_store(self.store, into)
+            raise
         finally:
             self._creating.discard(into)
         return {}

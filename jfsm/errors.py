@@ -13,6 +13,7 @@ JfsmError
 ├── CompressionPending    compression_pending   (retryable)
 ├── InvalidTransition     invalid_transition
 ├── StoreLocked           store_locked
+│   └── StoreFenced       store_fenced
 ├── StoreCorrupted        store_corrupted
 ├── StoreUnavailable      store_unavailable     (retryable)
 └── TransportError        transport_error       (retryable)
@@ -31,6 +32,7 @@ __all__ = [
     "JfsmError",
     "QuotaExceeded",
     "StoreCorrupted",
+    "StoreFenced",
     "StoreLocked",
     "StoreUnavailable",
     "TransportError",
@@ -99,6 +101,14 @@ class StoreLocked(JfsmError):
     code = "store_locked"
 
 
+class StoreFenced(StoreLocked):
+    """This store's ownership was taken over by a newer owner (a higher fencing token): the
+    commit or checkpoint was refused inside its own transaction and nothing was written.
+    Close the store; reopening it is refused with `store_locked` while the new owner lives."""
+
+    code = "store_fenced"
+
+
 class StoreCorrupted(JfsmError):
     """The durable store is damaged outside its tail, a live file is missing, or a file no
     run of the store's protocol leaves is there; `details` names the file (and the byte
@@ -135,5 +145,6 @@ ERROR_CODES: tuple[str, ...] = tuple(
         StoreCorrupted,
         StoreUnavailable,
         TransportError,
+        StoreFenced,
     )
 )

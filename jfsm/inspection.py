@@ -13,6 +13,9 @@ Exit code 0, or 2 with one line `jfsm inspect: <code>: <message>` on standard er
 `not_a_store` for a directory without a store (or no directory), the error's code for a
 damaged (`store_corrupted`), locked (`store_locked`) or unreadable store
 (`store_unavailable`, naming the errno).
+
+A game in a PostgreSQL database is read with `jfsm inspect URL --game ID`: one consistent
+snapshot, without taking the game from its owner.
 """
 
 from __future__ import annotations
@@ -182,10 +185,21 @@ def _render_files(files: dict[str, Any]) -> list[str]:
     return lines
 
 
-def inspect_store(path: str, *, as_json: bool = False) -> int:
-    """Print the report of the file store at `path`; 0 on success, 2 on error (one line)."""
+def inspect_store(path: str, *, as_json: bool = False, game: str | None = None) -> int:
+    """Print the report of the file store at `path`, or of game `game` in the PostgreSQL
+    database at `path` (a `postgresql://` URL; read in one snapshot, without taking the game
+    over); 0 on success, 2 on error (one line)."""
+    from jfsm.stores.location import is_database_url
+
     try:
-        report = examine(path)
+        if is_database_url(path):
+            if not game:
+                raise NotAStore("a postgresql:// store needs --game ID")
+            from jfsm.stores.postgres import read_image
+
+            report = describe(read_image(path, game))
+        else:
+            report = examine(path)
     except (JfsmError, NotAStore) as exc:
         code = getattr(exc, "code", "error")
         print(f"jfsm inspect: {code}: {exc}", file=sys.stderr)
@@ -198,6 +212,8 @@ def inspect_store(path: str, *, as_json: bool = False) -> int:
         return 2
     if as_json:
         print(json.dumps(report, indent=2, ensure_ascii=False))
-    else:
+    elif "files" in report:
         print(_render(report) + "\n" + "\n".join(_render_files(report["files"])))
+    else:
+        print(_render(report))
     return 0

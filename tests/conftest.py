@@ -31,3 +31,7 @@ def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def
             unknown = [i for i in mark.args if i not in known]
             if unknown:
                 raise ValueError(f"{item.nodeid}: unknown requirement IDs {unknown}")
+
+
+# A real PostgreSQL server for the PostgreSQL store's tests (tests/pg_fixtures.py).
+from pg_fixtures import fresh_database, pg_database, postgres_server  # noqa: E402, F401

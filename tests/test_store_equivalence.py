@@ -1,4 +1,4 @@
-"""MemoryStore and FileStore are one store: a single state machine drives both.
+"""MemoryStore, FileStore and PostgresStore are one store: a single state machine drives them.
 
 Every rule runs the same operation on both backends and on a deliberately naive model (plain
 dicts, footprint recomputed from scratch with JCS), and the invariant compares all three
@@ -7,12 +7,17 @@ closed and reopened from its directory (with and without `verify`), or abandoned
 and its files reopened (what a killed process leaves: the log with the unused zeros of its
 preallocation), so replaying the log must rebuild the same image. Its log extents are tiny,
 so commits extend the log often.
+
+With a PostgreSQL server (`test_memory_file_and_postgres_agree`), a `PostgresStore` of a fresh
+game runs alongside: closed and reopened, or taken over by a new handle while the old one is
+still open (the old handle's next commit is fenced and writes nothing).
 """
 
 from __future__ import annotations
 
 import shutil
 import tempfile
+import uuid
 from json import loads
 from pathlib import Path
 from typing import Any
@@ -20,9 +25,9 @@ from typing import Any
 import pytest
 from hypothesis import event, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
-from jfsm.errors import QuotaExceeded
+from jfsm.errors import QuotaExceeded, StoreFenced
 from jfsm.jcs import canonical_bytes, key_order
 from jfsm.projection import Projection
 from jfsm.stores import FileStore, MemoryStore
@@ -82,6 +87,9 @@ def _footprint(store: dict[str, bytes], base: dict[str, bytes]) -> int:
 
 
 class StoreEquivalence(RuleBasedStateMachine):
+    #: conninfo of a migrated PostgreSQL database: adds a PostgresStore to the comparison.
+    postgres: str | None = None
+
     def __init__(self) -> None:
         super().__init__()
         self.directory = tempfile.mkdtemp(prefix="jfsm-eq-")
@@ -89,10 +97,21 @@ class StoreEquivalence(RuleBasedStateMachine):
         self.file = SmallExtentStore.open(self.directory, quota=QUOTA)
         self.model: dict[str, bytes] = {}
         self.model_base: dict[str, bytes] = {}
+        self.pg: Any = None
+        if self.postgres is not None:
+            from jfsm.stores.postgres import PostgresStore
+
+            self.game = "eq-" + uuid.uuid4().hex
+            self.pg = PostgresStore.open(self.postgres, self.game, quota=QUOTA)
+
+    def stores(self) -> list[Any]:
+        return [self.memory, self.file] + ([self.pg] if self.pg is not None else [])
 
     def teardown(self) -> None:
         self.file.close()
         shutil.rmtree(self.directory, ignore_errors=True)
+        if self.pg is not None:
+            self.pg.close()
 
     def _commit(self, projection: Projection) -> None:
         post = dict(self.model)
@@ -101,13 +120,13 @@ class StoreEquivalence(RuleBasedStateMachine):
         post.update(projection.sets)
         would_be = _footprint(post, self.model_base)
         outcomes: list[dict[str, Any] | None] = []
-        for store in (self.memory, self.file):
+        for store in self.stores():
             try:
                 store.commit(projection)
                 outcomes.append(None)
             except QuotaExceeded as exc:
                 outcomes.append(exc.details)
-        assert outcomes[0] == outcomes[1]
+        assert all(outcome == outcomes[0] for outcome in outcomes)
         if would_be <= QUOTA:
             assert outcomes[0] is None
             self.model = post
@@ -132,14 +151,18 @@ class StoreEquivalence(RuleBasedStateMachine):
 
     @rule()
     def checkpoint(self) -> None:
-        self.memory.checkpoint()
-        self.file.checkpoint()
+        for store in self.stores():
+            store.checkpoint()
         self.model_base = dict(self.model)
 
     @rule(verify=st.booleans())
     def reopen(self, verify: bool) -> None:
         self.file.close()
         self.file = SmallExtentStore.open(self.directory, quota=QUOTA, verify=verify)
+        if self.pg is not None:
+            assert self.postgres is not None
+            self.pg.close()
+            self.pg = type(self.pg).open(self.postgres, self.game, quota=QUOTA)
 
     @rule(verify=st.booleans())
     def reopen_abandoned(self, verify: bool) -> None:
@@ -153,9 +176,27 @@ class StoreEquivalence(RuleBasedStateMachine):
         shutil.rmtree(self.directory, ignore_errors=True)
         self.directory = copy
         self.file = SmallExtentStore.open(self.directory, quota=QUOTA, verify=verify)
+        if self.pg is not None:
+            # PostgreSQL's abandoned handle: a new owner takes over while it is still open.
+            assert self.postgres is not None
+            old = self.pg
+            self.pg = type(old).open(self.postgres, self.game, quota=QUOTA, takeover=True)
+            for late in (lambda: old.commit(Projection.of({}, ["a"])), old.checkpoint):
+                try:
+                    late()
+                    raise AssertionError("a fenced handle wrote")
+                except StoreFenced:
+                    event("postgres: the old handle is fenced")
+            old.close()
 
     @invariant()
     def stores_agree(self) -> None:
+        if self.pg is not None:
+            pg = self.pg.image
+            assert pg.values_bytes() == self.model
+            assert pg.base_bytes() == self.model_base
+            assert pg.change_log() == _log_of(self.model, self.model_base)
+            assert pg.footprint() == self.memory.image.footprint()
         mem, fil = self.memory.image, self.file.image
         assert fil.values_bytes() == mem.values_bytes() == self.model
         assert fil.base_bytes() == mem.base_bytes() == self.model_base
@@ -178,3 +219,15 @@ TestStoreEquivalence = pytest.mark.req(
     "JF-QUOTA-008",
     "JF-ATOM-001",
 )(StoreEquivalence.TestCase)
+
+
+@pytest.mark.req("JF-STORE-015", "JF-STORE-013", "JF-ATOM-001", "JF-QUOTA-001")
+def test_memory_file_and_postgres_agree(pg_database: str) -> None:
+    """The same machine with a PostgresStore alongside (a real server, see pg_fixtures)."""
+
+    class WithPostgres(StoreEquivalence):
+        postgres = pg_database
+
+    run_state_machine_as_test(
+        WithPostgres, settings=settings(max_examples=20, stateful_step_count=25, deadline=None)
+    )

@@ -97,11 +97,20 @@ def _public_api(spec: Path) -> str:
     return out
 
 
+def _store_ownership_diagram(spec: Path) -> str:
+    """The ownership machine's diagram, for the deploying guide."""
+    from jfdocs.diagrams import mermaid_state_diagram
+
+    data = json.loads((spec / "machines" / "store_ownership.json").read_text(encoding="utf-8"))
+    return "```mermaid\n" + mermaid_state_diagram(data) + "```\n"
+
+
 FRAGMENTS: dict[str, Callable[[Path], str]] = {
     "public-api": _public_api,
     "constants": _constants,
     "bcp14": lambda spec: BCP14 + "\n",
     "counts": _counts,
+    "store-ownership-diagram": _store_ownership_diagram,
 }
 
 

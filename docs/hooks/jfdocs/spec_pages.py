@@ -422,7 +422,7 @@ def machines_index_page(spec: Path) -> str:
         [
             "# State machines\n",
             "<!-- Generated at build time from spec/machines/ by docs/hooks. Do not edit. -->\n",
-            "The behaviour of agent memory is fixed by three machines, each one table of plain "
+            "The behaviour of agent memory is fixed by these machines, each one table of plain "
             "data in `spec/machines/`. The reference engine loads these tables and adds no "
             "transition of its own; the pages below, their diagrams included, are generated from "
             "the same files.\n",

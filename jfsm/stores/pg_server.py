@@ -1,0 +1,210 @@
+"""A throwaway PostgreSQL server from the machine's own binaries, for tests and benchmarks.
+
+`TemporaryServer` runs `initdb` into a fresh temporary directory and starts the server on a
+Unix socket in that directory only (no TCP port), with `trust` authentication for the
+superuser `jfsm`. `stop` shuts it down and removes the directory; `restart("immediate")`
+is a server crash (`pg_ctl restart -m immediate`: no shutdown checkpoint, WAL replay on
+start).
+
+The binaries are found on `PATH` (`initdb`, `pg_ctl`) or in the newest
+`/usr/lib/postgresql/*/bin` (Debian's layout). `initdb` refuses to run as root: as root the
+server runs as the system user `postgres` (created by Debian's `postgresql` package) through
+`runuser`, in a directory handed over to that user; the root client connects through the
+socket all the same.
+
+As a command, `python -m jfsm.stores.pg_server COMMAND...` runs COMMAND while a temporary
+server runs, with `JFSM_PG_URL` set to the URL of its empty database `jfsm`, then stops the
+server (whatever COMMAND's outcome) and exits with COMMAND's status (CI uses this).
+
+Errors: `find_binaries` returns None when the binaries are missing (callers skip and say
+so); `start` raises `RuntimeError` with the server's log when initdb or the server fail.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from types import TracebackType
+from urllib.parse import quote
+
+__all__ = ["TemporaryServer", "find_binaries", "main", "why_unavailable"]
+
+USER = "jfsm"
+PORT = 5432
+
+
+def find_binaries() -> Path | None:
+    """The directory holding `initdb` and `pg_ctl`, or None."""
+    candidates = []
+    found = shutil.which("pg_ctl")
+    if found and shutil.which("initdb"):
+        candidates.append(Path(found).resolve().parent)
+    versions = sorted(
+        glob.glob("/usr/lib/postgresql/*/bin"),
+        key=lambda p: int(Path(p).parent.name) if Path(p).parent.name.isdigit() else 0,
+    )
+    candidates += [Path(p) for p in reversed(versions)]
+    for directory in candidates:
+        if (directory / "initdb").is_file() and (directory / "pg_ctl").is_file():
+            return directory
+    return None
+
+
+def _run_as() -> list[str]:
+    """The command prefix that runs the server as a non-root user ([] when not root)."""
+    if os.geteuid() != 0:
+        return []
+    return ["runuser", "-u", "postgres", "--"]
+
+
+def why_unavailable() -> str | None:
+    """Why no temporary server can be started here, or None when one can."""
+    if find_binaries() is None:
+        return "PostgreSQL binaries (initdb, pg_ctl) not found on PATH or in /usr/lib/postgresql"
+    if os.geteuid() == 0:
+        try:
+            pwd.getpwnam("postgres")
+        except KeyError:
+            return "running as root and there is no `postgres` user to run the server as"
+        if shutil.which("runuser") is None:
+            return "running as root and `runuser` is missing"
+    return None
+
+
+class TemporaryServer:
+    """A PostgreSQL server in a temporary directory; a context manager (`stop` on exit)."""
+
+    def __init__(self, *, fsync: bool = False, max_connections: int = 300) -> None:
+        self.fsync = fsync
+        self.max_connections = max_connections
+        self.directory: Path | None = None
+        self._bin: Path | None = None
+
+    # -- life cycle ----------------------------------------------------------------------
+    def start(self) -> TemporaryServer:
+        """initdb and start; raises `RuntimeError` (with the log) if either fails."""
+        reason = why_unavailable()
+        if reason is not None:
+            raise RuntimeError(reason)
+        self._bin = find_binaries()
+        self.directory = Path(tempfile.mkdtemp(prefix="jfsm-pg-"))
+        if os.geteuid() == 0:
+            entry = pwd.getpwnam("postgres")
+            os.chown(self.directory, entry.pw_uid, entry.pw_gid)
+        self._pg(
+            "initdb",
+            "-D",
+            str(self.data),
+            "-A",
+            "trust",
+            "-U",
+            USER,
+            "-E",
+            "UTF8",
+            "--locale=C",
+            "--no-sync",
+        )
+        options = (
+            f"-k {self.directory} -c listen_addresses='' -p {PORT}"
+            f" -c fsync={'on' if self.fsync else 'off'} -c max_connections={self.max_connections}"
+            " -c shared_buffers=64MB"
+        )
+        try:
+            self._pg_ctl("start", "-o", options, "-l", str(self.log))
+        except RuntimeError:
+            self.stop()
+            raise
+        return self
+
+    def restart(self, mode: str = "immediate") -> None:
+        """`pg_ctl restart -m MODE` (immediate: a crash of the server, WAL replayed)."""
+        self._pg_ctl("restart", "-m", mode, "-l", str(self.log))
+
+    def stop(self) -> None:
+        """Stop the server (immediately) and remove its directory. Idempotent."""
+        if self.directory is None:
+            return
+        with contextlib.suppress(RuntimeError):
+            if (self.data / "postmaster.pid").exists():
+                self._pg_ctl("stop", "-m", "immediate")
+        shutil.rmtree(self.directory, ignore_errors=True)
+        self.directory = None
+
+    def __enter__(self) -> TemporaryServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    # -- connecting ----------------------------------------------------------------------
+    @property
+    def data(self) -> Path:
+        assert self.directory is not None, "the server is not started"
+        return self.directory / "data"
+
+    @property
+    def log(self) -> Path:
+        assert self.directory is not None, "the server is not started"
+        return self.directory / "server.log"
+
+    def conninfo(self, dbname: str = "postgres") -> str:
+        """A libpq key=value connection string for database `dbname`."""
+        assert self.directory is not None, "the server is not started"
+        return f"host={self.directory} port={PORT} user={USER} dbname={dbname}"
+
+    def url(self, dbname: str = "postgres") -> str:
+        """The same as a `postgresql://` URL (socket directory in the `host` parameter)."""
+        assert self.directory is not None, "the server is not started"
+        return (
+            f"postgresql://{USER}@/{dbname}?host={quote(str(self.directory), safe='')}&port={PORT}"
+        )
+
+    def create_database(self, name: str) -> str:
+        """Create database `name` and return its conninfo."""
+        import psycopg
+
+        with psycopg.connect(self.conninfo(), autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        return self.conninfo(name)
+
+    # -- internals -----------------------------------------------------------------------
+    def _pg(self, tool: str, *args: str) -> None:
+        assert self._bin is not None
+        command = [*_run_as(), str(self._bin / tool), *args]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+        if done.returncode != 0:
+            log = ""
+            if self.directory is not None and self.log.exists():
+                log = self.log.read_text(errors="replace")[-2000:]
+            raise RuntimeError(f"{tool} {' '.join(args)} failed: {done.stderr}{done.stdout}{log}")
+
+    def _pg_ctl(self, action: str, *args: str) -> None:
+        self._pg("pg_ctl", "-D", str(self.data), "-w", "-s", "-t", "60", action, *args)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run a command while a temporary server runs (see the module docstring)."""
+    command = sys.argv[1:] if argv is None else argv
+    if not command:
+        print("usage: python -m jfsm.stores.pg_server COMMAND [ARG...]", file=sys.stderr)
+        return 2
+    with TemporaryServer() as server:
+        server.create_database("jfsm")
+        env = {**os.environ, "JFSM_PG_URL": server.url("jfsm")}
+        return subprocess.run(command, env=env, check=False).returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())

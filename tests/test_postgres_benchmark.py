@@ -1,0 +1,42 @@
+"""Smoke test of `benchmarks/postgres.py` on the session's server, at tiny sizes: the
+measurements run and report the shapes the results page renders. Timings are never
+asserted (the machine is shared and noisy); the full run writes docs/benchmarks/postgres.md."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from benchmarks import postgres as bench
+
+TINY: dict[str, Any] = {
+    **bench.QUICK,
+    "prefill_keys": 5,
+    "projections": 12,
+    "batch": 4,
+    "big_mib": 0.05,
+    "small_mib": 0.01,
+    "per_op_rounds": 4,
+}
+
+
+def test_postgres_benchmark_smoke(fresh_database: Any, tmp_path: Path) -> None:
+    from jfsm.stores.postgres import migrate
+
+    conninfo = fresh_database()
+    migrate(conninfo)
+    commit = bench._commit(conninfo, str(tmp_path), TINY)
+    assert commit["same_final_state_and_footprint"] is True
+    assert set(commit["commits_per_s"]) == {"postgres", "filestore", "sqlite"}
+    scale = bench._per_op_and_reopen(conninfo, TINY)
+    assert scale["footprint_bytes"]["big"] > scale["footprint_bytes"]["small"]
+    assert scale["ratio_big_over_small"] is not None
+    page = bench.render(
+        {
+            "available": True,
+            "commit": commit,
+            "scale": scale,
+            "workers": [{"workers": 1, "rounds_per_s": 1.0, "speedup": 1.0}],
+        }
+    )
+    assert "PostgreSQL / FileStore" in page and "| 1 | 1.0 | 1.0 |" in page
