@@ -18,6 +18,8 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from jfsm.spec import constants
+
 __all__ = [
     "EXCHANGE_ENVELOPE",
     "QUOTA",
@@ -34,7 +36,7 @@ __all__ = [
     "utf16_key",
 ]
 
-QUOTA = 31_457_280
+QUOTA = constants().quota_bytes
 
 
 def summary_block(text: str) -> str:
