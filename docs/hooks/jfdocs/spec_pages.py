@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import tomllib
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ from typing import Any
 from jfdocs.diagrams import mermaid_state_diagram
 from jfdocs.render import cell, code, prose, table
 from jfdocs.traceability import ConformanceCoverage
+from jfsm.spec import load_toml
 
 __all__ = [
     "BCP14",
@@ -38,10 +38,9 @@ _MACHINE_FILE = re.compile(r"`?spec/machines/([a-z_]+)\.json`?")
 _DECISION = re.compile(r"^D([0-9]+)$")
 
 
-def load_requirements(spec: Path) -> dict[str, Any]:
-    """The parsed catalog (`spec_version`, `requirement`)."""
-    with (spec / "requirements.toml").open("rb") as handle:
-        return tomllib.load(handle)
+def load_requirements() -> dict[str, Any]:
+    """The parsed catalog (`spec_version`, `requirement`), read by `jfsm.spec`."""
+    return load_toml("requirements.toml")
 
 
 def areas(spec: Path) -> dict[str, str]:
@@ -91,7 +90,7 @@ def requirements_page(
     conformance: ConformanceCoverage,
 ) -> str:
     """`reference/requirements.md`."""
-    catalog = load_requirements(spec)
+    catalog = load_requirements()
     reqs = catalog["requirement"]
     by_area: dict[str, list[dict[str, Any]]] = {}
     for req in reqs:
@@ -179,7 +178,7 @@ def traceability_page(
     conformance: ConformanceCoverage,
 ) -> str:
     """`reference/traceability.md`: ID -> tests/checks, and the MUSTs nothing tests."""
-    reqs = load_requirements(spec)["requirement"]
+    reqs = load_requirements()["requirement"]
     known = {r["id"] for r in reqs}
     absolute = [r for r in reqs if r["level"] in ("MUST", "MUST NOT")]
     untested = [r for r in absolute if not tests.get(r["id"])]
@@ -395,7 +394,7 @@ def machine_page(data: dict[str, Any], reqs: list[dict[str, Any]]) -> str:
 
 def machine_pages(spec: Path) -> dict[str, str]:
     """Page path -> Markdown for every machine table."""
-    reqs = load_requirements(spec)["requirement"]
+    reqs = load_requirements()["requirement"]
     return {
         f"reference/machines/{data['machine']}.md": machine_page(data, reqs)
         for data in _machine_tables(spec)
