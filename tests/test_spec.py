@@ -61,10 +61,10 @@ def test_engine_suite_and_docs_read_the_same_spec() -> None:
     assert fake_compress.spec_dir() == spec.spec_dir()
     c = spec.constants()
     assert image.QUOTA_BYTES == canon.QUOTA == c.quota_bytes
-    assert harness.SPEC_THRESHOLDS == {"game": c.game_threshold, "catalyst": c.catalyst_threshold}
-    assert harness.MAX_ATTEMPTS == c.max_attempts
+    assert {"game": c.game_threshold, "catalyst": c.catalyst_threshold} == harness.SPEC_THRESHOLDS
+    assert c.max_attempts == harness.MAX_ATTEMPTS
     assert replies.SUMMARY_ENVELOPE == canon.SUMMARY_ENVELOPE == c.summary_envelope
-    assert canon.EXCHANGE_ENVELOPE == c.exchange_envelope
+    assert c.exchange_envelope == canon.EXCHANGE_ENVELOPE
     generate = (ROOT / "docs" / "hooks" / "generate.py").read_text(encoding="utf-8")
     assert "spec_dir()" in generate and '/ "spec"' not in generate
 
@@ -83,9 +83,9 @@ def test_malformed_file_names_its_path(monkeypatch: pytest.MonkeyPatch, tmp_path
     monkeypatch.setenv("JFSM_SPEC_DIR", str(tmp_path))
     spec.spec_dir.cache_clear()
     try:
-        with pytest.raises(ValueError, match="broken.json"):
+        with pytest.raises(ValueError, match=r"broken\.json"):
             spec.load_json("broken.json")
-        with pytest.raises(ValueError, match="broken.toml"):
+        with pytest.raises(ValueError, match=r"broken\.toml"):
             spec.load_toml("broken.toml")
     finally:
         monkeypatch.delenv("JFSM_SPEC_DIR")

@@ -80,7 +80,7 @@ def test_layout_matches_its_schema() -> None:
 
 def test_every_key_is_reserved_and_origins_agree_with_the_constants() -> None:
     prefix = constants().reserved_key_prefix
-    assert jfsm.layout.RESERVED_PREFIX == prefix
+    assert prefix == jfsm.layout.RESERVED_PREFIX
     assert all(template.startswith(prefix) for template in KEYS)
     chunk = LAYOUT["records"]["Chunk"]["properties"]["origin"]["enum"]
     assert chunk == list(constants().chunk_origins)
