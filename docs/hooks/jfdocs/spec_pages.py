@@ -35,7 +35,8 @@ BCP14 = (
 _AREA_COMMENT = re.compile(r"^#\s+([A-Z]+):\s+(.+?)\s*$")
 _REQ_ID = re.compile(r"\bJF-[A-Z]+-[0-9]{3}\b")
 _MACHINE_FILE = re.compile(r"`?spec/machines/([a-z_]+)\.json`?")
-_DECISION = re.compile(r"^D([0-9]+)$")
+_DECISION = re.compile(r"^([DR])([0-9]+)$")
+OVERVIEW = "../concepts/overview.md"
 
 
 def load_requirements() -> dict[str, Any]:
@@ -65,12 +66,22 @@ def _link_ids(text: str, page: str = "") -> str:
     )
 
 
+def section_anchor(heading: str) -> str:
+    """The anchor of an overview section: `Persistence quota and atomicity` ->
+    `persistence-quota-and-atomicity`."""
+    return re.sub(r"[^a-z0-9]+", "-", heading.lower()).strip("-")
+
+
 def _source(item: str, decisions: str) -> str:
+    """A catalog `source` value as a link the reader can follow: `seed:<section>` to that
+    section of the site's overview (the brief in the project's words), `D<n>`/`R<n>` to the
+    decision."""
     match = _DECISION.match(item)
     if match:
-        return f"[{item}]({decisions}#d{match.group(1)})"
+        return f"[{item}]({decisions}#{match.group(1).lower()}{match.group(2)})"
     if item.startswith("seed:"):
-        return f"seed brief § *{item[5:]}*"
+        section = item[5:]
+        return f"[Overview § {section}]({OVERVIEW}#{section_anchor(section)})"
     return item
 
 
