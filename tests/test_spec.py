@@ -90,3 +90,23 @@ def test_malformed_file_names_its_path(monkeypatch: pytest.MonkeyPatch, tmp_path
     finally:
         monkeypatch.delenv("JFSM_SPEC_DIR")
         spec.spec_dir.cache_clear()
+
+
+def test_the_suite_imports_only_the_spec_reader_from_jfsm() -> None:
+    """The suite stays independent of the engine: outside its example drivers, the only
+    `jfsm` module it imports is `jfsm.spec` (decision R35)."""
+    offenders = []
+    for path in sorted((ROOT / "conformance").glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            offenders += [
+                f"{path.name}: {name}"
+                for name in names
+                if name.split(".")[0] == "jfsm" and name != "jfsm.spec"
+            ]
+    assert offenders == []

@@ -715,6 +715,26 @@ def exception_tree() -> str:
 
 
 # --------------------------------------------------------------------------------------------
+# downloads
+# --------------------------------------------------------------------------------------------
+
+
+def spec_downloads() -> str:
+    """Every file of the spec directory, linked to its published copy, with its `$id`."""
+    root = spec_dir()
+    rows = []
+    for path in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        relative = path.relative_to(root).as_posix()
+        schema_id = ""
+        if path.suffix == ".json":
+            doc = _load(path)
+            if isinstance(doc, dict) and "$id" in doc:
+                schema_id = f"`{doc['$id']}`"
+        rows.append([_download(relative), schema_id])
+    return table(["File", "JSON Schema `$id`"], rows)
+
+
+# --------------------------------------------------------------------------------------------
 # the registry of markers
 # --------------------------------------------------------------------------------------------
 
@@ -752,6 +772,7 @@ FRAGMENTS: dict[str, Callable[[], str]] = {
     "error-codes": error_codes,
     "protocol-error-codes": protocol_error_codes,
     "exception-tree": exception_tree,
+    "spec-downloads": spec_downloads,
 }
 """Block markers: each stands alone on its line."""
 
