@@ -5,8 +5,11 @@ added to the build as virtual files (`File.generated`) in `on_files`, so they ca
 from the data they render. Inputs are only `spec/`, the test tree (`tests/`, parsed, never
 imported), the public functions of `jfsm`, and `conformance.coverage` when it exists.
 
-Hand-written pages may embed a generated fragment with a marker line
-`<!-- jfsm:NAME -->` (see `jfdocs.fragments.FRAGMENTS`), replaced in `on_page_markdown`.
+Hand-written pages (the reference pages' prose included) embed generated parts with markers
+`<!-- jfsm:NAME -->`: a block on its own line or a value inside a sentence (see
+`jfdocs.fragments`), replaced in `on_page_markdown`. Every file of the spec directory is
+published under the site's `spec/`, so each schema's `$id` (`<site_url>spec/...`) is a URL of
+the site. The spec directory is the one `jfsm.spec` finds, as for the engine and the suite.
 """
 
 from __future__ import annotations
