@@ -363,6 +363,35 @@ def test_worked_example_is_produced_by_the_engine(site: Path) -> None:
     assert stores and all("shepherd" not in s for s in stores)  # ...the store never does
 
 
+def test_fragment_markers_are_checked() -> None:
+    """A block marker stands alone on its line, a value marker sits inside a sentence, and an
+    unknown name fails the build instead of leaving the marker in the page."""
+    _jfdocs()
+    from jfdocs.fragments import expand_fragments
+
+    quota = f"{json.loads((SPEC / 'constants.json').read_text('utf-8'))['quota_bytes']:,}"
+    assert expand_fragments("at most <!-- jfsm:quota-bytes --> bytes") == f"at most {quota} bytes"
+    block = expand_fragments("Intro\n\n<!-- jfsm:thresholds -->\n\nAfter")
+    assert "| game |" in block and "<!--" not in block
+    with pytest.raises(ValueError, match="alone on its line"):
+        expand_fragments("see <!-- jfsm:thresholds --> here")
+    with pytest.raises(KeyError):
+        expand_fragments("<!-- jfsm:no-such-fragment -->")
+
+
+def test_reference_prose_is_markdown_with_markers() -> None:
+    """The reference pages' prose is hand-written Markdown; every marker in it is known."""
+    _jfdocs()
+    from jfdocs.fragments import FRAGMENTS, VALUES
+
+    pages = ["store-layout", "canonical-text", "compress-v2", "driver-protocol", "errors"]
+    for name in pages:
+        text = (DOCS / "reference" / f"{name}.md").read_text(encoding="utf-8")
+        markers = re.findall(r"<!-- jfsm:([a-z0-9-]+) -->", text)
+        assert markers, name
+        assert set(markers) <= set(FRAGMENTS) | set(VALUES), name
+
+
 def test_decisions_page_has_every_decision_and_refinement(site: Path) -> None:
     page = _parse(site / "decisions.html")
     assert {f"d{i}" for i in range(1, 21)} <= page.ids
