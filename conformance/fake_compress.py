@@ -1,8 +1,8 @@
 """A fake compress.v2 service on loopback: the suite's independent stand-in for the platform.
 
 It speaks the contract of `spec/compress-v2.json` over real HTTP on `127.0.0.1` (never any
-other address) and imports nothing from `jfsm`: it is checked against the spec's schemas, not
-against the engine's code. Standard library plus `jsonschema` only.
+other address) and imports nothing from `jfsm` but the spec reader `jfsm.spec`: it is checked
+against the spec's schemas, not against the engine's code. Standard library plus `jsonschema` only.
 
 ```python
 from conformance.replies import http_status, success
@@ -49,9 +49,7 @@ kept at all. The suite's own fake keeps every record's metadata, since it reads 
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
-import os
 import socket
 import struct
 import threading
@@ -61,7 +59,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
 from jsonschema import Draft202012Validator
@@ -81,6 +78,7 @@ from conformance.replies import (  # the builders are re-exported for older impo
     success,
     wrong_schema,
 )
+from jfsm.spec import locate_spec_dir as spec_dir  # the one spec reader (no engine code)
 
 __all__ = [
     "LOOPBACK",
@@ -112,25 +110,6 @@ _CHUNK = 64 * 1024
 
 
 # --------------------------------------------------------------------------- spec
-
-
-def spec_dir() -> Path:
-    """The spec directory: `$JFSM_SPEC_DIR`, else `<repo>/spec`, else the packaged `jfsm/_spec`.
-
-    Raises `FileNotFoundError` listing the places tried.
-    """
-    candidates: list[Path] = []
-    override = os.environ.get("JFSM_SPEC_DIR")
-    if override:
-        candidates.append(Path(override))
-    candidates.append(Path(__file__).resolve().parent.parent / "spec")
-    found = importlib.util.find_spec("jfsm")  # locates the package without importing it
-    if found is not None and found.submodule_search_locations:
-        candidates += [Path(p) / "_spec" for p in found.submodule_search_locations]
-    for candidate in candidates:
-        if (candidate / "schemas" / "compress-request.schema.json").is_file():
-            return candidate
-    raise FileNotFoundError(f"no compress.v2 schemas under {[str(c) for c in candidates]}")
 
 
 @cache

@@ -22,12 +22,13 @@ from conformance.oracle import GameModel, InFlight
 from conformance.replies import (
     to_outcome,
 )
+from jfsm.spec import constants
 
 __all__ = ["HISTORY_OPS", "IN_FLIGHT_TIMEOUT", "MAX_ATTEMPTS", "SPEC_THRESHOLDS", "Harness", "Held"]
 
 
-SPEC_THRESHOLDS = {"game": 300_000, "catalyst": 150_000}
-MAX_ATTEMPTS = 3
+SPEC_THRESHOLDS = {"game": constants().game_threshold, "catalyst": constants().catalyst_threshold}
+MAX_ATTEMPTS = constants().max_attempts
 IN_FLIGHT_TIMEOUT = 15.0
 HISTORY_OPS = {"create_game", "reset", "edit_round", "convert", "duplicate"}
 

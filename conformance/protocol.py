@@ -1,5 +1,8 @@
 """The driver protocol v1 as data: the op registry and schemas of `spec/driver/`.
 
+The spec directory is found by `jfsm.spec` (the one spec reader; it imports nothing from the
+engine), re-exported here as `spec_dir`.
+
 `Protocol.check_reply(op, reply)` validates a reply envelope and, for a success, the op's
 result schema; it raises `ProtocolViolation` with a message naming the op, the JSON path and
 what was wrong. The suite calls it on every reply, so a driver that answers outside the
@@ -9,7 +12,6 @@ protocol is reported as such instead of failing some unrelated check later.
 from __future__ import annotations
 
 import json
-import os
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -17,28 +19,13 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 
+from jfsm.spec import spec_dir
+
 __all__ = ["Protocol", "ProtocolViolation", "protocol", "spec_dir"]
 
 
 class ProtocolViolation(Exception):
     """A driver reply that breaks the driver protocol (envelope or result schema)."""
-
-
-def spec_dir() -> Path:
-    """`$JFSM_SPEC_DIR`, else the checkout's `spec/`, else the wheel's `jfsm/_spec`."""
-    candidates = []
-    if os.environ.get("JFSM_SPEC_DIR"):
-        candidates.append(Path(os.environ["JFSM_SPEC_DIR"]))
-    candidates.append(Path(__file__).resolve().parent.parent / "spec")
-    import importlib.util
-
-    found = importlib.util.find_spec("jfsm")
-    if found is not None and found.submodule_search_locations:
-        candidates += [Path(p) / "_spec" for p in found.submodule_search_locations]
-    for candidate in candidates:
-        if (candidate / "driver" / "protocol.json").is_file():
-            return candidate
-    raise FileNotFoundError(f"no spec/driver/protocol.json under {[str(c) for c in candidates]}")
 
 
 class Protocol:

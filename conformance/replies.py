@@ -24,6 +24,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from jfsm.spec import constants
+
 __all__ = [
     "COMPLETED",
     "REPLY_KINDS",
@@ -53,7 +55,7 @@ WHITE_SPACE = frozenset(
     "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006"
     "\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
 )
-SUMMARY_ENVELOPE = len("<summary>\n\n</summary>\n")
+SUMMARY_ENVELOPE = constants().summary_envelope
 
 TRANSPORT = frozenset({"http_status", "malformed", "wrong_schema", "reset"})
 COMPLETED = frozenset({"success", "refuse", "empty", "not_smaller"})

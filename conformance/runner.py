@@ -14,7 +14,6 @@ import json
 import logging
 import sys
 import time
-import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,9 +27,9 @@ from hypothesis.stateful import run_state_machine_as_test
 from conformance.checks import ConformanceFailure, Ledger
 from conformance.driver_client import HarnessError, ProtocolViolation
 from conformance.machines import machine_factory
-from conformance.protocol import spec_dir
 from conformance.scenarios import SCENARIOS, Scenario
 from conformance.session import Session
+from jfsm.spec import requirements
 
 __all__ = [
     "PROFILES",
@@ -110,8 +109,7 @@ class RunResult:
 
 def load_catalog() -> list[dict[str, Any]]:
     """The requirement catalog, in file order."""
-    with (spec_dir() / "requirements.toml").open("rb") as handle:
-        return list(tomllib.load(handle)["requirement"])
+    return [dict(req) for req in requirements()]
 
 
 class _LogCapture(logging.Handler):

@@ -15,6 +15,7 @@ from typing import Any
 
 from conformance.session import Session
 from conformance.texts import canary, make_text
+from jfsm.spec import constants
 
 __all__ = ["SCENARIOS", "Scenario"]
 
@@ -108,7 +109,7 @@ def catalyst_threshold(s: Session) -> None:
     s.start_scene(g, "duel")
     s.scene_exchange(g, "duel", canary("SCENE", 1), make_text(100, "crlf"))
     stack = s.games[g].scenes["duel"].stack
-    need = 150_000 - stack.length() - 42 - 10
+    need = constants().catalyst_threshold - stack.length() - constants().exchange_envelope - 10
     s.scene_exchange(
         g, "duel", make_text(10, "astral"), make_text(need, "astral", canary("SCENE", 2))
     )

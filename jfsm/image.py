@@ -21,10 +21,11 @@ from typing import Any
 from jfsm.errors import InvalidInput, QuotaExceeded
 from jfsm.jcs import key_order, string_bytes
 from jfsm.projection import Projection
+from jfsm.spec import constants
 
 __all__ = ["QUOTA_BYTES", "StoreImage", "seeded_image"]
 
-QUOTA_BYTES = 30 * 1024 * 1024
+QUOTA_BYTES = constants().quota_bytes
 
 _SET_HEAD = len(b'{"key":')
 _SET_MID = len(b',"op":"set","value":')

@@ -1,4 +1,8 @@
-"""RFC 8785 serialization: properties beyond the vectors."""
+"""RFC 8785 serialization: properties beyond the vectors, and a differential oracle.
+
+`jfsm.jcs` (the engine's) and `conformance.canon.jcs` (the suite's) are both checked against
+the `rfc8785` package, an implementation independent of both (decision R38).
+"""
 
 from __future__ import annotations
 
@@ -6,9 +10,11 @@ import json
 import math
 
 import pytest
+import rfc8785
 from hypothesis import given
 from hypothesis import strategies as st
 
+from conformance import canon
 from jfsm.jcs import canonicalize
 
 scalars = (
@@ -55,3 +61,55 @@ def test_ascii_objects_agree_with_sorted_compact_json(value: dict[str, int]) -> 
 def test_non_i_json_values_are_refused(bad: object) -> None:
     with pytest.raises(ValueError):
         canonicalize(bad)
+
+
+# ------------------------------------------------------------------------------------------
+# differential oracle: the rfc8785 package (an implementation independent of jfsm.jcs)
+# ------------------------------------------------------------------------------------------
+
+# Keys and texts drawn from the whole of Unicode but leaning on the characters where JCS
+# implementations disagree: astral characters (UTF-16 surrogate pairs sort *before*
+# U+E000..U+FFFF), the C0 controls and the two characters JCS always escapes.
+_TRICKY = '\x00\x1f\x7f"\\/\b\f\n\r\t é\u2028\u2029\ue000\uffff\U00010000\U0001f600\U0010ffff'
+unicode_text = st.text(
+    st.characters(exclude_categories=["Cs"]) | st.sampled_from(_TRICKY), max_size=12
+)
+safe_integers = st.integers(min_value=-(2**53) + 1, max_value=2**53 - 1)
+finite_floats = st.floats(allow_nan=False, allow_infinity=False)
+i_json = st.recursive(
+    st.none() | st.booleans() | safe_integers | finite_floats | unicode_text,
+    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(unicode_text, inner, max_size=5),
+    max_leaves=25,
+)
+
+
+@given(i_json)
+def test_agrees_with_the_rfc8785_package(value: object) -> None:
+    assert canonicalize(value).encode("utf-8") == rfc8785.dumps(value)
+
+
+@given(i_json)
+def test_the_suites_jcs_agrees_with_the_rfc8785_package(value: object) -> None:
+    """`conformance.canon.jcs` (C-speed strings, rfc8785 numbers) is RFC 8785 too."""
+    assert canon.jcs(value).encode("utf-8") == rfc8785.dumps(value)
+    assert canon.jcs_size(value) == len(rfc8785.dumps(value))
+
+
+@given(finite_floats)
+def test_numbers_agree_with_the_rfc8785_package(number: float) -> None:
+    assert canonicalize(number) == rfc8785.dumps(number).decode("ascii")
+
+
+@given(st.dictionaries(unicode_text, safe_integers, min_size=2, max_size=8))
+def test_member_order_agrees_with_the_rfc8785_package(value: dict[str, int]) -> None:
+    ours = json.loads(canonicalize(value))
+    theirs = json.loads(rfc8785.dumps(value))
+    assert list(ours) == list(theirs)
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, "\ud800", {"k": "\udfff"}])
+def test_both_refuse_what_is_not_i_json(bad: object) -> None:
+    with pytest.raises(ValueError):
+        canonicalize(bad)
+    with pytest.raises(rfc8785.CanonicalizationError):
+        rfc8785.dumps(bad)

@@ -8,6 +8,7 @@ runner at another copy of the spec.
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -129,10 +130,12 @@ def test_spec_dir_override(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> N
     """`JFSM_SPEC_DIR` points the loaders at another copy of the spec."""
     from jfsm import spec
 
-    (tmp_path / "constants.json").write_text(
+    copy = tmp_path / "spec"
+    shutil.copytree(spec_dir(), copy)
+    (copy / "constants.json").write_text(
         (spec_dir() / "constants.json").read_text("utf-8").replace("300000", "12345")
     )
-    monkeypatch.setenv("JFSM_SPEC_DIR", str(tmp_path))
+    monkeypatch.setenv("JFSM_SPEC_DIR", str(copy))
     spec.spec_dir.cache_clear()
     spec.constants.cache_clear()
     try:

@@ -5,8 +5,11 @@ added to the build as virtual files (`File.generated`) in `on_files`, so they ca
 from the data they render. Inputs are only `spec/`, the test tree (`tests/`, parsed, never
 imported), the public functions of `jfsm`, and `conformance.coverage` when it exists.
 
-Hand-written pages may embed a generated fragment with a marker line
-`<!-- jfsm:NAME -->` (see `jfdocs.fragments.FRAGMENTS`), replaced in `on_page_markdown`.
+Hand-written pages (the reference pages' prose included) embed generated parts with markers
+`<!-- jfsm:NAME -->`: a block on its own line or a value inside a sentence (see
+`jfdocs.fragments`), replaced in `on_page_markdown`. Every file of the spec directory is
+published under the site's `spec/`, so each schema's `$id` (`<site_url>spec/...`) is a URL of
+the site. The spec directory is the one `jfsm.spec` finds, as for the engine and the suite.
 """
 
 from __future__ import annotations
@@ -16,15 +19,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from jfdocs import reference_pages, spec_pages, worked_example
+from jfdocs import spec_pages, worked_example
 from jfdocs.fragments import expand_fragments
 from jfdocs.traceability import conformance_coverage, scan_tests
 from mkdocs.structure.files import File, Files
 
+from jfsm.spec import spec_dir
+
 log = logging.getLogger("mkdocs.hooks.jfsm")
 
 ROOT = Path(__file__).resolve().parents[2]
-SPEC = ROOT / "spec"
+SPEC = spec_dir()  # found by the one spec reader, as the engine and the suite find it
 
 
 def generated_pages() -> dict[str, str]:
@@ -37,7 +42,6 @@ def generated_pages() -> dict[str, str]:
         "reference/machines/index.md": spec_pages.machines_index_page(SPEC),
     }
     pages.update(spec_pages.machine_pages(SPEC))
-    pages.update(reference_pages.pages(SPEC))
     pages["concepts/worked-example.md"] = worked_example.page()
     return pages
 
@@ -57,8 +61,20 @@ def on_config(config: Any) -> Any:
     return config
 
 
+def spec_files() -> dict[str, Path]:
+    """Site path -> file, for every file of the spec directory, published under `spec/` so
+    that each schema's `$id` (`<site_url>spec/...`) is a URL of the site."""
+    return {
+        "spec/" + path.relative_to(SPEC).as_posix(): path
+        for path in sorted(SPEC.rglob("*"))
+        if path.is_file() and "__pycache__" not in path.parts
+    }
+
+
 def on_files(files: Files, config: Any) -> Files:
     started = time.perf_counter()
+    for uri, path in spec_files().items():
+        files.append(File.generated(config, uri, abs_src_path=str(path)))
     for path, markdown in generated_pages().items():
         existing = files.get_file_from_path(path)
         if existing is not None:
@@ -70,4 +86,4 @@ def on_files(files: Files, config: Any) -> Files:
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str:
-    return expand_fragments(markdown, SPEC)
+    return expand_fragments(markdown)

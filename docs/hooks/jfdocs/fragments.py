@@ -1,54 +1,57 @@
 """Generated fragments inside hand-written pages (pure).
 
-A hand-written page includes a fragment with a line holding only `<!-- jfsm:NAME -->`; the
-hook replaces it at build time. An unknown NAME raises `KeyError`, failing the build.
+A hand-written page includes a generated block with a line holding only `<!-- jfsm:NAME -->`,
+and a generated value inside a sentence with the same marker inline; the hook replaces both
+at build time (`expand_fragments`). An unknown NAME raises `KeyError` and a block marker that
+does not stand alone on its line raises `ValueError`, failing the build.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
-from pathlib import Path
 
+from jfdocs import reference_pages
 from jfdocs.render import cell, table
-from jfdocs.spec_pages import BCP14, load_requirements
+from jfdocs.spec_pages import BCP14
+from jfsm.spec import constants, load_json, requirements, spec_dir
 
 __all__ = ["FRAGMENTS", "expand_fragments"]
 
-_MARKER = re.compile(r"^<!-- jfsm:([a-z0-9-]+) -->$", re.M)
+_MARKER = re.compile(r"<!-- jfsm:([a-z0-9-]+) -->")
 
 
-def _constants(spec: Path) -> str:
-    c = json.loads((spec / "constants.json").read_text(encoding="utf-8"))
+def _constants() -> str:
+    c = constants()
     rows = [
-        ["Spec version", f"`{c['spec_version']}`"],
-        ["Game stack threshold", f"{c['thresholds']['game']:,} code points"],
-        ["Catalyst stack threshold", f"{c['thresholds']['catalyst']:,} code points"],
-        ["Quota", f"{c['quota_bytes']:,} bytes ({c['quota_bytes'] / 1048576:g} MiB)"],
-        ["Game kind", f"`{c['kinds']['game']}`"],
-        ["Catalyst kind", f"`{c['kinds']['catalyst']}`"],
+        ["Spec version", f"`{c.spec_version}`"],
+        ["Game stack threshold", f"{c.game_threshold:,} code points"],
+        ["Catalyst stack threshold", f"{c.catalyst_threshold:,} code points"],
+        ["Quota", f"{c.quota_bytes:,} bytes ({c.quota_bytes / 1048576:g} MiB)"],
+        ["Game kind", f"`{c.game_kind}`"],
+        ["Catalyst kind", f"`{c.catalyst_kind}`"],
         [
             "Envelopes",
-            f"summary {c['envelopes']['summary']}, exchange "
-            f"{c['envelopes']['exchange']} code points",
+            f"summary {c.summary_envelope}, exchange {c.exchange_envelope} code points",
         ],
-        ["Failure outcomes", ", ".join(f"`{o}`" for o in c["failure_outcomes"])],
-        ["Error codes", ", ".join(f"`{o}`" for o in c["error_codes"])],
-        ["Chunk origins", ", ".join(f"`{o}`" for o in c["chunk_origins"])],
-        ["Reserved key prefix", f"`{c['reserved_key_prefix']}`"],
+        ["Failure outcomes", ", ".join(f"`{o}`" for o in c.failure_outcomes)],
+        ["Error codes", ", ".join(f"`{o}`" for o in c.error_codes)],
+        ["Chunk origins", ", ".join(f"`{o}`" for o in c.chunk_origins)],
+        ["Reserved key prefix", f"`{c.reserved_key_prefix}`"],
+        ["Attempts per compression call", str(c.max_attempts)],
     ]
+    rows += [[f"Limit `{name}`", cell(str(value))] for name, value in c.limits.items()]
     return table(["Constant (`spec/constants.json`)", "Value"], rows)
 
 
-def _counts(spec: Path) -> str:
-    reqs = load_requirements(spec)["requirement"]
+def _counts() -> str:
+    spec = spec_dir()
     machines = sorted(p.stem for p in (spec / "machines").glob("*.json"))
     vectors = sorted(p.name for p in (spec / "vectors").glob("*.json"))
     return (
-        f"The specification (version `{load_requirements(spec)['spec_version']}`) holds "
-        f"{len(reqs)} requirements, {len(machines)} state machines and {len(vectors)} "
-        "files of test vectors.\n"
+        f"The specification (version `{constants().spec_version}`) holds "
+        f"{len(requirements())} requirements, {len(machines)} state machines and "
+        f"{len(vectors)} files of test vectors.\n"
     )
 
 
@@ -63,7 +66,7 @@ API_PAGES = {
 }
 
 
-def _public_api(spec: Path) -> str:
+def _public_api() -> str:
     """The names of `jfsm.__all__`: a table linking each to the page that documents it, then
     a mkdocstrings block for the names no module page covers."""
     import importlib
@@ -97,23 +100,40 @@ def _public_api(spec: Path) -> str:
     return out
 
 
-def _store_ownership_diagram(spec: Path) -> str:
+def _store_ownership_diagram() -> str:
     """The ownership machine's diagram, for the deploying guide."""
     from jfdocs.diagrams import mermaid_state_diagram
 
-    data = json.loads((spec / "machines" / "store_ownership.json").read_text(encoding="utf-8"))
+    data = load_json("machines/store_ownership.json")
     return "```mermaid\n" + mermaid_state_diagram(data) + "```\n"
 
 
-FRAGMENTS: dict[str, Callable[[Path], str]] = {
+FRAGMENTS: dict[str, Callable[[], str]] = {
     "public-api": _public_api,
     "constants": _constants,
-    "bcp14": lambda spec: BCP14 + "\n",
+    "bcp14": lambda: BCP14 + "\n",
     "counts": _counts,
     "store-ownership-diagram": _store_ownership_diagram,
+    **reference_pages.FRAGMENTS,
 }
+"""Block fragments: each marker stands alone on its line."""
+
+VALUES: dict[str, Callable[[], str]] = dict(reference_pages.VALUES)
+"""Inline values: a marker inside a sentence."""
 
 
-def expand_fragments(markdown: str, spec: Path) -> str:
-    """Replace every fragment marker line of `markdown`."""
-    return _MARKER.sub(lambda m: FRAGMENTS[m.group(1)](spec), markdown)
+def _expand(match: re.Match[str]) -> str:
+    name = match.group(1)
+    if name in VALUES:
+        return VALUES[name]()
+    text = match.string
+    start = text.rfind("\n", 0, match.start()) + 1
+    end = text.find("\n", match.end())
+    if text[start : match.start()].strip() or text[match.end() : None if end < 0 else end].strip():
+        raise ValueError(f"block fragment <!-- jfsm:{name} --> must stand alone on its line")
+    return FRAGMENTS[name]()
+
+
+def expand_fragments(markdown: str) -> str:
+    """Replace every fragment marker of `markdown` (blocks and inline values)."""
+    return _MARKER.sub(_expand, markdown)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import tomllib
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ from typing import Any
 from jfdocs.diagrams import mermaid_state_diagram
 from jfdocs.render import cell, code, prose, table
 from jfdocs.traceability import ConformanceCoverage
+from jfsm.spec import load_toml
 
 __all__ = [
     "BCP14",
@@ -35,13 +35,13 @@ BCP14 = (
 _AREA_COMMENT = re.compile(r"^#\s+([A-Z]+):\s+(.+?)\s*$")
 _REQ_ID = re.compile(r"\bJF-[A-Z]+-[0-9]{3}\b")
 _MACHINE_FILE = re.compile(r"`?spec/machines/([a-z_]+)\.json`?")
-_DECISION = re.compile(r"^D([0-9]+)$")
+_DECISION = re.compile(r"^([DR])([0-9]+)$")
+OVERVIEW = "../concepts/overview.md"
 
 
-def load_requirements(spec: Path) -> dict[str, Any]:
-    """The parsed catalog (`spec_version`, `requirement`)."""
-    with (spec / "requirements.toml").open("rb") as handle:
-        return tomllib.load(handle)
+def load_requirements() -> dict[str, Any]:
+    """The parsed catalog (`spec_version`, `requirement`), read by `jfsm.spec`."""
+    return load_toml("requirements.toml")
 
 
 def areas(spec: Path) -> dict[str, str]:
@@ -66,12 +66,22 @@ def _link_ids(text: str, page: str = "") -> str:
     )
 
 
+def section_anchor(heading: str) -> str:
+    """The anchor of an overview section: `Persistence quota and atomicity` ->
+    `persistence-quota-and-atomicity`."""
+    return re.sub(r"[^a-z0-9]+", "-", heading.lower()).strip("-")
+
+
 def _source(item: str, decisions: str) -> str:
+    """A catalog `source` value as a link the reader can follow: `seed:<section>` to that
+    section of the site's overview (the brief in the project's words), `D<n>`/`R<n>` to the
+    decision."""
     match = _DECISION.match(item)
     if match:
-        return f"[{item}]({decisions}#d{match.group(1)})"
+        return f"[{item}]({decisions}#{match.group(1).lower()}{match.group(2)})"
     if item.startswith("seed:"):
-        return f"seed brief § *{item[5:]}*"
+        section = item[5:]
+        return f"[Overview § {section}]({OVERVIEW}#{section_anchor(section)})"
     return item
 
 
@@ -91,7 +101,7 @@ def requirements_page(
     conformance: ConformanceCoverage,
 ) -> str:
     """`reference/requirements.md`."""
-    catalog = load_requirements(spec)
+    catalog = load_requirements()
     reqs = catalog["requirement"]
     by_area: dict[str, list[dict[str, Any]]] = {}
     for req in reqs:
@@ -179,7 +189,7 @@ def traceability_page(
     conformance: ConformanceCoverage,
 ) -> str:
     """`reference/traceability.md`: ID -> tests/checks, and the MUSTs nothing tests."""
-    reqs = load_requirements(spec)["requirement"]
+    reqs = load_requirements()["requirement"]
     known = {r["id"] for r in reqs}
     absolute = [r for r in reqs if r["level"] in ("MUST", "MUST NOT")]
     untested = [r for r in absolute if not tests.get(r["id"])]
@@ -395,7 +405,7 @@ def machine_page(data: dict[str, Any], reqs: list[dict[str, Any]]) -> str:
 
 def machine_pages(spec: Path) -> dict[str, str]:
     """Page path -> Markdown for every machine table."""
-    reqs = load_requirements(spec)["requirement"]
+    reqs = load_requirements()["requirement"]
     return {
         f"reference/machines/{data['machine']}.md": machine_page(data, reqs)
         for data in _machine_tables(spec)
