@@ -54,8 +54,7 @@ class MemoryMachine(RuleBasedStateMachine):
         super().__init__()
         self.s = self.session
         self.s.recover()
-        self.s.steps = []
-        self.s.trace_start = len(self.s.client.transcript)
+        self.s.steps = []  # a new sequence (its trace starts here)
         self.g = ""
         self.n = 0
         self.scenes: list[str] = []
@@ -80,7 +79,7 @@ class MemoryMachine(RuleBasedStateMachine):
         success = {
             "reply": "success",
             "summary": make_text(size, "mixed", f"SUMMARY\u27ea{self.n}\u27eb "),
-            "callId": f"call-{self.s.token}-{self.n}",
+            "callId": f"call-{self.s.world.token}-{self.n}",
         }
         if kind == "refuse":
             return [{"reply": "refuse", "code": "policy", "message": canary("REFUSAL", self.n)}]

@@ -148,8 +148,14 @@ class GameModel:
             out[f"{ROUNDS}{n}"] = record
         return out
 
-    def flag_should_be(self) -> bool:
-        return any(c["origin"] == "intervene" for c in self.game.chunks.values())
+    def summary_seqs(self) -> dict[str | None, int]:
+        """`throughSeq` of each live stack's summary (None: the game stack)."""
+        out: dict[str | None, int] = {}
+        for scene in [None, *self.scenes]:
+            stack = self.stack(scene)
+            if stack is not None and stack.summary is not None:
+                out[scene] = stack.summary["throughSeq"]
+        return out
 
     def due(self, scene: str | None, threshold: int) -> bool:
         stack = self.stack(scene)

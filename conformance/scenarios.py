@@ -516,8 +516,8 @@ def _fill_value(s: Session, g: str, target: int) -> tuple[str, str | None]:
     """One ASCII value (or two) that brings the footprint to `target` or `target - 1`."""
     from conformance.canon import change_log, footprint
 
-    store = dict(s.dumps[g]["store"])
-    base = s.bases[g]
+    store = dict(s.world.dumps[g]["store"])
+    base = s.world.bases[g]
 
     def size(sets: dict[str, str]) -> int:
         trial = {**store, **sets}
