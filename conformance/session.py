@@ -61,10 +61,11 @@ class Session:
 
     @steps.setter
     def steps(self, steps: list[dict[str, Any]]) -> None:
-        """A new sequence begins: forget the previous one's steps and protocol messages, so
-        that a run keeps the messages of one sequence, not of every sequence."""
+        """A new sequence begins (the runner and the machines assign `[]`): forget the
+        previous sequences' games, requests and protocol messages (`World.begin_sequence`),
+        so that the suite's memory is bounded by one sequence, not by the run."""
         self._steps = steps
-        self.world.client.transcript.clear()
+        self.world.begin_sequence()
         self.trace_start = 0
 
     @property

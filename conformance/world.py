@@ -198,6 +198,21 @@ class World:
         self.bases[game] = base
         self.telemetry_seen[game] = 0
 
+    def begin_sequence(self) -> None:
+        """A new sequence of steps (a scenario, a machine example) begins on fresh games:
+        forget the games of earlier sequences, the fake's records and the protocol transcript,
+        so that what the suite holds is bounded by one sequence, not by the run."""
+        self.release_held(30)
+        self.client.transcript.clear()
+        self.fake.reset_script()
+        self.fake.clear_records()
+        self.cursor = 0
+        self.mirror.clear()
+        self.service = Service()
+        for table in (self.games, self.bases, self.dumps, self.telemetry_seen):
+            table.clear()
+        self.broken.clear()
+
     def release_held(self, timeout: float) -> None:
         if self.held is not None:
             self.fake.release()
