@@ -9,9 +9,12 @@ chunk blames JF-COMP-003 rather than every ID the state comparison can verify.
 
 from __future__ import annotations
 
+import tomllib
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
+
+from conformance.protocol import spec_dir
 
 __all__ = ["CHECKS", "Check", "ConformanceFailure", "Ledger"]
 
@@ -162,8 +165,22 @@ class ConformanceFailure(AssertionError):
         return f"[{', '.join(self.ids)}] {self.check}: {self.message}"
 
 
+def _judged_elsewhere() -> frozenset[str]:
+    """IDs the catalog verifies outside the suite (`verification` other than "suite")."""
+    with (spec_dir() / "requirements.toml").open("rb") as handle:
+        catalog = tomllib.load(handle)["requirement"]
+    return frozenset(r["id"] for r in catalog if r.get("verification", "suite") != "suite")
+
+
+JUDGED_ELSEWHERE = _judged_elsewhere()
+
+
 class Ledger:
-    """Counts passing checks per requirement ID for one run."""
+    """Counts passing checks per requirement ID for one run.
+
+    A passing check never credits an ID the catalog says the suite cannot judge (for
+    instance JF-CALL-008's backoff): a verdict claims no more than the suite checked. A
+    failing check still blames such an ID when what it saw breaks it."""
 
     def __init__(self) -> None:
         self.passes: Counter[str] = Counter()
@@ -171,6 +188,8 @@ class Ledger:
 
     def credit(self, check: Check, ids: tuple[str, ...] | list[str] | None = None) -> None:
         for rid in ids if ids is not None else check.ids:
+            if rid in JUDGED_ELSEWHERE:
+                continue
             self.passes[rid] += 1
             self.checks_by_id.setdefault(rid, set()).add(check.name)
 

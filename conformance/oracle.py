@@ -20,7 +20,7 @@ from typing import Any
 
 from conformance.canon import canonical_text, jcs
 
-__all__ = ["Diff", "GameModel", "InFlight", "StackModel", "diff_store", "normalize"]
+__all__ = ["ABSENT", "Diff", "GameModel", "InFlight", "StackModel", "diff_store", "normalize"]
 
 GAME_PREFIX = "jfGameStack"
 SCENE_PREFIX = "jfCatalystStack."
@@ -328,16 +328,29 @@ def normalize(store: dict[str, Any]) -> dict[str, Any]:
     return store
 
 
+class _Absent:
+    """The side of a `Diff` where the key does not exist (a stored JSON null is `None`)."""
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __repr__(self) -> str:
+        return "<absent>"
+
+
+ABSENT: Any = _Absent()
+
+
 @dataclass
 class Diff:
     key: str
     problem: str  # missing | unexpected | different
-    expected: Any
-    actual: Any
+    expected: Any  # ABSENT when unexpected
+    actual: Any  # ABSENT when missing
 
     def describe(self, limit: int = 300) -> str:
         def short(v: Any) -> str:
-            text = "<absent>" if v is None else jcs(v)
+            text = "<absent>" if v is ABSENT else jcs(v)
             return text if len(text) <= limit else text[:limit] + f"…(+{len(text) - limit} chars)"
 
         return (
@@ -352,9 +365,9 @@ def diff_store(expected: dict[str, Any], actual: dict[str, Any]) -> list[Diff]:
     diffs = []
     for key in sorted(set(expected) | set(actual)):
         if key not in actual:
-            diffs.append(Diff(key, "missing", expected[key], None))
+            diffs.append(Diff(key, "missing", expected[key], ABSENT))
         elif key not in expected:
-            diffs.append(Diff(key, "unexpected", None, actual[key]))
+            diffs.append(Diff(key, "unexpected", ABSENT, actual[key]))
         elif jcs(expected[key]) != jcs(actual[key]):
             diffs.append(Diff(key, "different", expected[key], actual[key]))
     return diffs

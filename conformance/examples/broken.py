@@ -11,6 +11,8 @@ jfsm conformance --driver python:conformance.examples.broken:drop_suffix
 - `utf16_counts`: the revealed count of an intervene and the reported canonical lengths are
   taken in UTF-16 code units, as JavaScript's `.length` would: JF-INT-002, JF-TEXT-003.
 - `spectators_pay`: spectators are sent to compress.v2 as beneficiaries: JF-CALL-009.
+- `republish_writes`: publishing an already published scene returns its archive record but
+  also writes a game-data key, so a repeated terminal event changes the store: JF-CAT-006.
 - `off_protocol`: `record_round` answers `{"round": n}` without the `seq` the protocol
   requires: a protocol failure (report row DRIVER-PROTOCOL), not a requirement failure.
 """
@@ -25,6 +27,7 @@ __all__ = [
     "drop_suffix",
     "leak_scene",
     "off_protocol",
+    "republish_writes",
     "spectators_pay",
     "utf16_counts",
 ]
@@ -144,6 +147,22 @@ class _OffProtocol(BrokenDriver):
         if reply.get("ok"):
             reply["result"].pop("seq", None)
         return reply
+
+
+class _RepublishWrites(BrokenDriver):
+    async def bend_publish_scene(self, message: dict[str, Any]) -> dict[str, Any]:
+        args = message.get("args") or {}
+        dump = await self.call("dump", {"game": args.get("game")})
+        archives = ((dump.get("result") or {}).get("store") or {}).get("jfCatalystArchives", {})
+        again = (archives.get(args.get("scene")) or {}).get("state") == "published"
+        reply = await self.inner.handle(message)
+        if again and reply.get("ok"):
+            await self.call("write", {"game": args["game"], "sets": {"republished": True}})
+        return reply
+
+
+def republish_writes() -> BrokenDriver:
+    return _RepublishWrites()
 
 
 def off_protocol() -> BrokenDriver:
