@@ -3,7 +3,8 @@
 `MemoryMachine` explores random interleavings of rounds, generations with scripted compress.v2
 replies (each failure outcome included), compressions held in flight with appends and scene
 outcomes meanwhile, intervenes with a canary in the discarded continuation, scenes with
-canaries in their transcripts, resets, edits, duplication, game-data writes, checkpoints,
+canaries in their transcripts, resets, edits, duplication, simple-to-live conversion (of
+long games too), game-data writes, checkpoints,
 participant changes and (for durable drivers) restarts. Each rule is one `Session` step, so
 after every rule the session has already compared the whole observable state with the
 oracle; a failing check raises `ConformanceFailure` and Hypothesis shrinks the sequence.
@@ -272,6 +273,30 @@ class MemoryMachine(RuleBasedStateMachine):
         into = self.s.fresh("hyp-copy-")
         self.s.duplicate(self.g, into)
         self.s.set_participants(into, people)
+        self.g = into
+
+    @precondition(lambda self: self.s.held is None)
+    @rule(
+        sizes=st.lists(size_st, min_size=1, max_size=4),
+        delta=st.sampled_from([None, -1, 0, 1, 2]),
+        flavour=flavour_st,
+    )
+    def convert(self, sizes: list[int], delta: int | None, flavour: str) -> None:
+        """Convert a simple game into a new live game and go on with it; with `delta`, its
+        rebuilt stack is the threshold + delta long (long games are the ones converted)."""
+        into = self.s.fresh("hyp-conv-")
+        self.s.new_game(into)
+        self.s.set_participants(into, self._model().participants)
+        rounds = [
+            {"input": f"old {i}", "output": make_text(a, flavour, self._tag())}
+            for i, a in enumerate(sizes, start=1)
+        ]
+        if delta is not None:
+            used = sum(42 + len(r["input"]) + len(r["output"]) for r in rounds)
+            need = self._threshold(False) + delta - used - 42 - len("old N")
+            if need >= 0:
+                rounds.append({"input": "old N", "output": make_text(need, flavour, self._tag())})
+        self.s.convert(into, rounds)
         self.g = into
 
     @rule(

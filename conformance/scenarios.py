@@ -373,6 +373,25 @@ def conversion(s: Session) -> None:
     s.reset(g, 2)
 
 
+@scenario("conversion-over-threshold", "HIST-002 HIST-007 COMP-001 COMP-004 COMP-005")
+def conversion_over_threshold(s: Session) -> None:
+    """Long simple games are the ones converted: the rebuilt stack is over the game threshold,
+    the conversion itself sends nothing, and the next generation compresses the seeds."""
+    g = game(s)
+    rounds = [
+        {"input": f"old {i}", "output": make_text(60_000, "mixed", f"\u27eaS{i}\u27eb")}
+        for i in range(1, 5)
+    ]
+    used = sum(42 + len(r["input"]) + len(r["output"]) for r in rounds)
+    last = {"input": "old 5"}
+    last["output"] = make_text(300_001 - used - 42 - len(last["input"]), "astral", "\u27eaS5\u27eb")
+    s.convert(g, [*rounds, last])  # canonical length 300,001: due, yet no request
+    s.record_round(g, "live 6", "the first live round")
+    s.generate(g, replies=[ok("seeds", 200)])
+    s.reset(g, 5)  # back to the seeds alone: a rebuild, again without a request
+    s.generate(g, replies=[ok("seeds-again", 200)])
+
+
 # -- STORE, QUOTA, ERR -----------------------------------------------------------------------------
 
 
@@ -532,6 +551,24 @@ def _fill_value(s: Session, g: str, target: int) -> tuple[str, str | None]:
     if gap % 2 == 0:
         return "x" * (gap // 2), ""
     return "x" * ((target - f0 - 1) // 2), None
+
+
+@scenario("concurrent-stacks", "CONC-004 CONC-002 COMP-003")
+def concurrent_stacks(s: Session) -> None:
+    """A scene's compression publishes while the game stack's is in flight, and the other
+    way round (JF-CONC-004, optional: credited when the implementation shows it)."""
+    g = game(s)
+    fill_to(s, g, 300_001)
+    s.start_scene(g, "war")
+    s.scene_exchange(g, "war", canary("SCENE", 30), make_text(150_001, "mixed"))
+    s.hold_generate(g, None, ok("game-held", 80))
+    s.generate(g, "war", replies=[ok("scene-meanwhile", 60)])
+    s.release()
+    s.scene_exchange(g, "war", canary("SCENE", 31), make_text(150_001, "astral"))
+    s.record_round(g, "more", make_text(300_001, "ascii"))
+    s.hold_generate(g, "war", ok("scene-held", 60))
+    s.generate(g, replies=[ok("game-meanwhile", 80)])
+    s.release()
 
 
 @scenario("concurrent-rounds", "CONC-001")

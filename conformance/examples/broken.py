@@ -13,6 +13,8 @@ jfsm conformance --driver python:conformance.examples.broken:drop_suffix
 - `spectators_pay`: spectators are sent to compress.v2 as beneficiaries: JF-CALL-009.
 - `republish_writes`: publishing an already published scene returns its archive record but
   also writes a game-data key, so a repeated terminal event changes the store: JF-CAT-006.
+- `convert_compresses`: a simple-to-live conversion runs the compression check right after
+  rebuilding, so converting a long game sends a compress.v2 request: JF-HIST-007.
 - `off_protocol`: `record_round` answers `{"round": n}` without the `seq` the protocol
   requires: a protocol failure (report row DRIVER-PROTOCOL), not a requirement failure.
 """
@@ -24,6 +26,7 @@ from typing import Any
 
 __all__ = [
     "BrokenDriver",
+    "convert_compresses",
     "drop_suffix",
     "leak_scene",
     "off_protocol",
@@ -159,6 +162,18 @@ class _RepublishWrites(BrokenDriver):
         if again and reply.get("ok"):
             await self.call("write", {"game": args["game"], "sets": {"republished": True}})
         return reply
+
+
+class _ConvertCompresses(BrokenDriver):
+    async def bend_convert(self, message: dict[str, Any]) -> dict[str, Any]:
+        reply = await self.inner.handle(message)
+        if reply.get("ok"):
+            await self.call("generate", {"game": message["args"]["game"]})
+        return reply
+
+
+def convert_compresses() -> BrokenDriver:
+    return _ConvertCompresses()
 
 
 def republish_writes() -> BrokenDriver:

@@ -20,6 +20,8 @@ CASES = [
     ("utf16_counts", ["threshold-boundary"], "JF-TEXT-003"),
     ("utf16_counts", ["intervene-forced"], "JF-INT-001"),
     ("spectators_pay", ["threshold-boundary"], "JF-CALL-009"),
+    ("convert_compresses", ["conversion-over-threshold"], "JF-HIST-007"),
+    ("republish_writes", ["scene-lifecycle"], "JF-CAT-006"),
 ]
 
 
@@ -103,6 +105,7 @@ def test_reference_passes_quick_profile(tmp_path: Path) -> None:
     assert verdicts["JF-COMP-003"] == "pass"
     assert verdicts["JF-ATOM-005"] == "not covered"
     assert verdicts["JF-CALL-008"] == "not covered"  # backoff: the engine's tests judge it
+    assert verdicts["JF-CONC-004"] == "pass"  # the reference compresses stacks concurrently
 
 
 @pytest.mark.slow
