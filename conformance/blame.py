@@ -126,10 +126,12 @@ def _meta(d: Diff, ctx: Ctx) -> list[str]:
         if e.get("nextSeq") != a.get("nextSeq"):
             ids.append("JF-STORE-004")
         if e.get("epoch") != a.get("epoch"):
-            ids.append("JF-HIST-004")
+            ids.append("JF-CAT-012" if d.key.startswith("jfCatalystStack.") else "JF-HIST-004")
         if set(a) != set(e) and d.key == "jfGameStack.meta":
             ids.append("JF-STORE-001")
         if d.key.startswith("jfCatalystStack."):
+            if e.get("state") != a.get("state"):
+                ids.append("JF-CAT-011")
             ids.append("JF-STORE-005")
     if d.problem == "unexpected" and d.key.startswith("jfCatalystStack."):
         ids += ["JF-CAT-004", "JF-CAT-007", "JF-CAT-009"]

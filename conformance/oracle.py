@@ -122,7 +122,6 @@ class GameModel:
         other = copy.deepcopy(self)
         other.game_id = game_id
         other.in_flight = {}
-        other.participants = []
         return other
 
     # -- reading -------------------------------------------------------------------------

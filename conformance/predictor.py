@@ -60,6 +60,7 @@ class Compression:
     attempts: list[Attempt] = field(default_factory=list)
     missing: bool = False  # it was due, but no request arrived
     outcome: str | None = None  # None while in flight (held) or when the flow broke off
+    raw: str | None = None  # what the reply alone says (valid, refused, ...), before stale/quota
     call_id: str | None = None  # the published summary's compressionCallId
     checked: int = 0  # attempts the verifier has checked already
 
@@ -164,6 +165,7 @@ class Predictor:
         after = self.model.stack(comp.flight.scene)
         return {
             "outcome": comp.outcome,
+            "raw": comp.raw,
             "lengthBefore": len(comp.flight.text),
             "lengthAfter": 0 if after is None else after.length(),
             "throughSeq": comp.flight.through,
@@ -230,7 +232,7 @@ class Predictor:
         for a in comp.attempts:
             if a.reply is not None and settled(a.reply)["reply"] in COMPLETED:
                 self.service.completed.setdefault(a.request["idempotency_key"], settled(a.reply))
-        outcome = attempt_outcome(last, len(flight.text))
+        outcome = comp.raw = attempt_outcome(last, len(flight.text))
         if last["reply"] in COMPLETED:  # a completed reply: asking again takes a new key
             material = (self.game, flight.scene, flight.epoch, flight.through, flight.text)
             self.service.retries[material] = self.service.retries.get(material, 0) + 1

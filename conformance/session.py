@@ -158,7 +158,7 @@ class Session:
         """The requests that arrived, checked for canaries and violations, in a predictor."""
         requests = self.world.new_requests()
         self.check.request_texts(requests)
-        self.check.violations(self.world.fake.violations)
+        self.check.violations(self.world.fake.violations, game in self.world.inherited)
         return self._predictor(game, requests)
 
     def _flow(
@@ -179,7 +179,7 @@ class Session:
             busy=busy,
             intervene=op == "intervene",
         )
-        self.check.flow(flow, model.participants)
+        self.check.flow(flow, model.participants, game in w.inherited)
         if flow.held is not None:
             raise HarnessError(f"{op} was held without a hold step")
         return flow
@@ -246,6 +246,7 @@ class Session:
         reply = self.world.call("set_participants", {"game": game, "participants": participants})
         self.check.ok(reply, "set_participants", ("JF-CALL-009",))
         self.world.games[game].participants = copy.deepcopy(participants)
+        self.world.inherited.discard(game)
         self.world.participants_to_fake(game)
 
     def record_round(self, game: str, user: str, assistant: str) -> None:
@@ -280,6 +281,7 @@ class Session:
             self.check.pending(reply, flow.pending)
             self._finish(flow, "generate")
             ctx.verifies = ("JF-INT-006", "JF-INT-008", "JF-COMP-009")
+            ctx.verifies += ("JF-CAT-011",) if scene is not None else ()  # state unchanged
             self._verify(game, ctx)
             self._telemetry(game, flow.settled, "generate")
             return
@@ -294,7 +296,7 @@ class Session:
         if held is not None and held.game == game and held.flight.scene != scene and published:
             self.ledger.credit(C.CONCURRENCY, ("JF-CONC-004",))
         self._finish(flow, "generate")
-        ctx.verifies = ("JF-COMP-012",)
+        ctx.verifies = ("JF-COMP-012",) + (("JF-CAT-011",) if scene is not None else ())
         if flow.published:
             ctx.verifies += ("JF-COMP-004", "JF-COMP-005", "JF-INT-005", "JF-STORE-002")
         if flow.failed:
@@ -435,12 +437,14 @@ class Session:
         predictor = self._arrived(game)
         comp = Compression(game, model.flight_for(scene, w.service.key(game, scene, model), forced))
         done = predictor.run(comp)
-        self.check.compression(comp, model.participants)
+        self.check.compression(comp, model.participants, game in w.inherited)
         if done:
             raise HarnessError(f"{op}: the held compression completed before its release")
         model.in_flight[scene] = comp.flight
         w.held = Held(game, op, future, comp, forced)
-        verifies = ("JF-ATOM-001", "JF-INT-003") if intervene else ("JF-ATOM-001",)
+        verifies: tuple[str, ...] = ("JF-ATOM-001",)
+        verifies += ("JF-INT-003",) if intervene else ()
+        verifies += ("JF-CAT-011",) if scene is not None else ()  # running before the check
         self._verify(game, Ctx(f"{op} (held)", verifies=verifies))
 
     def release(
@@ -465,7 +469,7 @@ class Session:
         model.in_flight.pop(held.flight.scene, None)
         predictor = self._arrived(game)
         comp = predictor.resume(held.comp)
-        self.check.compression(comp, model.participants)
+        self.check.compression(comp, model.participants, game in w.inherited)
         settled, published = [comp], [comp.flight] if comp.outcome == "published" else []
         want = predictor.report(comp)
         # a publication's report is checked after the store comparison (as in generate)
@@ -488,7 +492,7 @@ class Session:
             # an intervene landed while the check was in flight: the same generation must
             # settle the owed forced compression before it may start
             forced = predictor.compression(None, forced=True)
-            self.check.compression(forced, model.participants)
+            self.check.compression(forced, model.participants, game in w.inherited)
             settled.append(forced)
             if forced.outcome == "published":
                 published.append(forced.flight)
@@ -542,19 +546,11 @@ class Session:
         self.check.ok(reply, "start_scene", ("JF-CAT-001",))
         w.games[game].start_scene(scene)
         self._quiet("start_scene")
-        # the spec leaves a new scene's starting epoch to the implementation (the reference
-        # starts at the game's, so a reused id never repeats an Idempotency-Key): adopt it
-        dump = w.dump(game)
-        meta = dump["store"].get(f"jfCatalystStack.{scene}.meta")
-        epoch = meta.get("epoch") if isinstance(meta, dict) else None
-        self.ledger.expect(
-            C.STORE_MODEL,
-            isinstance(epoch, int) and not isinstance(epoch, bool) and epoch >= 0,
-            f"start_scene wrote meta {meta!r}: it needs an integer epoch >= 0",
-            ids=("JF-STORE-005",),
-        )
-        w.games[game].scenes[scene].stack.epoch = epoch if isinstance(epoch, int) else 0
-        self._verify(game, Ctx("start_scene", verifies=("JF-STORE-005", "JF-CAT-001")), dump)
+        # a scene's epoch starts at the game stack's (R12), so a scene id a reset freed never
+        # repeats an Idempotency-Key of its earlier incarnation
+        w.games[game].scenes[scene].stack.epoch = w.games[game].game.epoch
+        verifies = ("JF-STORE-005", "JF-CAT-001", "JF-CAT-012")
+        self._verify(game, Ctx("start_scene", verifies=verifies))
 
     def scene_exchange(self, game: str, scene: str, user: str, assistant: str) -> None:
         self.record("scene_exchange", game=game, scene=scene, user=user, assistant=assistant)
@@ -672,6 +668,7 @@ class Session:
         self._quiet("duplicate")
         source = w.dump(game)["store"]
         w.add_game(into, w.games[game].clone(into), copy.deepcopy(source))
+        w.inherited.add(into)  # the copy compresses for the source's participants
         self._verify(into, Ctx("duplicate", verifies=("JF-HIST-008",)))
         copied = w.dumps[into]
         self.ledger.expect(

@@ -120,12 +120,19 @@ class Verifier:
         )
 
     def report(self, op: str, got: dict[str, Any], want: dict[str, Any]) -> None:
-        """A compression report: outcome, and the lengths and throughSeq of the request."""
+        """A compression report: outcome, and the lengths and throughSeq of the request.
+        `want["raw"]`: what the reply alone said; a stale result that said something else
+        checks the precedence of outcomes (JF-COMP-013)."""
+        raw = want.get("raw")
+        ids = outcome_ids(want["outcome"])
+        if want["outcome"] == "stale" and raw not in (None, "valid"):
+            ids = ("JF-COMP-013", *ids)
         self.ledger.expect(
             C.OUTCOME,
             got.get("outcome") == want["outcome"],
-            f"{op} reported outcome {got.get('outcome')!r}, expected {want['outcome']!r}",
-            ids=outcome_ids(want["outcome"]),
+            f"{op} reported outcome {got.get('outcome')!r}, expected {want['outcome']!r}"
+            + (f" (the reply alone said {raw!r}; stale comes first)" if len(ids) > 2 else ""),
+            ids=ids,
         )
         if want["outcome"] in ("not_due", "in_flight"):
             self.ledger.expect(
@@ -305,8 +312,9 @@ class Verifier:
                     ids=("JF-CAT-008",),
                 )
 
-    def violations(self, violations: list[dict[str, Any]]) -> None:
-        """The fake's record of contract violations (the last one is blamed)."""
+    def violations(self, violations: list[dict[str, Any]], inherited: bool = False) -> None:
+        """The fake's record of contract violations (the last one is blamed); wrong
+        beneficiaries of a duplicate that inherited its participants break JF-HIST-012."""
         if violations:
             v = violations[-1]
             ids = {
@@ -317,6 +325,8 @@ class Verifier:
                 "idempotency_conflict": ("JF-CALL-004",),
                 "schema": ("JF-CALL-001", "JF-CALL-010"),
             }.get(v["reason"], ("JF-CALL-001",))
+            if inherited and v["reason"].startswith("beneficiaries"):
+                ids = ("JF-HIST-012", *ids)
             self.ledger.expect(
                 C.REQUEST_CONTRACT,
                 False,
@@ -325,17 +335,19 @@ class Verifier:
                 ids=ids,
             )
 
-    def flow(self, flow: Flow, participants: list[dict[str, Any]]) -> None:
+    def flow(self, flow: Flow, participants: list[dict[str, Any]], inherited: bool = False) -> None:
         """Each compression of a predicted flow, attempt by attempt, in order."""
         for comp in flow.compressions:
-            self.compression(comp, participants)
+            self.compression(comp, participants, inherited)
 
-    def compression(self, comp: Compression, participants: list[dict[str, Any]]) -> None:
+    def compression(
+        self, comp: Compression, participants: list[dict[str, Any]], inherited: bool = False
+    ) -> None:
         """The attempts of one compression not checked yet, then whether it was sent at all."""
         flight = comp.flight
         for i in range(comp.checked, len(comp.attempts)):
             attempt = comp.attempts[i]
-            self.request(comp.game, flight, attempt.request, participants)
+            self.request(comp.game, flight, attempt.request, participants, inherited)
             self.ledger.expect(
                 C.COMPRESSION_TRIGGER,
                 attempt.reply is not None,
@@ -377,8 +389,10 @@ class Verifier:
         flight: InFlight,
         r: dict[str, Any],
         participants: list[dict[str, Any]],
+        inherited: bool = False,
     ) -> None:
-        """One request: kind and scope, the canonical text, sizes, key, beneficiaries."""
+        """One request: kind and scope, the canonical text, sizes, key, beneficiaries (of
+        participants a duplicate inherited from its source, when `inherited`)."""
         body = r.get("body") or {}
         scope = (
             {"gameId": game}
@@ -419,8 +433,8 @@ class Verifier:
             C.REQUEST_CONTRACT,
             body.get("beneficiaries") == expected,
             f"beneficiaries {body.get('beneficiaries')!r}, participants at call time give "
-            f"{expected!r}",
-            ids=("JF-CALL-009",),
+            f"{expected!r}" + (" (the participants the duplicate copied)" if inherited else ""),
+            ids=("JF-HIST-012", "JF-CALL-009") if inherited else ("JF-CALL-009",),
         )
         self.ledger.credit(C.REQUEST_CONTRACT, ("JF-CALL-001", "JF-CALL-010"))
 

@@ -101,6 +101,8 @@ class World:
         self.held: Held | None = None
         self.unsupported: dict[str, str] = {}
         self.broken: set[str] = set()
+        # games whose participants were copied by duplicate and not set since (JF-HIST-012)
+        self.inherited: set[str] = set()
         self.cursor = 0
         self.on_blocked: Callable[[str, float], None] | None = None
         self.token = os.urandom(3).hex()
@@ -212,6 +214,7 @@ class World:
         for table in (self.games, self.bases, self.dumps, self.telemetry_seen):
             table.clear()
         self.broken.clear()
+        self.inherited.clear()
 
     def release_held(self, timeout: float) -> None:
         if self.held is not None:

@@ -31,7 +31,47 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize(("driver", "scenarios", "requirement"), CASES)
+SPEC_GAPS = [
+    pytest.param(
+        BROKEN + "duplicate_forgets_participants",
+        ["duplicate-copies"],
+        "JF-HIST-012",
+        marks=pytest.mark.req("JF-HIST-012"),
+    ),
+    pytest.param(
+        BROKEN + "restart_ended_scene",
+        ["scene-lifecycle"],
+        "JF-CAT-010",
+        marks=pytest.mark.req("JF-CAT-010"),
+    ),
+    pytest.param(
+        BROKEN + "scene_stays_created",
+        ["catalyst-threshold"],
+        "JF-CAT-011",
+        marks=pytest.mark.req("JF-CAT-011"),
+    ),
+    pytest.param(
+        BROKEN + "scene_epoch_zero",
+        ["stale-results"],  # its scenes start after a reset and an edit: epoch 2
+        "JF-CAT-012",
+        marks=pytest.mark.req("JF-CAT-012"),
+    ),
+    pytest.param(
+        BROKEN + "stale_last",
+        ["outcome-precedence"],
+        "JF-COMP-013",
+        marks=pytest.mark.req("JF-COMP-013", "JF-COMP-011"),
+    ),
+    pytest.param(
+        BROKEN + "convert_lenient",
+        ["conversion"],
+        "JF-HIST-013",
+        marks=pytest.mark.req("JF-HIST-013"),
+    ),
+]
+
+
+@pytest.mark.parametrize(("driver", "scenarios", "requirement"), CASES + SPEC_GAPS)
 def test_first_failure_names_the_violated_requirement(
     tmp_path: Path, driver: str, scenarios: list[str], requirement: str
 ) -> None:
