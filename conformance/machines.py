@@ -228,7 +228,9 @@ class MemoryMachine(RuleBasedStateMachine):
             self.s.hold_generate(self.g, scene, first)
             self.pending_retries = rest
             return
-        self.s.generate(self.g, scene, replies=self._replies(kind, stack.length(), 0.2))
+        # an owed forced compression of the game stack runs first, with its own reply
+        forced = self._replies(kind, model.game.length(), 0.3) if model.game.flag else []
+        self.s.generate(self.g, scene, replies=forced + self._replies(kind, stack.length(), 0.2))
 
     @rule(pick=st.integers(0, 3), cancel=st.booleans(), again=st.booleans())
     def end_scene(self, pick: int, cancel: bool, again: bool) -> None:
