@@ -29,6 +29,7 @@ from conformance.checks import Ledger
 from conformance.driver_client import DriverClient, HarnessError, Reply
 from conformance.oracle import GameModel, diff_store, normalize
 from conformance.predictor import Compression, Flow, Predictor, publication_fits
+from conformance.snapshot import BaseCache
 from conformance.verifier import Verifier
 from conformance.world import SPEC_THRESHOLDS, Held, World
 
@@ -66,6 +67,7 @@ class Session:
         so that the suite's memory is bounded by one sequence, not by the run."""
         self._steps = steps
         self.world.begin_sequence()
+        self.check.bases = BaseCache()
         self.trace_start = 0
 
     @property

@@ -18,12 +18,13 @@ from typing import Any
 
 from conformance import checks as C
 from conformance.blame import Ctx, blame, log_ids, outcome_ids
-from conformance.canon import QUOTA, beneficiaries, change_log, footprint, jcs
+from conformance.canon import QUOTA, beneficiaries, jcs
 from conformance.checks import Ledger
 from conformance.driver_client import Reply
-from conformance.oracle import GAME_KIND, GameModel, InFlight, diff_store, normalize
+from conformance.oracle import ABSENT, GAME_KIND, Diff, GameModel, InFlight, normalize
 from conformance.predictor import Compression, Flow
 from conformance.replies import TRANSPORT, call_id_of, output_chars, settled
+from conformance.snapshot import BaseCache, Encoded
 
 __all__ = ["MAX_ATTEMPTS", "Verifier"]
 
@@ -37,6 +38,7 @@ class Verifier:
     def __init__(self, ledger: Ledger, error_codes: Iterable[str]) -> None:
         self.ledger = ledger
         self.error_codes = frozenset(error_codes)
+        self.bases = BaseCache()  # each game's checkpoint base, encoded once
 
     # -- replies -------------------------------------------------------------------------
     def ok(self, reply: Reply, op: str, ids: tuple[str, ...]) -> Any:
@@ -166,7 +168,8 @@ class Verifier:
         log against the suite's base, the footprint, the forced-compression flag."""
         store, log = dump["store"], dump["changeLog"]
         self.canaries_in_store(store, log)
-        diffs = diff_store(model.store(), normalize(store))
+        actual, expected = Encoded(normalize(store)), Encoded(model.store())
+        diffs = [] if actual.same_as(expected) else _diffs(expected, actual)
         if diffs:
             ctx.observe(store, model.summary_seqs())
             self.ledger.expect(
@@ -177,10 +180,11 @@ class Verifier:
                 ids=tuple(sorted({i for d in diffs for i in blame(d, ctx)})),
             )
         self.ledger.credit(C.STORE_MODEL, ctx.verifies or ("JF-ATOM-001",))
-        expected_log = change_log(base, store)
+        expected_log, expected_text = actual.change_log(self.bases.get(base))
+        log_text = jcs(log)
         self.ledger.expect(
             C.CHANGE_LOG,
-            jcs(expected_log) == jcs(log),
+            expected_text == log_text,
             lambda: _log_message(expected_log, log),
             ids=log_ids(expected_log, log, ctx),
         )
@@ -190,7 +194,7 @@ class Verifier:
         if base:
             credited.append("JF-QUOTA-007")
         self.ledger.credit(C.CHANGE_LOG, credited)
-        mine = footprint(store, log)
+        mine = actual.size() + len(log_text.encode("utf-8", "surrogatepass"))
         self.ledger.expect(
             C.FOOTPRINT,
             dump["footprint"] == mine and mine <= QUOTA,
@@ -544,6 +548,19 @@ class Verifier:
 
 
 # -- messages ---------------------------------------------------------------------------
+
+
+def _diffs(expected: Encoded, actual: Encoded) -> list[Diff]:
+    """Per-key differences between the expected and the dumped store."""
+    out = []
+    for key in expected.differing(actual):
+        if key not in actual.texts:
+            out.append(Diff(key, "missing", expected.store[key], ABSENT))
+        elif key not in expected.texts:
+            out.append(Diff(key, "unexpected", ABSENT, actual.store[key]))
+        else:
+            out.append(Diff(key, "different", expected.store[key], actual.store[key]))
+    return out
 
 
 def _find(value: Any, needle: str) -> str | None:
