@@ -38,6 +38,7 @@ def test_suite_fails_broken_driver(
     )
     result = run(options)
     assert result.exit_code == 1
+    assert requirement in result.failures[0].ids  # blamed first, not merely somewhere
     verdicts = {v["id"]: v for v in result.verdicts}
     assert verdicts[requirement]["verdict"] == "fail"
     failure = verdicts[requirement]["failures"][0]
