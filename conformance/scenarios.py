@@ -658,6 +658,23 @@ def restart(s: Session) -> None:
     s.record_round(g, "r9", "after restart")
 
 
+@scenario("kill-mid-publication", "ATOM-004 ATOM-003", needs="stdio+durableRestart")
+def kill_mid_publication(s: Session) -> None:
+    """The driver is killed while it publishes a summary: before or after, never a mix."""
+    g = game(s)
+    s.record_round(g, "r1", make_text(5_000, "mixed"))
+    for i, delay in enumerate((0.0, 0.5, 2.0, 5.0, 20.0)):
+        model = s.games[g]
+        if not model.due(None, s.thresholds["game"]):
+            fill_to(s, g, 300_001)
+        if s.can_hold(g, None):
+            s.kill_during_publication(g, ok(f"killed-{i}", 300), delay)
+        else:  # the reply of an unpublished kill is replayed to the same key: it publishes
+            s.generate(g)
+    s.record_round(g, "after", "the kills")
+    s.generate(g)
+
+
 @scenario("kill-mid-operation", "ATOM-004", needs="stdio+durableRestart")
 def kill_mid_operation(s: Session) -> None:
     g = game(s)

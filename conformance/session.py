@@ -818,6 +818,48 @@ class Session:
         w.resync_telemetry()
         self._verify(game, Ctx("restart", verifies=("JF-ATOM-004",)))
 
+    def kill_during_publication(self, game: str, reply: dict[str, Any], delay_ms: float) -> None:
+        """stdio only: a compression of the game stack is answered `reply` (a success), and
+        the driver is killed `delay_ms` after the answer left the fake, while it publishes:
+        it must reopen to the state before the publication or after it, never a mix (a
+        summary beside its represented chunks, or neither of them)."""
+        self.record("kill_during_publication", game=game, reply=reply, delay_ms=delay_ms)
+        w = self.world
+        if w.held is not None or not self.can_hold(game, None):
+            raise HarnessError("kill_during_publication needs an idle, due, unasked stack")
+        model = w.games[game]
+        w.script([{"reply": "hold", "then": reply}])
+        w.participants_to_fake(game)
+        key = w.service.key(game, None, model)
+        flight = model.flight_for(None, key)
+        w.start("generate", {"game": game})
+        if not w.fake.wait_held(30):
+            raise HarnessError("generate: no compression request reached the fake within 30 s")
+        after = copy.deepcopy(model)
+        after.publish_summary(flight, reply["summary"], reply["callId"])
+        w.fake.release()
+        time.sleep(delay_ms / 1000)
+        w.restart_driver()
+        w.service.completed[key] = reply  # the fake replays it to the same key
+        w.script([])
+        w.cursor = len(w.fake.requests)
+        store = normalize(self._dump(game)["store"])
+        before_ok = not diff_store(model.store(), store)
+        after_ok = not diff_store(after.store(), store)
+        self.ledger.expect(
+            C.DURABILITY,
+            before_ok or after_ok,
+            f"after a kill {delay_ms:g} ms into a publication, the store is neither the state "
+            "before the publication nor the state after it",
+            ids=("JF-ATOM-004", "JF-ATOM-003", "JF-CAT-004"),
+        )
+        if after_ok and not before_ok:
+            w.games[game] = model = after
+        if model.participants:
+            w.call("set_participants", {"game": game, "participants": model.participants})
+        w.resync_telemetry()
+        self._verify(game, Ctx("restart", verifies=("JF-ATOM-004", "JF-ATOM-003")))
+
     def concurrent_rounds(self, game: str, pairs: list[list[str]]) -> None:
         """Several record_round requests outstanding at once: a serial order must explain them."""
         self.record("concurrent_rounds", game=game, pairs=pairs)
