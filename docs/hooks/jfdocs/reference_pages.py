@@ -620,12 +620,12 @@ def compress_page(spec: Path) -> str:
 def _idempotency_example() -> str:
     game, catalyst, epoch, through, text = "game-1", None, 2, 7, "<user>\nhi\n</user>\n"
     text_hash = hashlib.sha256(text.encode("utf-8")).hexdigest()
-    material = canonicalize([game, catalyst, epoch, through, text_hash])
+    material = canonicalize([game, catalyst, epoch, through, text_hash, 0])
     key = idempotency_key(game, catalyst, epoch, through, text)
     return (
         '\n!!! example "Idempotency key, worked (computed by the reference engine)"\n'
-        f"    For gameId `{game}`, no catalystId, epoch `{epoch}`, throughSeq `{through}` and "
-        f"input.text {code(json_text(text))}:\n\n"
+        f"    For gameId `{game}`, no catalystId, epoch `{epoch}`, throughSeq `{through}`, "
+        f"input.text {code(json_text(text))} and retry `0` (a first ask):\n\n"
         f"    - SHA-256 of the text's UTF-8, hex: `{text_hash}`\n"
         f"    - JCS of the array: `{material}`\n"
         f"    - key: `{key}`\n"
