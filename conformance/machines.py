@@ -173,16 +173,21 @@ class MemoryMachine(RuleBasedStateMachine):
         )
 
     @precondition(lambda self: self.s.held is not None)
-    @rule()
-    def generate_while_held(self) -> None:
+    @rule(kind=reply_kind_st)
+    def generate_while_held(self, kind: str) -> None:
         held = self.s.held
         model = self._model()
         if held is None or held.game != self.g:
             return
-        if model.game.flag:
-            self.s.expect_pending_generation(self.g)
-        else:
-            self.s.generate(self.g)
+        if held.flight.scene is None:  # the game stack's own compression is in flight
+            if model.game.flag:
+                self.s.expect_pending_generation(self.g)
+            else:
+                self.s.generate(self.g)
+            return
+        # a scene's compression is held: the game stack is free to compress meanwhile
+        forced = self._replies(kind, model.game.length(), 0.3) if model.game.flag else []
+        self.s.generate(self.g, replies=forced + self._replies(kind, model.game.length(), 0.3))
 
     @precondition(lambda self: len(self.scenes) < 4)
     @rule()
