@@ -42,7 +42,7 @@ STORE_MODEL = _declare(
     "HIST-004 HIST-005 HIST-008 HIST-009 HIST-010 HIST-011 STORE-001 STORE-002 STORE-003 "
     "STORE-004 STORE-005 "
     "STORE-006 STORE-007 STORE-009 TEXT-002 ATOM-001 ATOM-003 ATOM-004 ERR-002 QUOTA-003 "
-    "CONC-001",
+    "CONC-001 CAT-011 CAT-012",
     "After every step the dumped store equals the oracle's independent model key by key: "
     "exact exchanges per stack in seq order, summary record, meta, rounds, archives, game data.",
 )
@@ -72,7 +72,7 @@ CANARY_ABSENT = _declare(
 )
 REQUEST_CONTRACT = _declare(
     "request-contract",
-    "CALL-001 CALL-002 CALL-003 CALL-004 CALL-009 CALL-010 TEXT-003 TEXT-004 COMP-002",
+    "CALL-001 CALL-002 CALL-003 CALL-004 CALL-009 CALL-010 TEXT-003 TEXT-004 COMP-002 HIST-012",
     "Each compress.v2 request the fake received: closed schema, kind and scope of its stack, "
     "input.text equal to the oracle's canonical text of the represented prefix, chars in code "
     "points, throughSeq, the derived Idempotency-Key, and beneficiaries at call time.",
@@ -85,7 +85,7 @@ COMPRESSION_TRIGGER = _declare(
 )
 OUTCOME = _declare(
     "compression-outcome",
-    "COMP-006 COMP-007 COMP-008 COMP-010 COMP-011 CAT-009 COMP-012 CALL-005",
+    "COMP-006 COMP-007 COMP-008 COMP-010 COMP-011 CAT-009 COMP-012 CALL-005 COMP-013",
     "The reported outcome matches what the fake answered: published, refused, transport, "
     "empty, not_smaller, quota or stale.",
 )
@@ -113,7 +113,8 @@ REPLY = _declare(
 )
 ERROR_CODE = _declare(
     "error-code",
-    "ERR-001 ERR-004 ERR-005 TEXT-001 INT-001 STORE-008 QUOTA-003 INT-008 CAT-001",
+    "ERR-001 ERR-004 ERR-005 TEXT-001 INT-001 STORE-008 QUOTA-003 INT-008 CAT-001 CAT-010 "
+    "HIST-013",
     "A refused operation answers the stable error code the spec prescribes.",
 )
 QUOTA_NUMBERS = _declare(
