@@ -219,3 +219,19 @@ def test_no_credit_for_what_the_suite_cannot_judge() -> None:
     with pytest.raises(ConformanceFailure) as failed:
         ledger.expect(C.RETRIES, False, "4 attempts", ids=("JF-CALL-008",))
     assert failed.value.ids == ("JF-CALL-008",)
+
+
+def test_reference_without_backoff_passes_the_transport_scenarios(tmp_path: Path) -> None:
+    """The no-backoff reference factory is the same implementation: it passes the scenarios
+    that script transport failures (it only skips the sleeps between retries)."""
+    result = run(
+        Options(
+            driver="python:conformance.examples.reference:durable_without_backoff",
+            scenarios=["retry-then-success", "failure-outcomes"],
+            machines=False,
+            report_dir=tmp_path,
+            progress=lambda line: None,
+        )
+    )
+    assert result.exit_code == 0, [f.message[:200] for f in result.failures]
+    assert result.capabilities.get("durableRestart") is True
