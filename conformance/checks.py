@@ -113,8 +113,7 @@ REPLY = _declare(
 )
 ERROR_CODE = _declare(
     "error-code",
-    "ERR-001 ERR-004 ERR-005 TEXT-001 INT-001 STORE-008 QUOTA-003 INT-008 CAT-001 CAT-010 "
-    "HIST-013",
+    "ERR-001 ERR-004 ERR-005 TEXT-001 INT-001 STORE-008 QUOTA-003 INT-008 CAT-001 CAT-010 HIST-013",
     "A refused operation answers the stable error code the spec prescribes.",
 )
 QUOTA_NUMBERS = _declare(
