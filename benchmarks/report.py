@@ -318,18 +318,23 @@ def _suite(su: dict[str, Any]) -> list[str]:
             ],
         )
     out.append("")
-    qp = su.get("quick_profile", {})
-    if qp.get("available") is False:
-        out.append(f"Quick profile: {qp['reason']}")
-    elif not qp.get("run"):
-        out.append(f"Quick profile: {qp.get('reason')}")
-    else:
-        slow = ", ".join(f"{k} {v:.1f} s" for k, v in qp["slowest_parts_s"].items())
-        out.append(
-            f'Quick profile (`conformance.cli.main(["--profile", "quick", ...])`, in '
-            f"process): **{qp['wall_s']:.1f} s** wall, exit code {qp['exit_code']}, "
-            f"verdicts {qp['counts']}. Slowest parts: {slow}."
-        )
+    for key, name in (("quick_profile", "Quick"), ("standard_profile", "Standard")):
+        qp = su.get(key, {})
+        if qp.get("available") is False:
+            out.append(f"{name} profile: {qp['reason']}")
+        elif not qp.get("run"):
+            out.append(f"{name} profile: {qp.get('reason')}")
+        else:
+            slow = ", ".join(f"{k} {v:.1f} s" for k, v in qp["slowest_parts_s"].items())
+            rss = qp.get("peak_rss_mib")
+            out.append(
+                f"{name} profile (`jfsm conformance --profile {name.lower()}`, in process): "
+                f"**{qp['wall_s']:.1f} s** wall"
+                + (f", peak RSS **{rss:.0f} MiB**" if rss is not None else "")
+                + f", exit code {qp['exit_code']}, verdicts {qp['counts']}. Slowest parts: "
+                f"{slow}."
+            )
+            out.append("")
     return out
 
 

@@ -7,7 +7,9 @@
   over a `Session`, at the spec thresholds and at the small thresholds the quick profile
   also uses, in process and over stdio, interleaved run by run. A step is one `Session`
   operation (each verifies the whole observable state against the oracle).
-- The quick profile's wall time: `conformance.cli.main(["--profile", "quick", ...])`.
+- The quick and standard profiles' wall time and peak RSS: `jfsm conformance --profile P` in
+  a fresh subprocess (the suite's process: suite, fake compress.v2 and the in-process
+  reference driver), under a small wrapper that reads the child's `ru_maxrss`.
 
 Everything is imported defensively: when the suite (or a part of it) is missing, the
 section says "suite not available" with the reason instead of numbers.
@@ -16,7 +18,6 @@ section says "suite not available" with the reason instead of numbers.
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import logging
 import os
@@ -43,6 +44,7 @@ FULL = {
     "small_examples": 10,
     "small_steps": 25,
     "quick_profile": True,
+    "standard_profile": True,
 }
 QUICK = {
     "roundtrip_calls": 10,
@@ -52,6 +54,7 @@ QUICK = {
     "small_examples": 1,
     "small_steps": 4,
     "quick_profile": False,
+    "standard_profile": False,
 }
 
 
@@ -144,8 +147,9 @@ def _machine_runs(cfg: dict[str, Any]) -> dict[str, Any]:
         for label, (thresholds, _, _) in configs.items():
             for transport, spec in (("in_process", IN_PROCESS), ("stdio", STDIO)):
                 session = Session(spec, Ledger(), thresholds=thresholds)
-                count = [0]
+                count = [0, 0]  # steps, protocol messages sent
                 original = session.record
+                send = session.client.start
 
                 def counted(
                     step: str, _orig: Any = original, _c: list[int] = count, **args: Any
@@ -153,7 +157,12 @@ def _machine_runs(cfg: dict[str, Any]) -> dict[str, Any]:
                     _c[0] += 1
                     _orig(step, **args)
 
+                def sent(op: str, args: Any, _orig: Any = send, _c: list[int] = count) -> Any:
+                    _c[1] += 1
+                    return _orig(op, args)
+
                 session.record = counted  # type: ignore[method-assign]
+                session.client.start = sent  # type: ignore[method-assign]
                 sessions[(label, transport)] = session
                 counters[(label, transport)] = count
         for rnd in range(cfg["machine_rounds"]):
@@ -174,7 +183,7 @@ def _machine_runs(cfg: dict[str, Any]) -> dict[str, Any]:
                         phases=[Phase.explicit, Phase.generate],
                     )
                     before_steps = count[0]
-                    before_msgs = len(session.client.transcript)
+                    before_msgs = count[1]
                     t0 = now_ns()
                     try:
                         run_state_machine_as_test(machine_factory(session), settings=conf)
@@ -186,7 +195,7 @@ def _machine_runs(cfg: dict[str, Any]) -> dict[str, Any]:
                             session.recover()
                     seconds = (now_ns() - t0) / 1e9
                     done = count[0] - before_steps
-                    msgs = (len(session.client.transcript) - before_msgs) // 2
+                    msgs = count[1] - before_msgs
                     results.setdefault((label, transport), []).append(
                         {"steps": done, "messages": msgs, "seconds": seconds, "status": status}
                     )
@@ -213,18 +222,30 @@ def _machine_runs(cfg: dict[str, Any]) -> dict[str, Any]:
     return {"runs": out, "errors": errors}
 
 
-def _quick_profile(cfg: dict[str, Any]) -> dict[str, Any]:
-    if not cfg["quick_profile"]:
-        return {"run": False, "reason": "not run with --quick (it takes tens of seconds)"}
-    from conformance.cli import main as conformance_main
+_WRAPPER = """
+import resource, subprocess, sys, time
+t0 = time.monotonic()
+code = subprocess.run(sys.argv[1:]).returncode
+wall = time.monotonic() - t0
+print(code, round(wall, 2), resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+"""
+
+
+def _profile_run(profile: str) -> dict[str, Any]:
+    """`jfsm conformance --profile PROFILE` in a fresh subprocess: wall time, peak RSS."""
+    import subprocess
 
     report_dir = tempfile.mkdtemp(prefix="jfsm-bench-conformance-")
-    stderr = io.StringIO()
+    argv = [sys.executable, "-m", "jfsm.cli", "conformance", "--profile", profile]
+    argv += ["--report-dir", report_dir]
     try:
-        t0 = now_ns()
-        with contextlib.redirect_stderr(stderr):
-            code = conformance_main(["--profile", "quick", "--report-dir", report_dir])
-        wall = (now_ns() - t0) / 1e9
+        done = subprocess.run(
+            [sys.executable, "-c", _WRAPPER, *argv],
+            capture_output=True,
+            text=True,
+            timeout=3600,
+        )
+        code, wall, rss_kib = done.stdout.split()[-3:]
         durations: dict[str, float] = {}
         counts: dict[str, Any] = {}
         path = os.path.join(report_dir, "report.json")
@@ -236,14 +257,27 @@ def _quick_profile(cfg: dict[str, Any]) -> dict[str, Any]:
         top = sorted(durations.items(), key=lambda kv: -kv[1])[:5]
         return {
             "run": True,
-            "exit_code": code,
-            "wall_s": round(wall, 2),
+            "exit_code": int(code),
+            "wall_s": float(wall),
+            "peak_rss_mib": round(int(rss_kib) / 1024, 1),
             "counts": counts,
             "slowest_parts_s": {k: round(v, 2) for k, v in top},
-            "stderr_tail": stderr.getvalue().splitlines()[-3:],
+            "stderr_tail": done.stderr.splitlines()[-3:],
         }
     finally:
         shutil.rmtree(report_dir, ignore_errors=True)
+
+
+def _quick_profile(cfg: dict[str, Any]) -> dict[str, Any]:
+    if not cfg["quick_profile"]:
+        return {"run": False, "reason": "not run with --quick (it takes tens of seconds)"}
+    return _profile_run("quick")
+
+
+def _standard_profile(cfg: dict[str, Any]) -> dict[str, Any]:
+    if not cfg["standard_profile"]:
+        return {"run": False, "reason": "not run with --quick (it takes minutes)"}
+    return _profile_run("standard")
 
 
 def run(quick: bool = False, log: Any = print) -> dict[str, Any]:
@@ -257,6 +291,7 @@ def run(quick: bool = False, log: Any = print) -> dict[str, Any]:
         ("roundtrips", _roundtrips),
         ("machines", _machine_runs),
         ("quick_profile", _quick_profile),
+        ("standard_profile", _standard_profile),
     ):
         try:
             with _quiet_logging():

@@ -9,9 +9,12 @@ chunk blames JF-COMP-003 rather than every ID the state comparison can verify.
 
 from __future__ import annotations
 
+import tomllib
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
+
+from conformance.protocol import spec_dir
 
 __all__ = ["CHECKS", "Check", "ConformanceFailure", "Ledger"]
 
@@ -39,7 +42,7 @@ STORE_MODEL = _declare(
     "HIST-004 HIST-005 HIST-008 HIST-009 HIST-010 HIST-011 STORE-001 STORE-002 STORE-003 "
     "STORE-004 STORE-005 "
     "STORE-006 STORE-007 STORE-009 TEXT-002 ATOM-001 ATOM-003 ATOM-004 ERR-002 QUOTA-003 "
-    "CONC-001",
+    "CONC-001 CAT-011 CAT-012",
     "After every step the dumped store equals the oracle's independent model key by key: "
     "exact exchanges per stack in seq order, summary record, meta, rounds, archives, game data.",
 )
@@ -69,7 +72,7 @@ CANARY_ABSENT = _declare(
 )
 REQUEST_CONTRACT = _declare(
     "request-contract",
-    "CALL-001 CALL-002 CALL-003 CALL-004 CALL-009 CALL-010 TEXT-003 TEXT-004 COMP-002",
+    "CALL-001 CALL-002 CALL-003 CALL-004 CALL-009 CALL-010 TEXT-003 TEXT-004 COMP-002 HIST-012",
     "Each compress.v2 request the fake received: closed schema, kind and scope of its stack, "
     "input.text equal to the oracle's canonical text of the represented prefix, chars in code "
     "points, throughSeq, the derived Idempotency-Key, and beneficiaries at call time.",
@@ -82,7 +85,7 @@ COMPRESSION_TRIGGER = _declare(
 )
 OUTCOME = _declare(
     "compression-outcome",
-    "COMP-006 COMP-007 COMP-008 COMP-010 COMP-011 CAT-009 COMP-012 CALL-005",
+    "COMP-006 COMP-007 COMP-008 COMP-010 COMP-011 CAT-009 COMP-012 CALL-005 COMP-013",
     "The reported outcome matches what the fake answered: published, refused, transport, "
     "empty, not_smaller, quota or stale.",
 )
@@ -110,7 +113,7 @@ REPLY = _declare(
 )
 ERROR_CODE = _declare(
     "error-code",
-    "ERR-001 ERR-004 ERR-005 TEXT-001 INT-001 STORE-008 QUOTA-003 INT-008 CAT-001",
+    "ERR-001 ERR-004 ERR-005 TEXT-001 INT-001 STORE-008 QUOTA-003 INT-008 CAT-001 CAT-010 HIST-013",
     "A refused operation answers the stable error code the spec prescribes.",
 )
 QUOTA_NUMBERS = _declare(
@@ -162,8 +165,22 @@ class ConformanceFailure(AssertionError):
         return f"[{', '.join(self.ids)}] {self.check}: {self.message}"
 
 
+def _judged_elsewhere() -> frozenset[str]:
+    """IDs the catalog verifies outside the suite (`verification` other than "suite")."""
+    with (spec_dir() / "requirements.toml").open("rb") as handle:
+        catalog = tomllib.load(handle)["requirement"]
+    return frozenset(r["id"] for r in catalog if r.get("verification", "suite") != "suite")
+
+
+JUDGED_ELSEWHERE = _judged_elsewhere()
+
+
 class Ledger:
-    """Counts passing checks per requirement ID for one run."""
+    """Counts passing checks per requirement ID for one run.
+
+    A passing check never credits an ID the catalog says the suite cannot judge (for
+    instance JF-CALL-008's backoff): a verdict claims no more than the suite checked. A
+    failing check still blames such an ID when what it saw breaks it."""
 
     def __init__(self) -> None:
         self.passes: Counter[str] = Counter()
@@ -171,6 +188,8 @@ class Ledger:
 
     def credit(self, check: Check, ids: tuple[str, ...] | list[str] | None = None) -> None:
         for rid in ids if ids is not None else check.ids:
+            if rid in JUDGED_ELSEWHERE:
+                continue
             self.passes[rid] += 1
             self.checks_by_id.setdefault(rid, set()).add(check.name)
 

@@ -3,7 +3,8 @@
 `MemoryMachine` explores random interleavings of rounds, generations with scripted compress.v2
 replies (each failure outcome included), compressions held in flight with appends and scene
 outcomes meanwhile, intervenes with a canary in the discarded continuation, scenes with
-canaries in their transcripts, resets, edits, duplication, game-data writes, checkpoints,
+canaries in their transcripts, resets, edits, duplication, simple-to-live conversion (of
+long games too), game-data writes, checkpoints,
 participant changes and (for durable drivers) restarts. Each rule is one `Session` step, so
 after every rule the session has already compared the whole observable state with the
 oracle; a failing check raises `ConformanceFailure` and Hypothesis shrinks the sequence.
@@ -54,8 +55,7 @@ class MemoryMachine(RuleBasedStateMachine):
         super().__init__()
         self.s = self.session
         self.s.recover()
-        self.s.steps = []
-        self.s.trace_start = len(self.s.client.transcript)
+        self.s.steps = []  # a new sequence (its trace starts here)
         self.g = ""
         self.n = 0
         self.scenes: list[str] = []
@@ -80,7 +80,7 @@ class MemoryMachine(RuleBasedStateMachine):
         success = {
             "reply": "success",
             "summary": make_text(size, "mixed", f"SUMMARY\u27ea{self.n}\u27eb "),
-            "callId": f"call-{self.s.token}-{self.n}",
+            "callId": f"call-{self.s.world.token}-{self.n}",
         }
         if kind == "refuse":
             return [{"reply": "refuse", "code": "policy", "message": canary("REFUSAL", self.n)}]
@@ -173,16 +173,21 @@ class MemoryMachine(RuleBasedStateMachine):
         )
 
     @precondition(lambda self: self.s.held is not None)
-    @rule()
-    def generate_while_held(self) -> None:
+    @rule(kind=reply_kind_st)
+    def generate_while_held(self, kind: str) -> None:
         held = self.s.held
         model = self._model()
         if held is None or held.game != self.g:
             return
-        if model.game.flag:
-            self.s.expect_pending_generation(self.g)
-        else:
-            self.s.generate(self.g)
+        if held.flight.scene is None:  # the game stack's own compression is in flight
+            if model.game.flag:
+                self.s.expect_pending_generation(self.g)
+            else:
+                self.s.generate(self.g)
+            return
+        # a scene's compression is held: the game stack is free to compress meanwhile
+        forced = self._replies(kind, model.game.length(), 0.3) if model.game.flag else []
+        self.s.generate(self.g, replies=forced + self._replies(kind, model.game.length(), 0.3))
 
     @precondition(lambda self: len(self.scenes) < 4)
     @rule()
@@ -228,7 +233,9 @@ class MemoryMachine(RuleBasedStateMachine):
             self.s.hold_generate(self.g, scene, first)
             self.pending_retries = rest
             return
-        self.s.generate(self.g, scene, replies=self._replies(kind, stack.length(), 0.2))
+        # an owed forced compression of the game stack runs first, with its own reply
+        forced = self._replies(kind, model.game.length(), 0.3) if model.game.flag else []
+        self.s.generate(self.g, scene, replies=forced + self._replies(kind, stack.length(), 0.2))
 
     @rule(pick=st.integers(0, 3), cancel=st.booleans(), again=st.booleans())
     def end_scene(self, pick: int, cancel: bool, again: bool) -> None:
@@ -273,6 +280,30 @@ class MemoryMachine(RuleBasedStateMachine):
         into = self.s.fresh("hyp-copy-")
         self.s.duplicate(self.g, into)
         self.s.set_participants(into, people)
+        self.g = into
+
+    @precondition(lambda self: self.s.held is None)
+    @rule(
+        sizes=st.lists(size_st, min_size=1, max_size=4),
+        delta=st.sampled_from([None, -1, 0, 1, 2]),
+        flavour=flavour_st,
+    )
+    def convert(self, sizes: list[int], delta: int | None, flavour: str) -> None:
+        """Convert a simple game into a new live game and go on with it; with `delta`, its
+        rebuilt stack is the threshold + delta long (long games are the ones converted)."""
+        into = self.s.fresh("hyp-conv-")
+        self.s.new_game(into)
+        self.s.set_participants(into, self._model().participants)
+        rounds = [
+            {"input": f"old {i}", "output": make_text(a, flavour, self._tag())}
+            for i, a in enumerate(sizes, start=1)
+        ]
+        if delta is not None:
+            used = sum(42 + len(r["input"]) + len(r["output"]) for r in rounds)
+            need = self._threshold(False) + delta - used - 42 - len("old N")
+            if need >= 0:
+                rounds.append({"input": "old N", "output": make_text(need, flavour, self._tag())})
+        self.s.convert(into, rounds)
         self.g = into
 
     @rule(

@@ -20,7 +20,7 @@ from typing import Any
 
 from conformance.canon import canonical_text, jcs
 
-__all__ = ["Diff", "GameModel", "InFlight", "StackModel", "diff_store", "normalize"]
+__all__ = ["ABSENT", "Diff", "GameModel", "InFlight", "StackModel", "diff_store", "normalize"]
 
 GAME_PREFIX = "jfGameStack"
 SCENE_PREFIX = "jfCatalystStack."
@@ -122,7 +122,6 @@ class GameModel:
         other = copy.deepcopy(self)
         other.game_id = game_id
         other.in_flight = {}
-        other.participants = []
         return other
 
     # -- reading -------------------------------------------------------------------------
@@ -148,8 +147,14 @@ class GameModel:
             out[f"{ROUNDS}{n}"] = record
         return out
 
-    def flag_should_be(self) -> bool:
-        return any(c["origin"] == "intervene" for c in self.game.chunks.values())
+    def summary_seqs(self) -> dict[str | None, int]:
+        """`throughSeq` of each live stack's summary (None: the game stack)."""
+        out: dict[str | None, int] = {}
+        for scene in [None, *self.scenes]:
+            stack = self.stack(scene)
+            if stack is not None and stack.summary is not None:
+                out[scene] = stack.summary["throughSeq"]
+        return out
 
     def due(self, scene: str | None, threshold: int) -> bool:
         stack = self.stack(scene)
@@ -322,16 +327,29 @@ def normalize(store: dict[str, Any]) -> dict[str, Any]:
     return store
 
 
+class _Absent:
+    """The side of a `Diff` where the key does not exist (a stored JSON null is `None`)."""
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __repr__(self) -> str:
+        return "<absent>"
+
+
+ABSENT: Any = _Absent()
+
+
 @dataclass
 class Diff:
     key: str
     problem: str  # missing | unexpected | different
-    expected: Any
-    actual: Any
+    expected: Any  # ABSENT when unexpected
+    actual: Any  # ABSENT when missing
 
     def describe(self, limit: int = 300) -> str:
         def short(v: Any) -> str:
-            text = "<absent>" if v is None else jcs(v)
+            text = "<absent>" if v is ABSENT else jcs(v)
             return text if len(text) <= limit else text[:limit] + f"…(+{len(text) - limit} chars)"
 
         return (
@@ -346,9 +364,9 @@ def diff_store(expected: dict[str, Any], actual: dict[str, Any]) -> list[Diff]:
     diffs = []
     for key in sorted(set(expected) | set(actual)):
         if key not in actual:
-            diffs.append(Diff(key, "missing", expected[key], None))
+            diffs.append(Diff(key, "missing", expected[key], ABSENT))
         elif key not in expected:
-            diffs.append(Diff(key, "unexpected", None, actual[key]))
+            diffs.append(Diff(key, "unexpected", ABSENT, actual[key]))
         elif jcs(expected[key]) != jcs(actual[key]):
             diffs.append(Diff(key, "different", expected[key], actual[key]))
     return diffs

@@ -199,6 +199,29 @@ def stale_results(s: Session) -> None:
     s.release()
 
 
+@scenario("outcome-precedence", "COMP-013 COMP-011 CAT-009")
+def outcome_precedence(s: Session) -> None:
+    """Several outcomes at once: stale comes first, whatever the reply itself says."""
+    g = game(s)
+    s.record_round(g, "one", "first")
+    s.start_scene(g, "refusing")
+    s.scene_exchange(g, "refusing", canary("SCENE", 32), make_text(150_001, "mixed"))
+    s.hold_generate(g, "refusing", {"reply": "refuse", "code": "busy"})
+    s.cancel_scene(g, "refusing")
+    s.release()  # refused for a scene ended meanwhile: stale
+    s.reset(g, 1)
+    fill_to(s, g, 300_001)
+    s.hold_generate(g, None, {"reply": "empty", "summary": "  "})
+    s.record_round(g, "three", "third")
+    s.reset(g, 2)
+    s.release()  # empty for a stack rebuilt meanwhile: stale
+    s.reset(g, 1)
+    fill_to(s, g, 300_001)
+    s.hold_generate(g, None, {"reply": "http_status", "status": 503})
+    s.edit_round(g, 1, "one (edited again)", "first")
+    s.release(retries=[{"reply": "reset"}, {"reply": "malformed"}])  # transport, yet stale
+
+
 # -- INT -----------------------------------------------------------------------------------------
 
 
@@ -269,7 +292,8 @@ def intervene_in_flight(s: Session) -> None:
 
 @scenario(
     "scene-lifecycle",
-    "CAT-001 CAT-002 CAT-003 CAT-004 CAT-005 CAT-006 CAT-007 CAT-008 ERR-004 ERR-005 STORE-006",
+    "CAT-001 CAT-002 CAT-003 CAT-004 CAT-005 CAT-006 CAT-007 CAT-008 CAT-010 CAT-012 ERR-004 "
+    "ERR-005 STORE-006",
 )
 def scene_lifecycle(s: Session) -> None:
     g = game(s)
@@ -278,7 +302,7 @@ def scene_lifecycle(s: Session) -> None:
     s.record_round(g, "r1", "one")
     s.start_scene(g, "s1")
     s.scene_exchange(g, "s1", canary("SCENE", 10), canary("SCENE", 11))
-    s.invalid(g, "start_scene", {"scene": "s1"}, "invalid_input", ["JF-ERR-005"])
+    s.invalid(g, "start_scene", {"scene": "s1"}, "invalid_input", ["JF-CAT-010", "JF-ERR-005"])
     s.publish_scene(
         g, "s1", "The envoy agreed.\r\nTerms: \U0001f600", "Meanwhile, envoys ride north."
     )
@@ -315,7 +339,10 @@ def scene_lifecycle(s: Session) -> None:
         ["JF-ERR-005"],
     )
     s.start_scene(g, "s3")
+    s.invalid(g, "start_scene", {"scene": "s3"}, "invalid_input", ["JF-CAT-010", "JF-ERR-005"])
     s.cancel_scene(g, "s3")  # cancel from created
+    for ended in ("s1", "s2", "early"):  # an archived id is not free either (only a reset frees it)
+        s.invalid(g, "start_scene", {"scene": ended}, "invalid_input", ["JF-CAT-010", "JF-ERR-005"])
 
 
 # -- HIST ----------------------------------------------------------------------------------------
@@ -357,9 +384,34 @@ def history_rebuild(s: Session) -> None:
     s.generate(g, replies=[ok("source-after-copy")])
 
 
-@scenario("conversion", "HIST-002 HIST-003 HIST-004 HIST-007 HIST-009 ERR-005")
+@scenario("duplicate-copies", "HIST-008 HIST-012 CALL-009")
+def duplicate_copies(s: Session) -> None:
+    """A duplicate holds every key of the source (memory and game data) and compresses for
+    the source's participants until they are set otherwise."""
+    g = game(s)
+    s.write(g, {"map": {"regions": ["north", "south"]}, "score": 3})
+    s.record_round(g, "r1", make_text(100, "mixed"))
+    s.intervene(g, "r2", "shown " + canary("DISCARDED", 33), 6, replies=[ok("dup-forced")])
+    fill_to(s, g, 300_001)
+    s.checkpoint(g)
+    s.duplicate(g, g + "-copy")
+    s.generate(g + "-copy", replies=[ok("copy-inherits", 90)])
+    s.set_participants(g + "-copy", [{"id": "p-other", "human": True, "spectator": False}])
+    s.record_round(g + "-copy", "more", make_text(300_001, "ascii"))
+    s.generate(g + "-copy", replies=[ok("copy-own", 90)])
+
+
+@scenario("conversion", "HIST-002 HIST-003 HIST-004 HIST-007 HIST-009 HIST-010 HIST-013 ERR-005")
 def conversion(s: Session) -> None:
     g = game(s)
+    for bad in (
+        [{"input": "x"}],
+        [{"input": "x", "output": "y", "round": 1}],
+        [["x", "y"]],
+        {"input": "x", "output": "y"},
+        [{"input": "x", "output": 1}],
+    ):
+        s.invalid(g, "convert", {"rounds": bad}, "invalid_input", ["JF-HIST-013", "JF-ERR-005"])
     s.convert(
         g,
         [
@@ -371,13 +423,36 @@ def conversion(s: Session) -> None:
         g, "convert", {"rounds": [{"input": "x", "output": "y"}]}, "invalid_input", ["JF-ERR-005"]
     )
     s.record_round(g, "live 3", "now live")
-    s.reset(g, 2)
+    s.start_scene(g, "late")
+    s.publish_scene(g, "late", "A late outcome.", "Meanwhile, late.")
+    s.reset(g, 2)  # removes the only archive record: jfCatalystArchives is deleted
+
+
+@scenario("conversion-over-threshold", "HIST-002 HIST-007 COMP-001 COMP-004 COMP-005")
+def conversion_over_threshold(s: Session) -> None:
+    """Long simple games are the ones converted: the rebuilt stack is over the game threshold,
+    the conversion itself sends nothing, and the next generation compresses the seeds."""
+    g = game(s)
+    rounds = [
+        {"input": f"old {i}", "output": make_text(60_000, "mixed", f"\u27eaS{i}\u27eb")}
+        for i in range(1, 5)
+    ]
+    used = sum(42 + len(r["input"]) + len(r["output"]) for r in rounds)
+    last = {"input": "old 5"}
+    last["output"] = make_text(300_001 - used - 42 - len(last["input"]), "astral", "\u27eaS5\u27eb")
+    s.convert(g, [*rounds, last])  # canonical length 300,001: due, yet no request
+    s.record_round(g, "live 6", "the first live round")
+    s.generate(g, replies=[ok("seeds", 200)])
+    s.reset(g, 5)  # back to the seeds alone: a rebuild, again without a request
+    s.generate(g, replies=[ok("seeds-again", 200)])
 
 
 # -- STORE, QUOTA, ERR -----------------------------------------------------------------------------
 
 
-@scenario("store-rules", "STORE-008 STORE-009 QUOTA-005 QUOTA-006 QUOTA-007 QUOTA-008 ERR-002")
+@scenario(
+    "store-rules", "STORE-008 STORE-009 TEXT-001 QUOTA-005 QUOTA-006 QUOTA-007 QUOTA-008 ERR-002"
+)
 def store_rules(s: Session) -> None:
     g = game(s)
     s.write(
@@ -393,6 +468,11 @@ def store_rules(s: Session) -> None:
         s.invalid(g, "write", {"sets": {key: 1}}, "invalid_input", ["JF-STORE-008"])
         s.invalid(g, "cheat", {"sets": {key: 1}}, "invalid_input", ["JF-STORE-008"])
     s.invalid(g, "write", {"deletes": ["jfRounds.1"]}, "invalid_input", ["JF-STORE-008"])
+    for sets in ({"k": "bad \udc00"}, {"bad \ud800": 1}, {"k": {"nested": ["\udfff"]}}):
+        s.invalid(g, "write", {"sets": sets}, "invalid_input", ["JF-TEXT-001"])
+    s.invalid(
+        g, "write", {"sets": {"zeta": 3}, "deletes": ["zeta"]}, "invalid_input", ["JF-STORE-009"]
+    )
     s.record_round(g, "r1", "one")
     s.checkpoint(g)
     s.write(g, {"temp": "created after the checkpoint"})
@@ -517,8 +597,8 @@ def _fill_value(s: Session, g: str, target: int) -> tuple[str, str | None]:
     """One ASCII value (or two) that brings the footprint to `target` or `target - 1`."""
     from conformance.canon import change_log, footprint
 
-    store = dict(s.dumps[g]["store"])
-    base = s.bases[g]
+    store = dict(s.world.dumps[g]["store"])
+    base = s.world.bases[g]
 
     def size(sets: dict[str, str]) -> int:
         trial = {**store, **sets}
@@ -533,6 +613,24 @@ def _fill_value(s: Session, g: str, target: int) -> tuple[str, str | None]:
     if gap % 2 == 0:
         return "x" * (gap // 2), ""
     return "x" * ((target - f0 - 1) // 2), None
+
+
+@scenario("concurrent-stacks", "CONC-004 CONC-002 COMP-003")
+def concurrent_stacks(s: Session) -> None:
+    """A scene's compression publishes while the game stack's is in flight, and the other
+    way round (JF-CONC-004, optional: credited when the implementation shows it)."""
+    g = game(s)
+    fill_to(s, g, 300_001)
+    s.start_scene(g, "war")
+    s.scene_exchange(g, "war", canary("SCENE", 30), make_text(150_001, "mixed"))
+    s.hold_generate(g, None, ok("game-held", 80))
+    s.generate(g, "war", replies=[ok("scene-meanwhile", 60)])
+    s.release()
+    s.scene_exchange(g, "war", canary("SCENE", 31), make_text(150_001, "astral"))
+    s.record_round(g, "more", make_text(300_001, "ascii"))
+    s.hold_generate(g, "war", ok("scene-held", 60))
+    s.generate(g, replies=[ok("game-meanwhile", 80)])
+    s.release()
 
 
 @scenario("concurrent-rounds", "CONC-001")
@@ -559,6 +657,23 @@ def restart(s: Session) -> None:
     s.restart()
     s.generate(g, replies=[ok("after-restart")])
     s.record_round(g, "r9", "after restart")
+
+
+@scenario("kill-mid-publication", "ATOM-004 ATOM-003", needs="stdio+durableRestart")
+def kill_mid_publication(s: Session) -> None:
+    """The driver is killed while it publishes a summary: before or after, never a mix."""
+    g = game(s)
+    s.record_round(g, "r1", make_text(5_000, "mixed"))
+    for i, delay in enumerate((0.0, 0.5, 2.0, 5.0, 20.0)):
+        model = s.games[g]
+        if not model.due(None, s.thresholds["game"]):
+            fill_to(s, g, 300_001)
+        if s.can_hold(g, None):
+            s.kill_during_publication(g, ok(f"killed-{i}", 300), delay)
+        else:  # the reply of an unpublished kill is replayed to the same key: it publishes
+            s.generate(g)
+    s.record_round(g, "after", "the kills")
+    s.generate(g)
 
 
 @scenario("kill-mid-operation", "ATOM-004", needs="stdio+durableRestart")

@@ -1,97 +1,269 @@
-# ruff: noqa: E501  (long diagnostic f-strings read better unbroken)
-"""A conformance session: one driver, the fake compress.v2, the oracle, and the checks.
+"""A conformance session: the steps, each one sequence of act, predict, verify.
 
-Every public operation of `Session` is one *step*: it is recorded (name and arguments, as
-JSON) so that a failing sequence can be written as a trace and replayed, it drives the
-implementation through the protocol, predicts the result with the oracle, and then verifies
-everything observable: the reply, the dumped store against the model, the change log against
-the suite's own checkpoint base, the footprint against the suite's own JCS count, the
-forced-compression flag, canaries, every compress.v2 request the fake received, and the
-telemetry. A check that fails raises `ConformanceFailure` naming requirement IDs.
+Every public method of `Session` is one *step*. It is recorded (name and arguments, as JSON)
+so that a failing sequence can be written as a trace and replayed; then it
 
-Compressions are scripted: before an operation that may compress, the session scripts the
-fake with reply descriptors (`conformance.replies`) and mirrors that FIFO, so it knows which
-reply each attempt received. Idempotent replays of completed replies are mirrored too.
+1. acts on the world (`conformance.world`): scripts the fake compress.v2 with reply
+   descriptors, sends the operation to the driver, dumps the game;
+2. predicts (`conformance.predictor`, pure): the oracle's model applies the operation, and a
+   step that may compress gets its expected flow of compressions from the scripted replies;
+3. verifies (`conformance.verifier`): the reply, the requests the fake received, the dumped
+   store against the model, the change log, the footprint, canaries, the compression report
+   and the telemetry, in that order (the blame order).
+
+A check that fails raises `ConformanceFailure` naming requirement IDs; a driver that stops
+answering raises `HarnessError`. The session itself holds nothing but the world, the
+verifier and the recorded steps.
 """
 
 from __future__ import annotations
 
 import copy
 import time
-from collections import deque
 from typing import Any
 
 from conformance import checks as C
-from conformance.canon import (
-    QUOTA,
-    change_log,
-    footprint,
-    jcs,
-)
-from conformance.driver_client import HarnessError, Reply
-from conformance.expectation import Expectation
-from conformance.harness import SPEC_THRESHOLDS, Held
-from conformance.observation import Ctx
+from conformance.blame import Ctx
+from conformance.canon import QUOTA, change_log, footprint, jcs
+from conformance.checks import Ledger
+from conformance.driver_client import DriverClient, HarnessError, Reply
 from conformance.oracle import GameModel, diff_store, normalize
-from conformance.replies import (
-    TRANSPORT,
-    settled,
-    to_outcome,
-)
+from conformance.predictor import Compression, Flow, Predictor, publication_fits
+from conformance.snapshot import BaseCache
+from conformance.verifier import Verifier
+from conformance.world import SPEC_THRESHOLDS, Held, World
 
 __all__ = ["SPEC_THRESHOLDS", "Held", "Session"]
 
 
-class Session(Expectation):
+class Session:
     """Every public method is one recorded step (see the module docs)."""
 
+    def __init__(
+        self,
+        driver: str,
+        ledger: Ledger | None = None,
+        *,
+        thresholds: dict[str, int] | None = None,
+        timeout: float = 120.0,
+    ) -> None:
+        self.ledger = ledger or Ledger()
+        self.world = World(driver, thresholds=thresholds, timeout=timeout)
+        self.check = Verifier(self.ledger, self.world.client.protocol.error_codes)
+        self.world.on_blocked = self.check.blocked
+        self._steps: list[dict[str, Any]] = []
+        self.trace_start = 0
+
+    # -- what the runner and the machines read -------------------------------------------
+    @property
+    def steps(self) -> list[dict[str, Any]]:
+        """The steps of the sequence being run (for its trace)."""
+        return self._steps
+
+    @steps.setter
+    def steps(self, steps: list[dict[str, Any]]) -> None:
+        """A new sequence begins (the runner and the machines assign `[]`): forget the
+        previous sequences' games, requests and protocol messages (`World.begin_sequence`),
+        so that the suite's memory is bounded by one sequence, not by the run."""
+        self._steps = steps
+        self.world.begin_sequence()
+        self.check.bases = BaseCache()
+        self.trace_start = 0
+
+    @property
+    def client(self) -> DriverClient:
+        return self.world.client
+
+    @property
+    def games(self) -> dict[str, GameModel]:
+        return self.world.games
+
+    @property
+    def held(self) -> Held | None:
+        return self.world.held
+
+    @property
+    def thresholds(self) -> dict[str, int]:
+        return self.world.thresholds
+
+    @property
+    def capabilities(self) -> dict[str, Any]:
+        return self.world.capabilities
+
+    @property
+    def implementation(self) -> dict[str, Any]:
+        return self.world.implementation
+
+    @property
+    def unsupported(self) -> dict[str, str]:
+        return self.world.unsupported
+
+    @property
+    def driver_spec(self) -> str:
+        return self.world.driver_spec
+
+    @property
+    def override(self) -> dict[str, int] | None:
+        return self.world.override
+
+    def fresh(self, stem: str = "g") -> str:
+        """A game id no other session step used."""
+        return self.world.fresh(stem)
+
+    def can_hold(self, game: str, scene: str | None) -> bool:
+        """Whether a compression of this stack would reach the fake's script now: not if the
+        service already completed this logical compression (it would replay its reply)."""
+        model = self.world.games[game]
+        stack = model.stack(scene)
+        if stack is None or not stack.chunks:
+            return False
+        return self.world.service.key(game, scene, model) not in self.world.service.completed
+
+    def record(self, step: str, **args: Any) -> None:
+        self._steps.append({"step": step, "args": copy.deepcopy(args)})
+
+    def recover(self) -> None:
+        """After a failed step: the games of the failed sequence are marked broken, anything
+        held is released, the script dropped, unread requests skipped."""
+        self.world.recover(st["args"]["game"] for st in self._steps if "game" in st["args"])
+
+    def close(self) -> None:
+        self.world.close()
+
+    # -- the parts of a step -------------------------------------------------------------
+    def _dump(self, game: str) -> dict[str, Any]:
+        return self.world.dump(game)
+
+    def _verify(self, game: str, ctx: Ctx, dump: dict[str, Any] | None = None) -> None:
+        """Compare everything observable about `game` with the model."""
+        w = self.world
+        if dump is None:
+            dump = w.dump(game)
+        else:
+            w.dumps[game] = dump
+        self.check.store(w.games[game], dump, w.bases[game], ctx)
+
+    def _quiet(self, op: str) -> None:
+        """No compress.v2 request arrived during `op`."""
+        self.check.no_request(op, self.world.new_requests())
+
+    def _predictor(self, game: str, requests: Any) -> Predictor:
+        w = self.world
+        model = w.games[game]
+
+        def fits(flight: Any, reply: dict[str, Any]) -> bool:
+            return publication_fits(model, flight, reply, w.dumps.get(game), w.bases[game])
+
+        return Predictor(game, model, w.service, w.mirror, requests, fits)
+
+    def _arrived(self, game: str) -> Predictor:
+        """The requests that arrived, checked for canaries and violations, in a predictor."""
+        requests = self.world.new_requests()
+        self.check.request_texts(requests)
+        self.check.violations(self.world.fake.violations, game in self.world.inherited)
+        return self._predictor(game, requests)
+
+    def _flow(
+        self, game: str, scene: str | None, *, forced_first: bool, check: bool, op: str
+    ) -> Flow:
+        """Predict a generation (or an intervene) and check its requests, in order."""
+        w = self.world
+        model = w.games[game]
+        predictor = self._arrived(game)
+        busy: set[str | None] = set(model.in_flight)
+        if w.held is not None and w.held.game == game:
+            busy.add(w.held.flight.scene)
+        flow = predictor.generation(
+            scene,
+            forced_first=forced_first,
+            check=check,
+            threshold=w.thresholds["game" if scene is None else "catalyst"],
+            busy=busy,
+            intervene=op == "intervene",
+        )
+        self.check.flow(flow, model.participants, game in w.inherited)
+        if flow.held is not None:
+            raise HarnessError(f"{op} was held without a hold step")
+        return flow
+
+    def _finish(self, flow: Flow, op: str) -> None:
+        """Leftover requests of a step, then drop the script."""
+        answered = dict(self.world.service.answered)
+        self.world.service.answered.clear()
+        self.check.leftover(op, list(flow.leftover), answered)
+        self.world.script([])
+
+    def _telemetry(self, game: str, settled: list[Compression], op: str) -> None:
+        """Telemetry of the step's settled compressions, then no events beyond them. Run
+        after the step's store and report checks."""
+        w = self.world
+        events = w.telemetry(game)
+        if events is None:
+            return
+        seen = w.telemetry_seen.get(game, 0)
+        for comp in settled:
+            # one operation may run several compressions (an owed forced one, then the
+            # check): this compression's events are the next len(attempts) ones
+            fresh = events[seen : seen + len(comp.attempts)]
+            seen += len(fresh)
+            w.telemetry_seen[game] = seen
+            self.check.telemetry(events, fresh, comp)
+        self.check.no_more_telemetry(op, events[seen:])
+
+    def _published_call_id(self, result: dict[str, Any], game: str, scene: str | None) -> None:
+        stack = self.world.games[game].stack(scene)
+        assert stack is not None and stack.summary is not None
+        stored = stack.summary["compressionCallId"]
+        self.ledger.expect(
+            C.CALL_ID,
+            result.get("callId") == stored,
+            f"generate reported callId {result.get('callId')!r}, the fake's was {stored!r}",
+            ids=("JF-COMP-004",),
+        )
+
+    def _forced_flag(self, result: dict[str, Any], model: GameModel) -> None:
+        self.ledger.expect(
+            C.REPLY,
+            result.get("forcedCompression") is model.game.flag,
+            f"intervene reported forcedCompression {result.get('forcedCompression')}, the "
+            f"model says {model.game.flag}",
+            ids=("JF-INT-006",),
+        )
+
     # =====================================================================================
-    # steps
+    # steps: games, rounds, generations
     # =====================================================================================
     def new_game(self, game: str) -> None:
         self.record("new_game", game=game)
-        self._script([])
-        self._ok(self._call("create_game", {"game": game}), "create_game", ("JF-HIST-009",))
-        self.games[game] = GameModel(game)
-        self.bases[game] = {}
-        self.telemetry_seen[game] = 0
-        self._expect_no_request("create_game")
-        self.verify(game, Ctx("create_game", verifies=("JF-HIST-009",)))
+        self.world.script([])
+        self.check.ok(
+            self.world.call("create_game", {"game": game}), "create_game", ("JF-HIST-009",)
+        )
+        self.world.add_game(game, GameModel(game), {})
+        self._quiet("create_game")
+        self._verify(game, Ctx("create_game", verifies=("JF-HIST-009",)))
 
     def set_participants(self, game: str, participants: list[dict[str, Any]]) -> None:
         self.record("set_participants", game=game, participants=participants)
-        self._ok(
-            self._call("set_participants", {"game": game, "participants": participants}),
-            "set_participants",
-            ("JF-CALL-009",),
-        )
-        self.games[game].participants = copy.deepcopy(participants)
-        self._participants_to_fake(game)
+        reply = self.world.call("set_participants", {"game": game, "participants": participants})
+        self.check.ok(reply, "set_participants", ("JF-CALL-009",))
+        self.world.games[game].participants = copy.deepcopy(participants)
+        self.world.inherited.discard(game)
+        self.world.participants_to_fake(game)
 
     def record_round(self, game: str, user: str, assistant: str) -> None:
         self.record("record_round", game=game, user=user, assistant=assistant)
-        self._script([])
-        reply = self._call("record_round", {"game": game, "input": user, "output": assistant})
-        result = self._ok(reply, "record_round", ("JF-STORE-007",))
-        want = self.games[game].record_round(user, assistant)
-        self.ledger.expect(
-            C.REPLY,
-            result == want,
-            f"record_round returned {result}, expected {want}",
-            ids=("JF-STORE-004",),
-        )
-        self._expect_no_request("record_round")
-        ids: tuple[str, ...] = (
-            "JF-STORE-003",
-            "JF-STORE-004",
-            "JF-STORE-007",
-            "JF-TEXT-002",
-            "JF-ATOM-001",
-            "JF-STORE-001",
-        )
-        if self.held is not None and self.held.game == game:
+        self.world.script([])
+        reply = self.world.call("record_round", {"game": game, "input": user, "output": assistant})
+        result = self.check.ok(reply, "record_round", ("JF-STORE-007",))
+        want = self.world.games[game].record_round(user, assistant)
+        self.check.result("record_round", result, want, ("JF-STORE-004",))
+        self._quiet("record_round")
+        ids: tuple[str, ...] = ("JF-STORE-003", "JF-STORE-004", "JF-STORE-007", "JF-TEXT-002")
+        ids += ("JF-ATOM-001", "JF-STORE-001")
+        if self.world.held is not None and self.world.held.game == game:
             ids += ("JF-CONC-002",)
-        self.verify(game, Ctx("record_round", verifies=ids))
+        self._verify(game, Ctx("record_round", verifies=ids))
 
     def generate(
         self, game: str, scene: str | None = None, replies: list[dict[str, Any]] | None = None
@@ -99,278 +271,47 @@ class Session(Expectation):
         """A generation on the game (or a scene): forced compression owed first, then the check."""
         replies = replies or []
         self.record("generate", game=game, scene=scene, replies=replies)
-        model = self.games[game]
-        self._script(replies)
-        self._participants_to_fake(game)
+        w = self.world
+        model = w.games[game]
+        w.script(replies)
+        w.participants_to_fake(game)
         args: dict[str, Any] = {"game": game} if scene is None else {"game": game, "scene": scene}
-        before = copy.deepcopy(model)
-        reply = self._call("generate", args)
+        reply = w.call("generate", args)
         flow = self._flow(game, scene, forced_first=model.game.flag, check=True, op="generate")
-        if "held" in flow:
-            raise HarnessError("generate was held without hold_generate")
-        if scene is not None and model.scenes.get(scene) and model.scenes[scene].state == "created":
-            pass
-        if "pending" in flow:
-            self._expect_pending(reply, flow["pending"])
-            self._finish(game, flow, "generate")
-            self.verify(
-                game,
-                Ctx(
-                    "generate",
-                    published=[f for f, o in flow.get("results", []) if o == "published"],
-                    failed=[o for _, o in flow.get("results", []) if o != "published"],
-                    verifies=("JF-INT-006", "JF-INT-008", "JF-COMP-009"),
-                ),
-            )
-            self._check_telemetry_due(game, "generate")
+        ctx = Ctx("generate", published=flow.published, failed=flow.failed)
+        if flow.pending is not None:
+            self.check.pending(reply, flow.pending)
+            self._finish(flow, "generate")
+            ctx.verifies = ("JF-INT-006", "JF-INT-008", "JF-COMP-009")
+            ctx.verifies += ("JF-CAT-011",) if scene is not None else ()  # state unchanged
+            self._verify(game, ctx)
+            self._telemetry(game, flow.settled, "generate")
             return
-        result = self._ok(reply, "generate", ("JF-COMP-012", "JF-INT-007"))
+        assert flow.report is not None
+        result = self.check.ok(reply, "generate", ("JF-COMP-012", "JF-INT-007"))
         if scene is not None and scene in model.scenes:
             model.mark_running(scene)
-        if flow["report"]["outcome"] != "published":
-            self._check_report("generate", result, flow["report"])
-        held = self.held
-        if (
-            held is not None
-            and held.game == game
-            and held.flight.scene != scene
-            and flow["report"]["outcome"] == "published"
-        ):
+        published = flow.report["outcome"] == "published"
+        if not published:
+            self.check.report("generate", result, flow.report)
+        held = w.held
+        if held is not None and held.game == game and held.flight.scene != scene and published:
             self.ledger.credit(C.CONCURRENCY, ("JF-CONC-004",))
-        self._finish(game, flow, "generate")
-        published = [f for f, o in flow["results"] if o == "published"]
-        failed = [o for _, o in flow["results"] if o != "published"]
-        verifies: tuple[str, ...] = ("JF-COMP-012",)
+        self._finish(flow, "generate")
+        ctx.verifies = ("JF-COMP-012",) + (("JF-CAT-011",) if scene is not None else ())
+        if flow.published:
+            ctx.verifies += ("JF-COMP-004", "JF-COMP-005", "JF-INT-005", "JF-STORE-002")
+        if flow.failed:
+            ctx.verifies += ("JF-COMP-009",)
+        self._verify(game, ctx)
         if published:
-            verifies += ("JF-COMP-004", "JF-COMP-005", "JF-INT-005", "JF-STORE-002")
-        if failed:
-            verifies += ("JF-COMP-009",)
-        del before
-        self.verify(game, Ctx("generate", published=published, failed=failed, verifies=verifies))
-        if flow["report"]["outcome"] == "published":
             # after the store comparison, so that a wrong publication (chunks kept or lost,
             # summary altered) is blamed on the store rule it breaks, not on lengthAfter
-            self._check_report("generate", result, flow["report"])
-            stack = model.stack(scene)
-            assert stack is not None and stack.summary is not None
-            stored = stack.summary["compressionCallId"]
-            self.ledger.expect(
-                C.CALL_ID,
-                result.get("callId") == stored,
-                f"generate reported callId {result.get('callId')!r}, the fake's was {stored!r}",
-                ids=("JF-COMP-004",),
-            )
-        # telemetry last, so that a wrong publication is blamed on the store or report rule it
-        # breaks rather than on the telemetry event's outcome
-        self._check_telemetry_due(game, "generate")
-
-    def _expect_pending(self, reply: Reply, cause: str) -> None:
-        """The generation must be refused with a retryable compression_pending naming `cause`."""
-        self.ledger.expect(
-            C.ERROR_CODE,
-            not reply.ok and reply.code == "compression_pending",
-            lambda: (
-                f"a forced compression was owed and ended {cause}, yet generate answered "
-                f"{reply.get('result') or reply.get('error')} instead of compression_pending"
-            ),
-            ids=("JF-INT-007", "JF-INT-008"),
-        )
-        details = reply["error"].get("details") or {}
-        self.ledger.expect(
-            C.ERROR_CODE,
-            reply["error"].get("retryable") is True and details.get("cause") == cause,
-            f"compression_pending must be retryable and name the cause {cause!r}: {reply['error']}",
-            ids=("JF-INT-008",),
-        )
-
-    def hold_generate(self, game: str, scene: str | None, reply: dict[str, Any]) -> None:
-        """Start a generation whose compression the fake holds in flight."""
-        self.record("hold_generate", game=game, scene=scene, reply=reply)
-        if self.games[game].game.flag:
-            raise HarnessError("hold_generate needs a game without an owed forced compression")
-        if not self.can_hold(game, scene):
-            raise HarnessError(
-                "this logical compression was completed before: the service replays it"
-            )
-        self._start_held(
-            game,
-            "generate",
-            {"game": game} if scene is None else {"game": game, "scene": scene},
-            scene,
-            reply,
-            forced=False,
-        )
-
-    def hold_intervene(
-        self, game: str, user: str, output: str, revealed: int, reply: dict[str, Any]
-    ) -> None:
-        """An intervene whose forced compression the fake holds in flight."""
-        self.record(
-            "hold_intervene", game=game, user=user, output=output, revealed=revealed, reply=reply
-        )
-        model = self.games[game]
-        self._start_held(
-            game,
-            "intervene",
-            {"game": game, "input": user, "output": output, "revealed": revealed},
-            None,
-            reply,
-            forced=True,
-            intervene=(user, output[:revealed]),
-        )
-        del model
-
-    def _start_held(
-        self,
-        game: str,
-        op: str,
-        args: dict[str, Any],
-        scene: str | None,
-        reply: dict[str, Any],
-        *,
-        forced: bool,
-        intervene: tuple[str, str] | None = None,
-    ) -> None:
-        if self.held is not None:
-            raise HarnessError("only one held compression at a time")
-        model = self.games[game]
-        self._script([{"reply": "hold", "then": reply}])
-        self._participants_to_fake(game)
-        future = self.client.start(op, args)
-        if intervene is not None:
-            model.intervene(*intervene)
-        if scene is not None:
-            model.mark_running(scene)
-            self.ledger.credit(C.REPLY, ("JF-INT-002",))
-        deadline = time.monotonic() + 30
-        while not self.fake.wait_held(0.05):
-            self._violations()
-            if self.client.done(future, 0):
-                got = self.client.wait(future)
-                self._violations()
-                self.ledger.expect(
-                    C.COMPRESSION_TRIGGER,
-                    False,
-                    f"{op} was expected to send a compression request and wait; it answered {got}",
-                    ids=("JF-INT-004",) if forced else ("JF-COMP-001",),
-                )
-            if time.monotonic() > deadline:
-                raise HarnessError(f"{op}: no compression request reached the fake within 30 s")
-        requests: deque[dict[str, Any]] = deque(self._new_requests())
-        self._check_request_texts(list(requests))
-        self._violations()
-        flight = self._begin_flight(game, scene, forced)
-        attempts: list[dict[str, Any]] = []
-        done = self._run_attempts(game, flight, requests, attempts)
-        assert not done
-        model.in_flight[scene] = flight
-        self.held = Held(game, op, future, flight, reply, attempts, len(flight.text), forced)
-        self.verify(
-            game,
-            Ctx(
-                f"{op} (held)",
-                verifies=("JF-ATOM-001", "JF-INT-003") if intervene else ("JF-ATOM-001",),
-            ),
-        )
-
-    def release(
-        self, retries: list[dict[str, Any]] | None = None, then: list[dict[str, Any]] | None = None
-    ) -> None:
-        """Let the held reply go and check the settle. `retries` answer further attempts of the
-        held compression (after a transport failure); `then` answers the forced compression a
-        held *generation* owes when an intervene landed meanwhile (JF-INT-007: it must publish
-        before the generation may start)."""
-        retries = retries or []
-        then = then or []
-        self.record("release", retries=retries, then=then)
-        held = self.held
-        assert held is not None
-        game, model = held.game, self.games[held.game]
-        self.fake.reset_script()
-        self.mirror.clear()
-        for d in retries + then:
-            self.fake.script(to_outcome(d))
-            self.mirror.append(d)
-        self._participants_to_fake(game)
-        self.fake.release()
-        reply = self.client.wait(held.future)
-        self.held = None
-        model.in_flight.pop(held.flight.scene, None)
-        requests: deque[dict[str, Any]] = deque(self._new_requests())
-        self._check_request_texts(list(requests))
-        self._violations()
-        attempts = held.attempts
-        if settled(held.reply)["reply"] in TRANSPORT:
-            self._run_attempts(game, held.flight, requests, attempts)
-        outcome = self._settle(game, held.flight, attempts)
-        # reports of a publication are checked after the store comparison (as in generate),
-        # so that a wrong publication is blamed on the store rule it breaks
-        late: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
-
-        def report(op: str, got: dict[str, Any], want: dict[str, Any]) -> None:
-            if want["outcome"] == "published":
-                late.append((op, got, want))
-            else:
-                self._check_report(op, got, want)
-
-        after = model.stack(held.flight.scene)
-        want = {
-            "outcome": outcome,
-            "lengthBefore": len(held.flight.text),
-            "lengthAfter": 0 if after is None else after.length(),
-            "throughSeq": held.flight.through,
-        }
-        if held.op == "intervene":
-            result = self._ok(reply, "intervene", ("JF-INT-003",))
-            if result.get("compression") is not None:
-                report("intervene", result["compression"], want)
-            self.ledger.expect(
-                C.REPLY,
-                result.get("forcedCompression") is model.game.flag,
-                f"intervene reported forcedCompression {result.get('forcedCompression')}, "
-                f"the model says {model.game.flag}",
-                ids=("JF-INT-006",),
-            )
-        elif not model.game.flag:
-            result = self._ok(reply, "generate", ("JF-COMP-012",))
-            report("generate", result, want)
-        published_flights = [held.flight] if outcome == "published" else []
-        if held.op == "generate" and model.game.flag:
-            # an intervene landed while the check was in flight: the same generation must
-            # settle the owed forced compression before it may start
-            forced = self._begin_flight(game, None, forced=True)
-            forced_attempts: list[dict[str, Any]] = []
-            self._run_attempts(game, forced, requests, forced_attempts)
-            forced_outcome = self._settle(game, forced, forced_attempts)
-            if forced_outcome == "published":
-                published_flights.append(forced)
-            if model.game.flag:
-                self._expect_pending(reply, forced_outcome)
-            else:
-                result = self._ok(reply, "generate", ("JF-INT-007",))
-                report("generate", result, want)
-        self._finish(game, {"requests": requests}, "release")
-        verifies: tuple[str, ...] = (
-            ("JF-COMP-003", "JF-CONC-002") if outcome == "published" else ("JF-COMP-009",)
-        )
-        if outcome == "stale":
-            verifies += (
-                ("JF-COMP-011",)
-                if held.flight.scene is None or model.stack(held.flight.scene)
-                else ("JF-CAT-009",)
-            )
-        self.verify(
-            game,
-            Ctx(
-                "release",
-                published=published_flights,
-                failed=[] if outcome == "published" else [outcome],
-                verifies=verifies,
-            ),
-        )
-        for op, got, want in late:
-            self._check_report(op, got, want)
-        self._check_telemetry_due(game, "release")
+            self.check.report("generate", result, flow.report)
+            self._published_call_id(result, game, scene)
+        # telemetry last, so that a wrong publication is blamed on the store or report rule
+        # it breaks rather than on the telemetry event's outcome
+        self._telemetry(game, flow.settled, "generate")
 
     def intervene(
         self,
@@ -384,24 +325,28 @@ class Session(Expectation):
         self.record(
             "intervene", game=game, user=user, output=output, revealed=revealed, replies=replies
         )
-        model = self.games[game]
-        self._script(replies)
-        self._participants_to_fake(game)
-        reply = self._call(
-            "intervene", {"game": game, "input": user, "output": output, "revealed": revealed}
-        )
-        result = self._ok(reply, "intervene", ("JF-INT-001", "JF-INT-003"))
-        late: tuple[Any, dict[str, Any]] | None = None
+        w = self.world
+        model = w.games[game]
+        w.script(replies)
+        w.participants_to_fake(game)
+        args = {"game": game, "input": user, "output": output, "revealed": revealed}
+        reply = w.call("intervene", args)
+        result = self.check.ok(reply, "intervene", ("JF-INT-001", "JF-INT-003"))
         busy = None in model.in_flight
         want = model.intervene(user, output[:revealed])
-        self.ledger.expect(
-            C.REPLY,
-            result.get("round") == want["round"] and result.get("seq") == want["seq"],
-            f"intervene returned round/seq {result.get('round')}/{result.get('seq')}, expected {want}",
-            ids=("JF-INT-003", "JF-STORE-004"),
+        self.check.result(
+            "intervene",
+            {"round": result.get("round"), "seq": result.get("seq")},
+            want,
+            ("JF-INT-003", "JF-STORE-004"),
         )
+        # the stored exchange first: a wrong prefix is blamed on JF-INT-002/010, not on the
+        # compression request that carries it
+        dump = w.dump(game, remember=False)
+        self.check.intervened(dump["store"], want["round"], want["seq"], output[:revealed])
+        late: tuple[dict[str, Any], dict[str, Any]] | None = None
         if busy:
-            flow: dict[str, Any] = {"results": [], "requests": deque(self._new_requests())}
+            flow = Flow(leftover=w.new_requests())
             self.ledger.expect(
                 C.COMPRESSION_TRIGGER,
                 result.get("compression") is None,
@@ -410,7 +355,6 @@ class Session(Expectation):
             )
         else:
             flow = self._flow(game, None, forced_first=True, check=False, op="intervene")
-            flight, outcome = flow["results"][0]
             comp = result.get("compression")
             self.ledger.expect(
                 C.COMPRESSION_TRIGGER,
@@ -418,182 +362,274 @@ class Session(Expectation):
                 "intervene reported no forced compression although none was in flight",
                 ids=("JF-INT-004",),
             )
-            after = model.game
-            report = {
-                "outcome": outcome,
-                "lengthBefore": len(flight.text),
-                "lengthAfter": after.length(),
-                "throughSeq": flight.through,
-            }
-            if outcome == "published":
-                # checked after the store comparison (as in generate), so that a wrong
-                # publication is blamed on the store rule it breaks
-                late = (comp, report)
+            assert flow.report is not None
+            if flow.report["outcome"] == "published":
+                late = (comp, flow.report)  # checked after the store comparison
             else:
-                self._check_report("intervene", comp, report)
-        self.ledger.expect(
-            C.REPLY,
-            result.get("forcedCompression") is model.game.flag,
-            f"intervene reported forcedCompression {result.get('forcedCompression')}, "
-            f"the model says {model.game.flag}",
-            ids=("JF-INT-006",),
-        )
-        self._finish(game, flow, "intervene")
-        published = [f for f, o in flow.get("results", []) if o == "published"]
-        self.verify(
-            game,
-            Ctx(
-                "intervene",
-                published=published,
-                failed=[o for _, o in flow.get("results", []) if o != "published"],
-                verifies=("JF-INT-002", "JF-INT-003", "JF-INT-004", "JF-INT-010")
-                + (("JF-INT-005",) if published else ("JF-INT-006",)),
-            ),
-        )
+                self.check.report("intervene", comp, flow.report)
+        self._forced_flag(result, model)
+        self._finish(flow, "intervene")
+        verifies: tuple[str, ...] = ("JF-INT-002", "JF-INT-003", "JF-INT-004", "JF-INT-010")
+        verifies += ("JF-INT-005",) if flow.published else ("JF-INT-006",)
+        ctx = Ctx("intervene", published=flow.published, failed=flow.failed, verifies=verifies)
+        self._verify(game, ctx, dump)
         if late is not None:
-            self._check_report("intervene", *late)
-        self._check_telemetry_due(game, "intervene")
+            self.check.report("intervene", *late)
+        self._telemetry(game, flow.settled, "intervene")
 
-    # -- scenes --------------------------------------------------------------------------
+    # -- compressions held in flight -----------------------------------------------------
+    def hold_generate(self, game: str, scene: str | None, reply: dict[str, Any]) -> None:
+        """Start a generation whose compression the fake holds in flight."""
+        self.record("hold_generate", game=game, scene=scene, reply=reply)
+        if self.world.games[game].game.flag:
+            raise HarnessError("hold_generate needs a game without an owed forced compression")
+        if not self.can_hold(game, scene):
+            raise HarnessError("this logical compression was completed before: it is replayed")
+        args = {"game": game} if scene is None else {"game": game, "scene": scene}
+        self._start_held(game, "generate", args, scene, reply, forced=False)
+
+    def hold_intervene(
+        self, game: str, user: str, output: str, revealed: int, reply: dict[str, Any]
+    ) -> None:
+        """An intervene whose forced compression the fake holds in flight."""
+        self.record(
+            "hold_intervene", game=game, user=user, output=output, revealed=revealed, reply=reply
+        )
+        args = {"game": game, "input": user, "output": output, "revealed": revealed}
+        self._start_held(
+            game, "intervene", args, None, reply, forced=True, intervene=(user, output[:revealed])
+        )
+
+    def _start_held(
+        self,
+        game: str,
+        op: str,
+        args: dict[str, Any],
+        scene: str | None,
+        reply: dict[str, Any],
+        *,
+        forced: bool,
+        intervene: tuple[str, str] | None = None,
+    ) -> None:
+        w = self.world
+        if w.held is not None:
+            raise HarnessError("only one held compression at a time")
+        model = w.games[game]
+        w.script([{"reply": "hold", "then": reply}])
+        w.participants_to_fake(game)
+        future = w.start(op, args)
+        if intervene is not None:
+            model.intervene(*intervene)
+        if scene is not None:
+            model.mark_running(scene)
+        deadline = time.monotonic() + 30
+        while not w.fake.wait_held(0.05):
+            self.check.violations(w.fake.violations)
+            if w.client.done(future, 0):
+                got = w.wait(future)
+                self.check.violations(w.fake.violations)
+                self.ledger.expect(
+                    C.COMPRESSION_TRIGGER,
+                    False,
+                    f"{op} was expected to send a compression request and wait; it answered {got}",
+                    ids=("JF-INT-004",) if forced else ("JF-COMP-001",),
+                )
+            if time.monotonic() > deadline:
+                raise HarnessError(f"{op}: no compression request reached the fake within 30 s")
+        predictor = self._arrived(game)
+        comp = Compression(game, model.flight_for(scene, w.service.key(game, scene, model), forced))
+        done = predictor.run(comp)
+        self.check.compression(comp, model.participants, game in w.inherited)
+        if done:
+            raise HarnessError(f"{op}: the held compression completed before its release")
+        model.in_flight[scene] = comp.flight
+        w.held = Held(game, op, future, comp, forced)
+        verifies: tuple[str, ...] = ("JF-ATOM-001",)
+        verifies += ("JF-INT-003",) if intervene else ()
+        verifies += ("JF-CAT-011",) if scene is not None else ()  # running before the check
+        self._verify(game, Ctx(f"{op} (held)", verifies=verifies))
+
+    def release(
+        self, retries: list[dict[str, Any]] | None = None, then: list[dict[str, Any]] | None = None
+    ) -> None:
+        """Let the held reply go and check the settle. `retries` answer further attempts of the
+        held compression (after a transport failure); `then` answers the forced compression a
+        held *generation* owes when an intervene landed meanwhile (JF-INT-007: it must publish
+        before the generation may start)."""
+        retries = retries or []
+        then = then or []
+        self.record("release", retries=retries, then=then)
+        w = self.world
+        held = w.held
+        assert held is not None
+        game, model = held.game, w.games[held.game]
+        w.script(retries + then)
+        w.participants_to_fake(game)
+        w.fake.release()
+        reply = w.wait(held.future)
+        w.held = None
+        model.in_flight.pop(held.flight.scene, None)
+        predictor = self._arrived(game)
+        comp = predictor.resume(held.comp)
+        self.check.compression(comp, model.participants, game in w.inherited)
+        settled, published = [comp], [comp.flight] if comp.outcome == "published" else []
+        want = predictor.report(comp)
+        # a publication's report is checked after the store comparison (as in generate)
+        late: list[tuple[str, dict[str, Any]]] = []
+
+        def report(op: str, got: dict[str, Any]) -> None:
+            if want["outcome"] == "published":
+                late.append((op, got))
+            else:
+                self.check.report(op, got, want)
+
+        if held.op == "intervene":
+            result = self.check.ok(reply, "intervene", ("JF-INT-003",))
+            if result.get("compression") is not None:
+                report("intervene", result["compression"])
+            self._forced_flag(result, model)
+        elif not model.game.flag:
+            report("generate", self.check.ok(reply, "generate", ("JF-COMP-012",)))
+        else:
+            # an intervene landed while the check was in flight: the same generation must
+            # settle the owed forced compression before it may start
+            forced = predictor.compression(None, forced=True)
+            self.check.compression(forced, model.participants, game in w.inherited)
+            settled.append(forced)
+            if forced.outcome == "published":
+                published.append(forced.flight)
+            if model.game.flag:
+                self.check.pending(reply, str(forced.outcome))
+            else:
+                report("generate", self.check.ok(reply, "generate", ("JF-INT-007",)))
+        self._finish(Flow(leftover=predictor.requests), "release")
+        verifies: tuple[str, ...] = (
+            ("JF-COMP-003", "JF-CONC-002") if comp.outcome == "published" else ("JF-COMP-009",)
+        )
+        if comp.outcome == "stale":
+            alive = held.flight.scene is None or model.stack(held.flight.scene)
+            verifies += ("JF-COMP-011",) if alive else ("JF-CAT-009",)
+        failed = [] if comp.outcome == "published" else [str(comp.outcome)]
+        self._verify(game, Ctx("release", published=published, failed=failed, verifies=verifies))
+        for op, got in late:
+            self.check.report(op, got, want)
+        self._telemetry(game, settled, "release")
+
+    def expect_pending_generation(self, game: str, scene: str | None = None) -> None:
+        """A generation while the forced compression is in flight: compression_pending."""
+        self.record("expect_pending_generation", game=game, scene=scene)
+        self.world.script([])
+        args = {"game": game} if scene is None else {"game": game, "scene": scene}
+        reply = self.world.call("generate", args)
+        self.ledger.expect(
+            C.ERROR_CODE,
+            not reply.ok
+            and reply.code == "compression_pending"
+            and (reply["error"].get("details") or {}).get("cause") == "in_flight",
+            lambda: (
+                "generate while the forced compression is in flight answered "
+                f"{reply.get('result') or reply.get('error')}; expected compression_pending "
+                "(cause in_flight)"
+            ),
+            ids=("JF-INT-008", "JF-CONC-003"),
+        )
+        self._quiet("generate")
+        verifies = ("JF-INT-008", "JF-CONC-003")
+        self._verify(game, Ctx("generate", refused=True, verifies=verifies))
+
+    # =====================================================================================
+    # steps: scenes
+    # =====================================================================================
     def start_scene(self, game: str, scene: str) -> None:
         self.record("start_scene", game=game, scene=scene)
-        self._script([])
-        self._ok(
-            self._call("start_scene", {"game": game, "scene": scene}),
-            "start_scene",
-            ("JF-CAT-001",),
-        )
-        self.games[game].start_scene(scene)
-        self._expect_no_request("start_scene")
-        # the spec leaves a new scene's starting epoch to the implementation (the reference
-        # starts at the game's, so a reused id never repeats an Idempotency-Key): adopt it
-        meta = self.dump(game)["store"].get(f"jfCatalystStack.{scene}.meta")
-        epoch = meta.get("epoch") if isinstance(meta, dict) else None
-        self.ledger.expect(
-            C.STORE_MODEL,
-            isinstance(epoch, int) and not isinstance(epoch, bool) and epoch >= 0,
-            f"start_scene wrote meta {meta!r}: it needs an integer epoch >= 0",
-            ids=("JF-STORE-005",),
-        )
-        self.games[game].scenes[scene].stack.epoch = epoch if isinstance(epoch, int) else 0
-        self.verify(game, Ctx("start_scene", verifies=("JF-STORE-005", "JF-CAT-001")))
+        w = self.world
+        w.script([])
+        reply = w.call("start_scene", {"game": game, "scene": scene})
+        self.check.ok(reply, "start_scene", ("JF-CAT-001",))
+        w.games[game].start_scene(scene)
+        self._quiet("start_scene")
+        # a scene's epoch starts at the game stack's (R12), so a scene id a reset freed never
+        # repeats an Idempotency-Key of its earlier incarnation
+        w.games[game].scenes[scene].stack.epoch = w.games[game].game.epoch
+        verifies = ("JF-STORE-005", "JF-CAT-001", "JF-CAT-012")
+        self._verify(game, Ctx("start_scene", verifies=verifies))
 
     def scene_exchange(self, game: str, scene: str, user: str, assistant: str) -> None:
         self.record("scene_exchange", game=game, scene=scene, user=user, assistant=assistant)
-        self._script([])
-        reply = self._call(
-            "scene_exchange", {"game": game, "scene": scene, "user": user, "assistant": assistant}
+        self.world.script([])
+        args = {"game": game, "scene": scene, "user": user, "assistant": assistant}
+        result = self.check.ok(
+            self.world.call("scene_exchange", args), "scene_exchange", ("JF-CAT-001",)
         )
-        result = self._ok(reply, "scene_exchange", ("JF-CAT-001",))
-        seq = self.games[game].scene_exchange(scene, user, assistant)
-        self.ledger.expect(
-            C.REPLY,
-            result.get("seq") == seq,
-            f"scene_exchange returned {result}, expected seq {seq}",
-            ids=("JF-STORE-004",),
+        seq = self.world.games[game].scene_exchange(scene, user, assistant)
+        self.check.result(
+            "scene_exchange", {"seq": result.get("seq")}, {"seq": seq}, ("JF-STORE-004",)
         )
-        self._expect_no_request("scene_exchange")
-        self.verify(
-            game, Ctx("scene_exchange", verifies=("JF-CAT-002", "JF-STORE-005", "JF-CAT-008"))
-        )
+        self._quiet("scene_exchange")
+        verifies = ("JF-CAT-002", "JF-STORE-005", "JF-CAT-008")
+        self._verify(game, Ctx("scene_exchange", verifies=verifies))
 
     def publish_scene(self, game: str, scene: str, closing: str, meanwhile: str) -> None:
         self.record("publish_scene", game=game, scene=scene, closing=closing, meanwhile=meanwhile)
-        self._script([])
-        model = self.games[game]
-        again = model.scenes[scene].state == "published"
-        reply = self._call(
-            "publish_scene",
-            {"game": game, "scene": scene, "closingSummary": closing, "meanwhileEvent": meanwhile},
-        )
-        result = self._ok(reply, "publish_scene", ("JF-CAT-001",))
-        want = model.archives[scene] if again else model.end_scene(scene, closing, meanwhile)
-        got = result
-        self.ledger.expect(
-            C.REPLY,
-            got == want,
-            f"publish_scene returned {result}, expected {want}",
-            ids=("JF-CAT-006",) if again else ("JF-CAT-005",),
-        )
-        self._expect_no_request("publish_scene")
-        self.verify(
-            game,
-            Ctx(
-                "publish_scene",
-                verifies=("JF-CAT-006",)
-                if again
-                else ("JF-CAT-003", "JF-CAT-004", "JF-CAT-005", "JF-STORE-006"),
-            ),
-        )
+        args = {"scene": scene, "closingSummary": closing, "meanwhileEvent": meanwhile}
+        self._end_scene(game, scene, "publish_scene", args, (closing, meanwhile))
 
     def cancel_scene(self, game: str, scene: str) -> None:
         self.record("cancel_scene", game=game, scene=scene)
-        self._script([])
-        model = self.games[game]
-        again = model.scenes[scene].state == "cancelled"
-        result = self._ok(
-            self._call("cancel_scene", {"game": game, "scene": scene}),
-            "cancel_scene",
-            ("JF-CAT-001",),
-        )
-        want = model.archives[scene] if again else model.end_scene(scene, None, None)
-        got = result
-        self.ledger.expect(
-            C.REPLY,
-            got == want,
-            f"cancel_scene returned {result}, expected {want}",
-            ids=("JF-CAT-006",) if again else ("JF-CAT-007",),
-        )
-        self._expect_no_request("cancel_scene")
-        self.verify(
-            game,
-            Ctx(
-                "cancel_scene",
-                verifies=("JF-CAT-006",) if again else ("JF-CAT-007", "JF-STORE-006"),
-            ),
-        )
+        self._end_scene(game, scene, "cancel_scene", {"scene": scene}, (None, None))
 
-    # -- history -------------------------------------------------------------------------
+    def _end_scene(
+        self,
+        game: str,
+        scene: str,
+        op: str,
+        args: dict[str, Any],
+        texts: tuple[str | None, str | None],
+    ) -> None:
+        w = self.world
+        w.script([])
+        model = w.games[game]
+        terminal = "published" if op == "publish_scene" else "cancelled"
+        again = model.scenes[scene].state == terminal
+        reply = w.call(op, {"game": game, **args})
+        result = self.check.ok(reply, op, ("JF-CAT-001",))
+        # a repeat is judged on the store first: an outcome appended twice is JF-CAT-006
+        # before it is a wrong reply
+        ctx = Ctx(op, repeat=again)
+        if again:
+            ctx.verifies = ("JF-CAT-006",)
+            self._verify(game, ctx)
+        want = model.archives[scene] if again else model.end_scene(scene, *texts)
+        first = "JF-CAT-005" if op == "publish_scene" else "JF-CAT-007"
+        self.check.result(op, result, want, ("JF-CAT-006",) if again else (first,))
+        self._quiet(op)
+        if not again:
+            ctx.verifies = (
+                ("JF-CAT-003", "JF-CAT-004", "JF-CAT-005", "JF-STORE-006")
+                if op == "publish_scene"
+                else ("JF-CAT-007", "JF-STORE-006")
+            )
+            self._verify(game, ctx)
+
+    # =====================================================================================
+    # steps: history
+    # =====================================================================================
     def _rebuilt(
         self, game: str, op: str, args: dict[str, Any], apply: Any, ids: tuple[str, ...]
     ) -> None:
-        self._script([])
-        reply = self._call(op, args)
-        result = self._ok(reply, op, ids)
-        model = self.games[game]
+        w = self.world
+        w.script([])
+        result = self.check.ok(w.call(op, args), op, ids)
+        model = w.games[game]
         apply(model)
         want = {"rounds": len(model.rounds), "chunks": len(model.game.chunks)}
-        self.ledger.expect(
-            C.REPLY,
-            {k: result.get(k) for k in want} == want,
-            f"{op} returned {result}, expected {want}",
-            ids=("JF-HIST-004",),
-        )
-        self._expect_no_request(op)
+        self.check.result(op, {k: result.get(k) for k in want}, want, ("JF-HIST-004",))
+        self._quiet(op)
         running = any(sc.state in ("created", "running") for sc in model.scenes.values())
-        self.verify(
-            game,
-            Ctx(
-                op,
-                verifies=ids
-                + ("JF-HIST-004", "JF-HIST-005", "JF-HIST-007")
-                + (("JF-HIST-011",) if running else ()),
-            ),
-        )
-        self._check_determinism(game, op)
-
-    def _check_determinism(self, game: str, op: str) -> None:
-        store = self.dumps[game]["store"]
-        game_keys = {k: v for k, v in store.items() if k.startswith("jfGameStack.")}
-        expected = {
-            k: v for k, v in self.games[game].store().items() if k.startswith("jfGameStack.")
-        }
-        self.ledger.expect(
-            C.DETERMINISM,
-            jcs(game_keys) == jcs(expected),
-            f"{op}: the rebuilt game stack is not the deterministic rebuild",
-            ids=("JF-HIST-006",),
-        )
+        verifies = (*ids, "JF-HIST-004", "JF-HIST-005", "JF-HIST-007")
+        verifies += ("JF-HIST-011",) if running else ()
+        self._verify(game, Ctx(op, verifies=verifies))
+        self.check.rebuilt_stack(op, w.dumps[game]["store"], model)
 
     def reset(self, game: str, to_round: int) -> None:
         self.record("reset", game=game, to_round=to_round)
@@ -627,61 +663,67 @@ class Session(Expectation):
 
     def duplicate(self, game: str, into: str) -> None:
         self.record("duplicate", game=game, into=into)
-        self._script([])
-        self._ok(
-            self._call("duplicate", {"game": game, "into": into}), "duplicate", ("JF-HIST-008",)
-        )
-        self._expect_no_request("duplicate")
-        source = self.dump(game)["store"]
-        self.games[into] = self.games[game].clone(into)
-        self.bases[into] = copy.deepcopy(source)
-        self.telemetry_seen[into] = 0
-        self.verify(into, Ctx("duplicate", verifies=("JF-HIST-008",)))
-        copied = {k: v for k, v in self.dumps[into]["store"].items() if k.startswith("jf")}
-        original = {k: v for k, v in source.items() if k.startswith("jf")}
+        w = self.world
+        w.script([])
+        reply = w.call("duplicate", {"game": game, "into": into})
+        self.check.ok(reply, "duplicate", ("JF-HIST-008",))
+        self._quiet("duplicate")
+        source = w.dump(game)["store"]
+        w.add_game(into, w.games[game].clone(into), copy.deepcopy(source))
+        w.inherited.add(into)  # the copy compresses for the source's participants
+        self._verify(into, Ctx("duplicate", verifies=("JF-HIST-008",)))
+        copied = w.dumps[into]
         self.ledger.expect(
             C.STORE_MODEL,
-            jcs(copied) == jcs(original),
-            "the duplicate's jf keys differ from the source's",
+            jcs(copied["store"]) == jcs(source),
+            "the duplicate's store differs from the source's (every jf key and the game data "
+            "are copied as they are)",
             ids=("JF-HIST-008",),
         )
         self.ledger.expect(
             C.CHANGE_LOG,
-            self.dumps[into]["changeLog"] == [],
+            copied["changeLog"] == [],
             "the duplicate's change log is not empty",
             ids=("JF-HIST-008",),
         )
 
-    # -- data, checkpoint ----------------------------------------------------------------
+    def compare_game_stacks(self, a: str, b: str) -> None:
+        """Two games rebuilt from the same rounds, archives and epoch: identical game stacks."""
+        self.record("compare_game_stacks", a=a, b=b)
+        sa = {k: v for k, v in self._dump(a)["store"].items() if k.startswith("jfGameStack.")}
+        sb = {k: v for k, v in self._dump(b)["store"].items() if k.startswith("jfGameStack.")}
+        self.ledger.expect(
+            C.DETERMINISM,
+            jcs(sa) == jcs(sb),
+            f"games {a} and {b} were rebuilt from the same inputs but their game stacks "
+            "differ in JCS",
+            ids=("JF-HIST-006",),
+        )
+
+    # =====================================================================================
+    # steps: game data, checkpoint, refusals
+    # =====================================================================================
     def write(
         self, game: str, sets: dict[str, Any], deletes: list[str] | None = None, cheat: bool = False
     ) -> None:
         deletes = deletes or []
         self.record("write", game=game, sets=sets, deletes=deletes, cheat=cheat)
+        w = self.world
         op = "cheat" if cheat else "write"
-        self._script([])
-        model = self.games[game]
-        actual = dict(self.dumps[game]["store"]) if game in self.dumps else {}
+        w.script([])
+        model = w.games[game]
+        actual = dict(w.dumps[game]["store"]) if game in w.dumps else {}
         for k in deletes:
             actual.pop(k, None)
         actual.update(sets)
-        would_be = footprint(actual, change_log(self.bases[game], actual))
-        before = self.dumps.get(game, {}).get("footprint")
-        reply = self._call(op, {"game": game, "sets": sets, "deletes": deletes})
+        would_be = footprint(actual, change_log(w.bases[game], actual))
+        before = w.dumps.get(game, {}).get("footprint")
+        reply = w.call(op, {"game": game, "sets": sets, "deletes": deletes})
         if would_be > QUOTA:
-            self._expect_refusal(
-                game, op, reply, "quota_exceeded", ("JF-QUOTA-003", "JF-QUOTA-002")
-            )
-            details = (reply.get("error") or {}).get("details") or {}
-            self.ledger.expect(
-                C.QUOTA_NUMBERS,
-                details.get("current") == before
-                and details.get("would_be", details.get("wouldBe")) == would_be
-                and details.get("quota") == QUOTA,
-                f"quota_exceeded details {details}, expected current {before}, would_be {would_be}, quota {QUOTA}",
-            )
+            self._refused(game, op, reply, "quota_exceeded", ("JF-QUOTA-003", "JF-QUOTA-002"))
+            self.check.quota_details(reply, before, would_be)
             return
-        result = self._ok(reply, op, ("JF-STORE-009", "JF-QUOTA-001"))
+        result = self.check.ok(reply, op, ("JF-STORE-009", "JF-QUOTA-001"))
         for k in deletes:
             model.data.pop(k, None)
         model.data.update(copy.deepcopy(sets))
@@ -690,150 +732,77 @@ class Session(Expectation):
             result.get("footprint") == would_be,
             f"{op} returned footprint {result.get('footprint')}, the suite counts {would_be}",
         )
-        self._expect_no_request(op)
-        self.verify(game, Ctx(op, verifies=("JF-STORE-009", "JF-QUOTA-001", "JF-QUOTA-002")))
+        self._quiet(op)
+        self._verify(game, Ctx(op, verifies=("JF-STORE-009", "JF-QUOTA-001", "JF-QUOTA-002")))
 
     def checkpoint(self, game: str) -> None:
         self.record("checkpoint", game=game)
-        self._ok(self._call("checkpoint", {"game": game}), "checkpoint", ("JF-QUOTA-008",))
-        store = self.dump(game)["store"]
-        self.bases[game] = copy.deepcopy(store)
-        self.verify(game, Ctx("checkpoint", verifies=("JF-QUOTA-008",)))
+        w = self.world
+        self.check.ok(w.call("checkpoint", {"game": game}), "checkpoint", ("JF-QUOTA-008",))
+        dump = w.dump(game)
+        w.bases[game] = copy.deepcopy(dump["store"])
+        self._verify(game, Ctx("checkpoint", verifies=("JF-QUOTA-008",)), dump)
         self.ledger.expect(
             C.CHANGE_LOG,
-            self.dumps[game]["changeLog"] == [],
+            dump["changeLog"] == [],
             "the change log is not empty right after a checkpoint",
             ids=("JF-QUOTA-008",),
         )
 
-    # -- refusals ------------------------------------------------------------------------
-    def _expect_refusal(
-        self, game: str, op: str, reply: Reply, code: str, ids: tuple[str, ...]
-    ) -> None:
-        self.ledger.expect(
-            C.ERROR_CODE,
-            not reply.ok and reply.code == code,
-            lambda: (
-                f"{op} should be refused with {code}; got {reply.get('result') if reply.ok else reply['error']}"
-            ),
-            ids=ids,
-        )
-        stable = self.capabilities and reply.code in self.client.protocol.error_codes
-        self.ledger.expect(
-            C.ERROR_CODE,
-            bool(stable),
-            f"error code {reply.code!r} is not a stable code",
-            ids=("JF-ERR-001",),
-        )
-        self.ledger.expect(
-            C.ERROR_CODE,
-            bool(reply["error"].get("message")),
-            "the error has no message",
-            ids=("JF-ERR-001",),
-        )
-        if code == "quota_exceeded" and not reply.ok:
-            details = reply["error"].get("details") or {}
-            would_be = details.get("would_be", details.get("wouldBe"))
-            before = self.dumps.get(game, {}).get("footprint")
-            self.ledger.expect(
-                C.QUOTA_NUMBERS,
-                details.get("current") == before
-                and details.get("quota") == QUOTA
-                and isinstance(would_be, int)
-                and would_be > QUOTA,
-                f"quota_exceeded details {details}: expected current {before}, a would_be above "
-                f"the quota, and quota {QUOTA}",
-            )
-        self._expect_no_request(op)
-        self.verify(game, Ctx(op, refused=True, verifies=("JF-ERR-002", "JF-ATOM-001", *ids)))
+    def _refused(self, game: str, op: str, reply: Reply, code: str, ids: tuple[str, ...]) -> None:
+        before = self.world.dumps.get(game, {}).get("footprint")
+        self.check.refusal(op, reply, code, ids)
+        if code == "quota_exceeded":
+            self.check.quota_details(reply, before, None)
+        self._quiet(op)
+        self._verify(game, Ctx(op, refused=True, verifies=("JF-ERR-002", "JF-ATOM-001", *ids)))
 
     def invalid(self, game: str, op: str, args: dict[str, Any], code: str, ids: list[str]) -> None:
         """Send an operation that must be refused with `code`, writing nothing."""
         self.record("invalid", game=game, op=op, args=args, code=code, ids=ids)
-        self._script([])
-        reply = self._call(op, {"game": game, **args})
-        self._expect_refusal(game, op, reply, code, tuple(ids))
+        self.world.script([])
+        reply = self.world.call(op, {"game": game, **args})
+        self._refused(game, op, reply, code, tuple(ids))
 
-    def expect_pending_generation(self, game: str, scene: str | None = None) -> None:
-        """A generation while the forced compression is in flight: compression_pending (in_flight)."""
-        self.record("expect_pending_generation", game=game, scene=scene)
-        self._script([])
-        reply = self._call(
-            "generate", {"game": game} if scene is None else {"game": game, "scene": scene}
-        )
-        self.ledger.expect(
-            C.ERROR_CODE,
-            not reply.ok
-            and reply.code == "compression_pending"
-            and (reply["error"].get("details") or {}).get("cause") == "in_flight",
-            lambda: (
-                f"generate while the forced compression is in flight answered "
-                f"{reply.get('result') or reply.get('error')}; expected compression_pending (cause in_flight)"
-            ),
-            ids=("JF-INT-008", "JF-CONC-003"),
-        )
-        self._expect_no_request("generate")
-        self.verify(game, Ctx("generate", refused=True, verifies=("JF-INT-008", "JF-CONC-003")))
-
-    def compare_game_stacks(self, a: str, b: str) -> None:
-        """Two games rebuilt from the same rounds, archives and epoch: identical game stacks."""
-        self.record("compare_game_stacks", a=a, b=b)
-        sa = {k: v for k, v in self.dump(a)["store"].items() if k.startswith("jfGameStack.")}
-        sb = {k: v for k, v in self.dump(b)["store"].items() if k.startswith("jfGameStack.")}
-        self.ledger.expect(
-            C.DETERMINISM,
-            jcs(sa) == jcs(sb),
-            f"games {a} and {b} were rebuilt from the same inputs but their game "
-            "stacks differ in JCS",
-            ids=("JF-HIST-006",),
-        )
-
-    # -- durability ----------------------------------------------------------------------
+    # =====================================================================================
+    # steps: durability and concurrency
+    # =====================================================================================
     def restart(self) -> None:
         """Kill and restart the driver; every game must reopen exactly as it was."""
         self.record("restart")
-        if self.held is not None:
+        w = self.world
+        if w.held is not None:
             raise HarnessError("restart while a compression is held is not supported by the suite")
-        before = {g: jcs(self.dump(g)) for g in self.games}
-        self.client.restart()
-        self.retries.clear()  # the implementation's retry counts restart with it
-        if self.driver_spec.startswith("stdio:"):
-            self._hello()
-        for game in self.games:
-            if self.games[game].participants:
-                self._ok(
-                    self._call(
-                        "set_participants",
-                        {"game": game, "participants": self.games[game].participants},
-                    ),
-                    "set_participants",
-                    ("JF-CALL-009",),
+        before = {g: jcs(self._dump(g)) for g in w.games}
+        w.restart_driver()
+        for game, model in w.games.items():
+            if model.participants:
+                reply = w.call(
+                    "set_participants", {"game": game, "participants": model.participants}
                 )
-            after = jcs(self.dump(game))
+                self.check.ok(reply, "set_participants", ("JF-CALL-009",))
+            after = jcs(self._dump(game))
             self.ledger.expect(
                 C.DURABILITY,
                 after == before[game],
                 f"after restart, game {game} differs from its state before",
                 ids=("JF-ATOM-004",),
             )
-            if game not in self.broken:
-                self.verify(game, Ctx("restart", verifies=("JF-ATOM-004",)))
-        self.telemetry_seen = {
-            g: len(self._call("telemetry", {"game": g}).result or []) for g in self.games
-        }
+            if game not in w.broken:
+                self._verify(game, Ctx("restart", verifies=("JF-ATOM-004",)))
+        w.resync_telemetry()
 
     def kill_during_round(self, game: str, user: str, assistant: str) -> None:
         """stdio only: kill the driver right after sending a round; reopen to before or after."""
         self.record("kill_during_round", game=game, user=user, assistant=assistant)
-        model = self.games[game]
+        w = self.world
+        model = w.games[game]
         after_model = copy.deepcopy(model)
         after_model.record_round(user, assistant)
-        self.client.start("record_round", {"game": game, "input": user, "output": assistant})
+        w.start("record_round", {"game": game, "input": user, "output": assistant})
         time.sleep(0.01)
-        self.client.restart()
-        self.retries.clear()
-        self._hello()
-        store = normalize(self.dump(game)["store"])
+        w.restart_driver()
+        store = normalize(self._dump(game)["store"])
         before_ok = not diff_store(model.store(), store)
         after_ok = not diff_store(after_model.store(), store)
         self.ledger.expect(
@@ -843,24 +812,64 @@ class Session(Expectation):
             ids=("JF-ATOM-004",),
         )
         if after_ok and not before_ok:
-            self.games[game] = after_model
+            w.games[game] = after_model
         if model.participants:
-            self._call("set_participants", {"game": game, "participants": model.participants})
-        self.telemetry_seen = {
-            g: len(self._call("telemetry", {"game": g}).result or []) for g in self.games
-        }
-        self.verify(game, Ctx("restart", verifies=("JF-ATOM-004",)))
+            w.call("set_participants", {"game": game, "participants": model.participants})
+        w.resync_telemetry()
+        self._verify(game, Ctx("restart", verifies=("JF-ATOM-004",)))
+
+    def kill_during_publication(self, game: str, reply: dict[str, Any], delay_ms: float) -> None:
+        """stdio only: a compression of the game stack is answered `reply` (a success), and
+        the driver is killed `delay_ms` after the answer left the fake, while it publishes:
+        it must reopen to the state before the publication or after it, never a mix (a
+        summary beside its represented chunks, or neither of them)."""
+        self.record("kill_during_publication", game=game, reply=reply, delay_ms=delay_ms)
+        w = self.world
+        if w.held is not None or not self.can_hold(game, None):
+            raise HarnessError("kill_during_publication needs an idle, due, unasked stack")
+        model = w.games[game]
+        w.script([{"reply": "hold", "then": reply}])
+        w.participants_to_fake(game)
+        key = w.service.key(game, None, model)
+        flight = model.flight_for(None, key)
+        w.start("generate", {"game": game})
+        if not w.fake.wait_held(30):
+            raise HarnessError("generate: no compression request reached the fake within 30 s")
+        after = copy.deepcopy(model)
+        after.publish_summary(flight, reply["summary"], reply["callId"])
+        w.fake.release()
+        time.sleep(delay_ms / 1000)
+        w.restart_driver()
+        w.service.completed[key] = reply  # the fake replays it to the same key
+        w.script([])
+        w.cursor = len(w.fake.requests)
+        store = normalize(self._dump(game)["store"])
+        before_ok = not diff_store(model.store(), store)
+        after_ok = not diff_store(after.store(), store)
+        self.ledger.expect(
+            C.DURABILITY,
+            before_ok or after_ok,
+            f"after a kill {delay_ms:g} ms into a publication, the store is neither the state "
+            "before the publication nor the state after it",
+            ids=("JF-ATOM-004", "JF-ATOM-003", "JF-CAT-004"),
+        )
+        if after_ok and not before_ok:
+            w.games[game] = model = after
+        if model.participants:
+            w.call("set_participants", {"game": game, "participants": model.participants})
+        w.resync_telemetry()
+        self._verify(game, Ctx("restart", verifies=("JF-ATOM-004", "JF-ATOM-003")))
 
     def concurrent_rounds(self, game: str, pairs: list[list[str]]) -> None:
-        """Several record_round requests outstanding at once: some serial order must explain them."""
+        """Several record_round requests outstanding at once: a serial order must explain them."""
         self.record("concurrent_rounds", game=game, pairs=pairs)
-        self._script([])
+        w = self.world
+        w.script([])
         futures = [
-            self.client.start("record_round", {"game": game, "input": u, "output": a})
-            for u, a in pairs
+            w.start("record_round", {"game": game, "input": u, "output": a}) for u, a in pairs
         ]
-        results = [self.client.wait(f) for f in futures]
-        model = self.games[game]
+        results = [w.wait(f) for f in futures]
+        model = w.games[game]
         order = []
         for (u, a), r in zip(pairs, results, strict=True):
             self.ledger.expect(
@@ -875,9 +884,9 @@ class Session(Expectation):
             self.ledger.expect(
                 C.REPLY,
                 want == {"round": n, "seq": seq},
-                f"concurrent rounds are not explained by a serial order: got {n}/{seq}, "
-                f"the serial order gives {want}",
+                f"concurrent rounds are not explained by a serial order: got {n}/{seq}, the "
+                f"serial order gives {want}",
                 ids=("JF-CONC-001",),
             )
-        self._expect_no_request("record_round")
-        self.verify(game, Ctx("concurrent record_round", verifies=("JF-CONC-001",)))
+        self._quiet("record_round")
+        self._verify(game, Ctx("concurrent record_round", verifies=("JF-CONC-001",)))

@@ -11,6 +11,20 @@ jfsm conformance --driver python:conformance.examples.broken:drop_suffix
 - `utf16_counts`: the revealed count of an intervene and the reported canonical lengths are
   taken in UTF-16 code units, as JavaScript's `.length` would: JF-INT-002, JF-TEXT-003.
 - `spectators_pay`: spectators are sent to compress.v2 as beneficiaries: JF-CALL-009.
+- `republish_writes`: publishing an already published scene returns its archive record but
+  also writes a game-data key, so a repeated terminal event changes the store: JF-CAT-006.
+- `convert_compresses`: a simple-to-live conversion runs the compression check right after
+  rebuilding, so converting a long game sends a compress.v2 request: JF-HIST-007.
+- `duplicate_forgets_participants`: a duplicate starts without participants: JF-HIST-012.
+- `restart_ended_scene`: `start_scene` of an ended scene's id answers `{}` and does
+  nothing: JF-CAT-010.
+- `scene_stays_created`: a scene's dumped meta says `created` after its first generation:
+  JF-CAT-011.
+- `scene_epoch_zero`: a scene's dumped meta starts at epoch 0 whatever the game's: JF-CAT-012.
+- `stale_last`: an outcome that is stale is reported as refused: JF-COMP-013 when the reply
+  itself was a refusal.
+- `convert_lenient`: a conversion drops unknown members of its rounds instead of refusing
+  them: JF-HIST-013.
 - `off_protocol`: `record_round` answers `{"round": n}` without the `seq` the protocol
   requires: a protocol failure (report row DRIVER-PROTOCOL), not a requirement failure.
 """
@@ -22,10 +36,18 @@ from typing import Any
 
 __all__ = [
     "BrokenDriver",
+    "convert_compresses",
+    "convert_lenient",
     "drop_suffix",
+    "duplicate_forgets_participants",
     "leak_scene",
     "off_protocol",
+    "republish_writes",
+    "restart_ended_scene",
+    "scene_epoch_zero",
+    "scene_stays_created",
     "spectators_pay",
+    "stale_last",
     "utf16_counts",
 ]
 
@@ -144,6 +166,132 @@ class _OffProtocol(BrokenDriver):
         if reply.get("ok"):
             reply["result"].pop("seq", None)
         return reply
+
+
+class _RepublishWrites(BrokenDriver):
+    async def bend_publish_scene(self, message: dict[str, Any]) -> dict[str, Any]:
+        args = message.get("args") or {}
+        dump = await self.call("dump", {"game": args.get("game")})
+        archives = ((dump.get("result") or {}).get("store") or {}).get("jfCatalystArchives", {})
+        again = (archives.get(args.get("scene")) or {}).get("state") == "published"
+        reply = await self.inner.handle(message)
+        if again and reply.get("ok"):
+            await self.call("write", {"game": args["game"], "sets": {"republished": True}})
+        return reply
+
+
+class _ConvertCompresses(BrokenDriver):
+    async def bend_convert(self, message: dict[str, Any]) -> dict[str, Any]:
+        reply = await self.inner.handle(message)
+        if reply.get("ok"):
+            await self.call("generate", {"game": message["args"]["game"]})
+        return reply
+
+
+def convert_compresses() -> BrokenDriver:
+    return _ConvertCompresses()
+
+
+class _DuplicateForgets(BrokenDriver):
+    async def bend_duplicate(self, message: dict[str, Any]) -> dict[str, Any]:
+        reply = await self.inner.handle(message)
+        if reply.get("ok"):
+            await self.call(
+                "set_participants", {"game": message["args"]["into"], "participants": []}
+            )
+        return reply
+
+
+def duplicate_forgets_participants() -> BrokenDriver:
+    return _DuplicateForgets()
+
+
+class _RestartEndedScene(BrokenDriver):
+    async def bend_start_scene(self, message: dict[str, Any]) -> dict[str, Any]:
+        args = message.get("args") or {}
+        dump = await self.call("dump", {"game": args.get("game")})
+        archives = ((dump.get("result") or {}).get("store") or {}).get("jfCatalystArchives", {})
+        if args.get("scene") in archives:
+            return {"id": message.get("id"), "ok": True, "result": {}}
+        return await self.inner.handle(message)
+
+
+def restart_ended_scene() -> BrokenDriver:
+    return _RestartEndedScene()
+
+
+class _DumpBends(BrokenDriver):
+    """Rewrites every scene meta of a dump with `bend_meta`."""
+
+    def bend_meta(self, meta: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    async def bend_dump(self, message: dict[str, Any]) -> dict[str, Any]:
+        reply = await self.inner.handle(message)
+        if reply.get("ok"):
+            result = reply["result"]
+            for key, value in result["store"].items():
+                if key.startswith("jfCatalystStack.") and key.endswith(".meta"):
+                    self.bend_meta(value)
+            for entry in result["changeLog"]:
+                key = str(entry.get("key"))
+                if (
+                    key.startswith("jfCatalystStack.")
+                    and key.endswith(".meta")
+                    and entry.get("value")
+                ):
+                    self.bend_meta(entry["value"])
+        return reply
+
+
+class _SceneStaysCreated(_DumpBends):
+    def bend_meta(self, meta: dict[str, Any]) -> None:
+        meta["state"] = "created"
+
+
+class _SceneEpochZero(_DumpBends):
+    def bend_meta(self, meta: dict[str, Any]) -> None:
+        meta["epoch"] = 0
+
+
+def scene_stays_created() -> BrokenDriver:
+    return _SceneStaysCreated()
+
+
+def scene_epoch_zero() -> BrokenDriver:
+    return _SceneEpochZero()
+
+
+class _StaleLast(BrokenDriver):
+    async def bend_generate(self, message: dict[str, Any]) -> dict[str, Any]:
+        reply = await self.inner.handle(message)
+        result = reply.get("result") or {}
+        if reply.get("ok") and result.get("outcome") == "stale":
+            result["outcome"] = "refused"
+        return reply
+
+
+def stale_last() -> BrokenDriver:
+    return _StaleLast()
+
+
+class _ConvertLenient(BrokenDriver):
+    async def bend_convert(self, message: dict[str, Any]) -> dict[str, Any]:
+        args = dict(message.get("args") or {})
+        if isinstance(args.get("rounds"), list):
+            args["rounds"] = [
+                {k: r[k] for k in ("input", "output") if k in r} if isinstance(r, dict) else r
+                for r in args["rounds"]
+            ]
+        return await self.inner.handle({**message, "args": args})
+
+
+def convert_lenient() -> BrokenDriver:
+    return _ConvertLenient()
+
+
+def republish_writes() -> BrokenDriver:
+    return _RepublishWrites()
 
 
 def off_protocol() -> BrokenDriver:

@@ -1,0 +1,244 @@
+"""The world a conformance session acts in: the driver, the fake compress.v2, and what the
+suite expects of them.
+
+`World` owns the things with identity and state, and nothing that judges:
+
+- the driver client (`conformance.driver_client`) and the implementation's hello answer;
+- the fake compress.v2 (`conformance.fake_compress`), the FIFO of scripted replies the suite
+  mirrors (`script`), and the requests not read yet (`new_requests`);
+- the expected side: one oracle model per game (`conformance.oracle`), the suite's own
+  checkpoint base per game, the last dump of each game, the telemetry read so far, and the
+  service's memory of completed replies (`Service`);
+- the compression the fake holds in flight, if any (`Held`).
+
+Nothing here raises `ConformanceFailure`; a driver that cannot be started or stops answering
+raises `HarnessError` (from the client).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from conformance.canon import idempotency_key
+from conformance.driver_client import DriverClient, HarnessError, Reply
+from conformance.fake_compress import FakeCompress
+from conformance.oracle import GameModel, InFlight
+from conformance.replies import to_outcome
+from jfsm.spec import constants
+
+if TYPE_CHECKING:
+    from conformance.predictor import Compression
+
+__all__ = ["IN_FLIGHT_TIMEOUT", "SPEC_THRESHOLDS", "Held", "Service", "World"]
+
+SPEC_THRESHOLDS = {"game": constants().game_threshold, "catalyst": constants().catalyst_threshold}
+IN_FLIGHT_TIMEOUT = 15.0  # how long an operation may take while a compression is held
+
+
+@dataclass
+class Held:
+    """A compression the fake holds in flight, and the operation waiting on it."""
+
+    game: str
+    op: str
+    future: Any
+    comp: Compression
+    forced: bool
+
+    @property
+    def flight(self) -> InFlight:
+        return self.comp.flight
+
+
+@dataclass
+class Service:
+    """What compress.v2 (and the implementation's retry count) remember between steps.
+
+    `completed`: Idempotency-Key -> the completed reply the fake replays for that key.
+    `retries`: completed-but-unpublished replies per logical compression since the driver
+    started (the `retry` element of the key). `answered`: keys answered with a non-transport
+    reply during the current step (a later attempt with one of them is a forbidden retry)."""
+
+    completed: dict[str, dict[str, Any]] = field(default_factory=dict)
+    retries: dict[tuple[Any, ...], int] = field(default_factory=dict)
+    answered: dict[str, str] = field(default_factory=dict)
+
+    def key(self, game: str, scene: str | None, model: GameModel) -> str:
+        """The Idempotency-Key of the next ask of this stack's logical compression."""
+        stack = model.stack(scene)
+        assert stack is not None and stack.chunks
+        through, text = max(stack.chunks), stack.text()
+        retry = self.retries.get((game, scene, stack.epoch, through, text), 0)
+        return idempotency_key(game, scene, stack.epoch, through, text, retry)
+
+
+class World:
+    """Driver, fake and expected state. `thresholds=None` runs at the spec thresholds."""
+
+    def __init__(
+        self, driver: str, *, thresholds: dict[str, int] | None = None, timeout: float = 120.0
+    ) -> None:
+        self.driver_spec = driver
+        self.override = thresholds
+        self.thresholds = dict(SPEC_THRESHOLDS, **(thresholds or {}))
+        self.fake = FakeCompress(hold_timeout=60.0, summary_cap=64).start()
+        try:
+            self.client = DriverClient(driver, timeout=timeout)
+            self.implementation: dict[str, Any] = {}
+            self.capabilities = self.hello()
+        except BaseException:
+            self.fake.close()
+            raise
+        self.games: dict[str, GameModel] = {}
+        self.bases: dict[str, dict[str, Any]] = {}
+        self.dumps: dict[str, dict[str, Any]] = {}
+        self.telemetry_seen: dict[str, int] = {}
+        self.service = Service()
+        self.mirror: deque[dict[str, Any]] = deque()
+        self.held: Held | None = None
+        self.unsupported: dict[str, str] = {}
+        self.broken: set[str] = set()
+        # games whose participants were copied by duplicate and not set since (JF-HIST-012)
+        self.inherited: set[str] = set()
+        self.cursor = 0
+        self.on_blocked: Callable[[str, float], None] | None = None
+        self.token = os.urandom(3).hex()
+        self._counter = 0
+
+    # -- the driver ----------------------------------------------------------------------
+    def hello(self) -> dict[str, Any]:
+        """Say hello (again, after a restart); `HarnessError` if refused or unsupported."""
+        args: dict[str, Any] = {"protocol": 1, "compressUrl": self.fake.url}
+        if self.override:
+            args["thresholds"] = self.override
+        reply = self.client.call("hello", args, timeout=60)
+        if not reply.ok:
+            raise HarnessError(f"hello refused: {reply['error']}")
+        caps = reply.result["capabilities"]
+        if self.override and not caps.get("thresholdOverride"):
+            raise HarnessError("the driver does not support thresholdOverride")
+        self.implementation = reply.result["implementation"]
+        return dict(caps)
+
+    def start(self, op: str, args: dict[str, Any]) -> Any:
+        return self.client.start(op, args)
+
+    def call(self, op: str, args: dict[str, Any]) -> Reply:
+        """Send one operation and wait for its reply. While a compression is held, an
+        operation that does not answer within `IN_FLIGHT_TIMEOUT` is reported to
+        `on_blocked` (the verifier's JF-CONC-002 check), then a `HarnessError`."""
+        future = self.client.start(op, args)
+        if self.held is not None and not self.client.done(future, IN_FLIGHT_TIMEOUT):
+            if self.on_blocked is not None:
+                self.on_blocked(op, IN_FLIGHT_TIMEOUT)
+            raise HarnessError(f"no reply to {op!r} within {IN_FLIGHT_TIMEOUT:.0f} s")
+        return self.wait(future)
+
+    def wait(self, future: Any) -> Reply:
+        reply = self.client.wait(future)
+        if not reply.ok and reply.code == "unsupported_op":
+            self.unsupported[future.op] = reply["error"].get("message", "")
+        return reply
+
+    def dump(self, game: str, *, remember: bool = True) -> dict[str, Any]:
+        """Dump `game` (and remember it as its last dump); `HarnessError` if refused."""
+        reply = self.call("dump", {"game": game})
+        if not reply.ok:
+            raise HarnessError(f"dump of {game} failed: {reply['error']}")
+        if remember:
+            self.dumps[game] = reply.result
+        return dict(reply.result)
+
+    def telemetry(self, game: str) -> list[dict[str, Any]] | None:
+        """The game's telemetry events, or None when the driver does not offer them."""
+        reply = self.call("telemetry", {"game": game})
+        if not reply.ok:
+            self.unsupported.setdefault("telemetry", str(reply.get("error")))
+            return None
+        return list(reply.result)
+
+    def restart_driver(self) -> None:
+        """Kill and restart the driver: its retry counts restart with it."""
+        self.client.restart()
+        self.service.retries.clear()
+        if self.driver_spec.startswith("stdio:"):
+            self.hello()
+
+    def resync_telemetry(self) -> None:
+        """After a restart: the events the implementation kept are the ones already read."""
+        self.telemetry_seen = {g: len(self.telemetry(g) or []) for g in self.games}
+
+    # -- the fake ------------------------------------------------------------------------
+    def script(self, replies: Iterable[dict[str, Any]]) -> None:
+        """Script the fake with reply descriptors (dropping what was left) and mirror them."""
+        self.fake.reset_script()
+        self.mirror.clear()
+        for d in replies:
+            self.fake.script(to_outcome(d))
+            self.mirror.append(d)
+
+    def new_requests(self) -> deque[dict[str, Any]]:
+        """The requests the fake recorded since the last call."""
+        requests = self.fake.requests
+        fresh = requests[self.cursor :]
+        self.cursor = len(requests)
+        return deque(fresh)
+
+    def participants_to_fake(self, game: str) -> None:
+        self.fake.set_participants(self.games[game].participants)
+
+    # -- life cycle ----------------------------------------------------------------------
+    def fresh(self, stem: str = "g") -> str:
+        self._counter += 1
+        return f"{stem}{self.token}-{self._counter}"
+
+    def add_game(self, game: str, model: GameModel, base: dict[str, Any]) -> None:
+        self.games[game] = model
+        self.bases[game] = base
+        self.telemetry_seen[game] = 0
+
+    def begin_sequence(self) -> None:
+        """A new sequence of steps (a scenario, a machine example) begins on fresh games:
+        forget the games of earlier sequences, the fake's records and the protocol transcript,
+        so that what the suite holds is bounded by one sequence, not by the run."""
+        self.release_held(30)
+        self.client.transcript.clear()
+        self.fake.reset_script()
+        self.fake.clear_records()
+        self.cursor = 0
+        self.mirror.clear()
+        self.service = Service()
+        for table in (self.games, self.bases, self.dumps, self.telemetry_seen):
+            table.clear()
+        self.broken.clear()
+        self.inherited.clear()
+
+    def release_held(self, timeout: float) -> None:
+        if self.held is not None:
+            self.fake.release()
+            self.client.done(self.held.future, timeout)
+            self.held = None
+
+    def recover(self, games: Iterable[str]) -> None:
+        """After a failed step: mark `games` broken (their models may be out of step),
+        release anything held, drop the script, skip unread requests."""
+        self.broken.update(games)
+        self.release_held(30)
+        for model in self.games.values():
+            model.in_flight.clear()
+        self.fake.reset_script()
+        self.mirror.clear()
+        self.service.answered.clear()
+        self.cursor = len(self.fake.requests)
+
+    def close(self) -> None:
+        """Release anything held, shut the driver down, stop the fake."""
+        try:
+            self.release_held(20)
+            self.client.close()
+        finally:
+            self.fake.close()
