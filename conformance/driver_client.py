@@ -34,13 +34,21 @@ from typing import Any
 
 from conformance.protocol import ProtocolViolation, protocol
 
-__all__ = ["DriverClient", "HarnessError", "ProtocolViolation", "Reply"]
+__all__ = ["DriverClient", "HarnessError", "ProtocolViolation", "Reply", "UnsupportedOp"]
 
 DEFAULT_TIMEOUT = 120.0
 
 
 class HarnessError(Exception):
     """The driver could not be started, died, or stopped answering (exit code 2)."""
+
+
+class UnsupportedOp(Exception):
+    """The driver answered `unsupported_op`: what needs `op` is not covered, not failed."""
+
+    def __init__(self, op: str) -> None:
+        super().__init__(f"the driver does not support op {op!r}")
+        self.op = op
 
 
 class Reply(dict[str, Any]):

@@ -19,6 +19,7 @@ from collections import deque
 from typing import Any
 
 from conformance import checks as C
+from conformance import exercise
 from conformance.canon import (
     QUOTA,
     beneficiaries,
@@ -226,6 +227,7 @@ class Expectation(Observation):
             assert stack is not None and stack.summary is not None
             call_id = stack.summary["compressionCallId"]
         self.telemetry_due.append((game, flight, attempts, outcome, call_id))
+        exercise.record("outcome", outcome)
         return outcome
 
     def _publication_fits(self, game: str, flight: InFlight, reply: dict[str, Any]) -> bool:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from conformance import checks as C
+from conformance import exercise
 from conformance.checks import Ledger
 from conformance.driver_client import DriverClient, HarnessError, Reply
 from conformance.fake_compress import FakeCompress
@@ -120,6 +121,7 @@ class Harness:
         return f"{stem}{self.token}-{self._counter}"
 
     def record(self, step: str, **args: Any) -> None:
+        exercise.record("step", step)
         self.steps.append({"step": step, "args": copy.deepcopy(args)})
 
     def _script(self, replies: list[dict[str, Any]]) -> None:
@@ -133,6 +135,8 @@ class Harness:
         requests = self.fake.requests
         fresh = requests[self.cursor :]
         self.cursor = len(requests)
+        for r in fresh:
+            exercise.record("reply", r.get("outcome"))
         return fresh
 
     def _call(self, op: str, args: dict[str, Any], timeout: float | None = None) -> Reply:
