@@ -338,7 +338,7 @@ def run(options: Options) -> RunResult:
                     r.skipped["machine at small thresholds"] = (
                         "the driver does not declare thresholdOverride"
                     )
-    except HarnessError as exc:
+    except (HarnessError, ProtocolViolation) as exc:  # a violation here: in the handshake
         harness_error = str(exc)
         options.progress(f"HARNESS ERROR: {exc}")
         if session is not None:
