@@ -31,7 +31,14 @@ _SUITE_MODULES = ("hypothesis", "jsonschema", "conformance")
 
 def missing_suite_dependencies() -> list[str]:
     """The conformance suite's modules that are not installed (empty on a full install)."""
-    return [m for m in _SUITE_MODULES if importlib.util.find_spec(m) is None]
+    return [m for m in _SUITE_MODULES if not _importable(m)]
+
+
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a broken or blocked install counts as missing
+        return False
 
 
 def _suite_or_exit(command: str) -> bool:
