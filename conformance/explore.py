@@ -52,7 +52,7 @@ __all__ = ["NONDETERMINISM_ROW", "PROTOCOL_ROW", "Found", "Outcome", "explore", 
 PROTOCOL_ROW = "DRIVER-PROTOCOL"
 NONDETERMINISM_ROW = "NONDETERMINISTIC-IMPLEMENTATION"
 PROGRESS_EVERY = 10.0
-_KEEP_FOUND = 16
+_KEEP_FOUND = 8
 _RULE_MARKERS = ("hypothesis_stateful_rule", "hypothesis_stateful_initialize_rule")
 
 

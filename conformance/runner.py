@@ -246,9 +246,10 @@ class _Run:
             took = time.monotonic() - began
             self.durations[f"scenario {scenario.name}"] = took
             left = ""
-            if i < len(chosen):
-                spent = time.monotonic() - total_began
-                left = f", about {spent / i * (len(chosen) - i):.0f} s of scenarios left"
+            spent = time.monotonic() - total_began
+            estimate = spent / i * (len(chosen) - i)
+            if i < len(chosen) and estimate >= 5:
+                left = f", about {estimate:.0f} s of scenarios left"
             self.o.progress(f"[{i}/{len(chosen)}] {scenario.name}: {status} ({took:.1f}s{left})")
 
     def machine(self, session: Session, label: str, examples: int, steps: int) -> None:

@@ -135,3 +135,40 @@ def test_markdown_names_the_implementation_and_hides_injected_faults_on_a_pass(
     assert "WARNING" not in text  # the fake's refusals and 503s are on purpose
     assert implementation_label({}) == "unknown"
     assert implementation_label({"name": "x", "version": "2", "language": "rust"}) == "x 2 (rust)"
+
+
+def test_pytest_plugin_shows_progress_and_refuses_an_empty_select(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    empty = tmp_path / "tests"
+    empty.mkdir()
+
+    def pytest_run(select: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-p",
+                "no:cacheprovider",
+                "--jfsm-driver",
+                BROKEN + "drop_suffix",
+                "--jfsm-select",
+                select,
+                "--jfsm-report-dir",
+                str(tmp_path / "report"),
+                str(empty),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+
+    done = pytest_run("JF-COMP-003")
+    assert "1 failed" in done.stdout, done.stdout[-2000:]
+    assert "jfsm: [1/" in done.stdout  # the suite's progress, while it runs
+    assert "jfsm: implementation jfsm 0.1.0 (python)" in done.stdout
+    typo = pytest_run("JF-TYPO")
+    assert typo.returncode == 4  # pytest's usage error
+    assert "--jfsm-select 'JF-TYPO' matches no requirement ID" in typo.stderr
