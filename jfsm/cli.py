@@ -26,7 +26,7 @@ import sys
 __all__ = ["SUITE_EXTRA", "main", "missing_suite_dependencies"]
 
 SUITE_EXTRA = "jfsm[conformance]"
-_SUITE_MODULES = ("hypothesis", "jsonschema", "conformance")
+_SUITE_MODULES = ("hypothesis", "jsonschema", "conformance.runner")
 
 
 def missing_suite_dependencies() -> list[str]:
@@ -44,8 +44,9 @@ def _importable(module: str) -> bool:
 def _suite_or_exit(command: str) -> bool:
     missing = missing_suite_dependencies()
     if missing:
+        names = ", ".join(m.split(".")[0] for m in missing)
         print(
-            f"jfsm {command} needs the conformance suite's extra (missing: {', '.join(missing)})"
+            f"jfsm {command} needs the conformance suite's extra (missing: {names})"
             f": pip install '{SUITE_EXTRA}', or uvx --from '{SUITE_EXTRA}' jfsm {command} ...",
             file=sys.stderr,
         )
