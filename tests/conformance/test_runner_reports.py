@@ -3,6 +3,7 @@ report's implementation line and its quiet driver log on a passing run."""
 
 from __future__ import annotations
 
+import copy
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -13,6 +14,12 @@ from conformance.report import to_junit, to_markdown
 from conformance.runner import Options, RunResult, implementation_label, load_catalog, run
 
 BROKEN = "python:conformance.examples.broken:"
+
+
+@pytest.fixture(scope="module")
+def dropped(tmp_path_factory: pytest.TempPathFactory) -> RunResult:
+    """One run against a driver that loses the unrepresented suffix (JF-COMP-003 fails)."""
+    return _drop_suffix(tmp_path_factory.mktemp("drop-suffix"))
 
 
 def _drop_suffix(tmp_path: Path) -> RunResult:
@@ -50,8 +57,10 @@ def _check_junit(text: str, expected_cases: int) -> ET.Element:
     return suite
 
 
-def test_junit_has_one_case_per_requirement_with_expected_got_and_replay(tmp_path: Path) -> None:
-    result = _drop_suffix(tmp_path)
+def test_junit_has_one_case_per_requirement_with_expected_got_and_replay(
+    dropped: RunResult,
+) -> None:
+    result = dropped
     suite = _check_junit(to_junit(result), len(load_catalog()))
     case = next(c for c in suite.findall("testcase") if c.get("name", "").startswith("JF-COMP-003"))
     failure = case.find("failure")
@@ -63,8 +72,8 @@ def test_junit_has_one_case_per_requirement_with_expected_got_and_replay(tmp_pat
     assert any("not covered" in (c.find("skipped").get("message") or "") for c in skipped)  # type: ignore[union-attr]
 
 
-def test_junit_escapes_what_xml_cannot_hold(tmp_path: Path) -> None:
-    result = _drop_suffix(tmp_path)
+def test_junit_escapes_what_xml_cannot_hold(dropped: RunResult) -> None:
+    result = copy.deepcopy(dropped)
     row = next(v for v in result.verdicts if v["verdict"] == "fail")
     row["failures"][0]["message"] = "got 'c\x01\x1f\udc00' expected '\ufffe'"
     text = to_junit(result)
