@@ -11,6 +11,9 @@ jfsm conformance --driver python:conformance.examples.flaky:glitch_once
 - `glitch_then_noise`: as `glitch_once`, and from then on every `telemetry` reply carries
   one stray event, so the replay fails another check (JF-CALL-011). The original failure
   (JF-STORE-004) is still the one reported first.
+- `glitch_then_other`: as `glitch_once`, and from then on `record_round` stores a changed
+  output, so the replay fails the same step with another check (the store comparison).
+  Still the original failure is reported, with a note naming the replay's.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from typing import Any
 
 from conformance.examples.broken import BrokenDriver
 
-__all__ = ["glitch_once", "glitch_then_noise"]
+__all__ = ["glitch_once", "glitch_then_noise", "glitch_then_other"]
 
 
 class _GlitchOnce(BrokenDriver):
@@ -29,7 +32,13 @@ class _GlitchOnce(BrokenDriver):
         super().__init__()
         self.glitched = False
 
+    other = False
+
     async def bend_record_round(self, message: dict[str, Any]) -> dict[str, Any]:
+        if self.other and self.glitched:
+            args = dict(message["args"])
+            args["output"] = str(args.get("output", "")) + "!"
+            return await self.inner.handle({**message, "args": args})
         reply = await self.inner.handle(message)
         if reply.get("ok") and not self.glitched:
             self.glitched = True
@@ -60,9 +69,17 @@ class _GlitchThenNoise(_GlitchOnce):
     noise = True
 
 
+class _GlitchThenOther(_GlitchOnce):
+    other = True
+
+
 def glitch_once() -> BrokenDriver:
     return _GlitchOnce()
 
 
 def glitch_then_noise() -> BrokenDriver:
     return _GlitchThenNoise()
+
+
+def glitch_then_other() -> BrokenDriver:
+    return _GlitchThenOther()
