@@ -2,24 +2,42 @@
 
 ```
 jfsm conformance [--driver SPEC] [--profile quick|standard|thorough] [--select PREFIX]
-                 [--expected-failures FILE] [--report-dir DIR] [--seed N] [--[no-]shrink]
+                 [--expected-failures FILE] [--report-dir DIR] [--junit-xml PATH]
+                 [--seed N] [--[no-]shrink]
+jfsm conformance smoke [--driver SPEC]
+jfsm conformance skeleton > jfsm-driver.ts     the TypeScript driver skeleton
 jfsm conformance replay TRACE [--driver SPEC]
 ```
 
+SPEC is `python:MODULE:FACTORY`, `stdio:COMMAND` or `http://HOST:PORT`. `--junit-xml`
+writes one JUnit test case per requirement; when `GITHUB_ACTIONS` is set, each failed
+requirement is also printed as a GitHub `::error` annotation.
+
 Exit codes: 0 every covered requirement passed, 1 a requirement failed (or a trace still
-fails), 2 harness error (the driver could not be started, died or stopped answering; bad
-usage).
+fails), 2 harness error (the driver could not be started, died or stopped answering) or
+bad usage (an unknown option, a `--select` prefix that matches no requirement ID).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tomllib
 from pathlib import Path
 
-__all__ = ["load_expected_failures", "main"]
+__all__ = ["load_expected_failures", "main", "skeleton_path"]
+
+
+def skeleton_path(name: str = "jfsm-driver.ts") -> Path:
+    """The driver skeleton shipped in the wheel (`conformance/skeletons/`), or the checkout's
+    `docs/guide/` copy; `FileNotFoundError` if neither exists."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "skeletons" / name, here.parent / "docs" / "guide" / name):
+        if candidate.is_file():
+            return candidate
+    raise FileNotFoundError(f"the driver skeleton {name} is not installed")
 
 
 def load_expected_failures(path: str) -> dict[str, str]:
@@ -44,7 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--driver",
         default=DEFAULT_DRIVER,
-        help="python:MODULE:FACTORY, stdio:COMMAND or http:URL (default: %(default)s)",
+        help="python:MODULE:FACTORY, stdio:COMMAND or http://HOST:PORT (default: %(default)s)",
     )
     parser.add_argument("--profile", default="quick", choices=sorted(PROFILES))
     parser.add_argument("--select", default="", help="only requirements whose ID starts with this")
@@ -53,6 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--report-dir",
         default="conformance-report",
         help="where report.json, report.md and traces go",
+    )
+    parser.add_argument(
+        "--junit-xml", metavar="PATH", help="also write a JUnit XML report (one case per ID)"
     )
     parser.add_argument(
         "--seed", type=int, help="random seed for the state machines (default: derandomized)"
@@ -69,23 +90,23 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["replay"]:
-        from conformance.runner import replay
-
-        parser = argparse.ArgumentParser(prog="jfsm conformance replay")
-        parser.add_argument("trace")
-        parser.add_argument("--driver", help="replay against another driver than the recorded one")
-        try:
-            args = parser.parse_args(argv[1:])
-        except SystemExit as exc:
-            return 0 if exc.code == 0 else 2
-        return replay(args.trace, driver=args.driver)
+        return _replay(argv[1:])
+    if argv[:1] == ["smoke"]:
+        return _smoke(argv[1:])
+    if argv[:1] == ["skeleton"]:
+        sys.stdout.write(skeleton_path().read_text(encoding="utf-8"))
+        return 0
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:
         return 0 if exc.code == 0 else 2
-    from conformance.report import summary_lines, write_report
-    from conformance.runner import Options, run
+    from conformance.report import github_annotations, summary_lines, write_junit, write_report
+    from conformance.runner import Options, run, select_error
 
+    problem = select_error(args.select)
+    if problem:
+        print(f"jfsm conformance: {problem}", file=sys.stderr)
+        return 2
     try:
         expected = load_expected_failures(args.expected_failures) if args.expected_failures else {}
     except (OSError, ValueError) as exc:
@@ -104,5 +125,43 @@ def main(argv: list[str] | None = None) -> int:
     json_path, md_path = write_report(result, options.report_dir)
     for line in summary_lines(result):
         print(line, file=sys.stderr)
-    print(f"report: {md_path} and {json_path}", file=sys.stderr)
+    written = f"report: {md_path} and {json_path}"
+    if args.junit_xml:
+        written += f"; JUnit XML: {write_junit(result, Path(args.junit_xml))}"
+    print(written, file=sys.stderr)
+    if os.environ.get("GITHUB_ACTIONS") == "true":
+        for line in github_annotations(result):
+            print(line, flush=True)
     return result.exit_code
+
+
+def _replay(argv: list[str]) -> int:
+    from conformance.runner import replay
+
+    parser = argparse.ArgumentParser(prog="jfsm conformance replay")
+    parser.add_argument("trace")
+    parser.add_argument("--driver", help="replay against another driver than the recorded one")
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return 0 if exc.code == 0 else 2
+    return replay(args.trace, driver=args.driver)
+
+
+def _smoke(argv: list[str]) -> int:
+    from conformance.runner import DEFAULT_DRIVER
+    from conformance.smoke import smoke
+
+    parser = argparse.ArgumentParser(
+        prog="jfsm conformance smoke",
+        description="a handshake and one op of each kind, in seconds, with a diagnosis",
+    )
+    parser.add_argument("--driver", default=DEFAULT_DRIVER, help="as for jfsm conformance")
+    parser.add_argument(
+        "--timeout", type=float, default=30.0, help="seconds to wait for each reply"
+    )
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return 0 if exc.code == 0 else 2
+    return smoke(args.driver, timeout=args.timeout, say=lambda line: print(line, flush=True))

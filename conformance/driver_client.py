@@ -8,9 +8,13 @@ A driver spec names the implementation under test:
 - `stdio:COMMAND`: a subprocess speaking JSON lines; replies matched by id, so several
   requests can be outstanding. `restart` kills its process group with SIGKILL and starts
   `COMMAND` again. Its stderr is kept for the report.
-- `http:URL`: one POST per message to `URL/v1/message`, with the bearer token from the
-  environment variable `JFSM_DRIVER_TOKEN` if set (kept out of the spec, which reports
-  record).
+- `http://HOST:PORT` (or `https://...`, or the older spelling `http:URL`): one POST per
+  message to `URL/v1/message`, with the bearer token from the environment variable
+  `JFSM_DRIVER_TOKEN` if set (kept out of the spec, which reports record).
+
+A driver that writes a non-JSON line on stdout fails the waiting requests at once with
+`ProtocolViolation` (quoting the line); a driver that exits fails them with `HarnessError`
+naming its exit status (or signal), and the report carries its stderr tail.
 
 `DriverClient` runs the transport on its own event-loop thread and offers a blocking API
 (`call`, `start` + `wait`), which is what Hypothesis rules need. Every wait is bounded: a
@@ -36,13 +40,21 @@ from typing import Any
 
 from conformance.protocol import ProtocolViolation, protocol
 
-__all__ = ["DriverClient", "HarnessError", "ProtocolViolation", "Reply"]
+__all__ = ["DriverClient", "HarnessError", "ProtocolViolation", "Reply", "UnsupportedOp"]
 
 DEFAULT_TIMEOUT = 120.0
 
 
 class HarnessError(Exception):
     """The driver could not be started, died, or stopped answering (exit code 2)."""
+
+
+class UnsupportedOp(Exception):
+    """The driver answered `unsupported_op`: what needs `op` is not covered, not failed."""
+
+    def __init__(self, op: str) -> None:
+        super().__init__(f"the driver does not support op {op!r}")
+        self.op = op
 
 
 class Reply(dict[str, Any]):
@@ -146,7 +158,7 @@ class _Stdio:
             try:
                 reply = json.loads(line)
             except ValueError:
-                self.stderr.append(f"[suite] non-JSON line on stdout: {line[:200]!r}")
+                self._garbage(line)
                 continue
             msg_id = reply.get("id") if isinstance(reply, dict) else None
             future = self.pending.pop(msg_id, None) if isinstance(msg_id, int) else None
@@ -154,13 +166,36 @@ class _Stdio:
                 self.stderr.append(f"[suite] reply with unknown id: {str(reply)[:200]}")
             elif not future.done():
                 future.set_result(reply)
-        code = await proc.wait()
+        status = await self._exit_status(proc)
         if proc is self.proc:
-            self.exited = f"driver exited with status {code}"
+            self.exited = status
             for future in self.pending.values():
                 if not future.done():
-                    future.set_exception(HarnessError(self.exited))
+                    future.set_exception(HarnessError(status))
             self.pending.clear()
+
+    def _garbage(self, line: bytes) -> None:
+        """A line on stdout that is not JSON: fail every waiting request at once, saying so."""
+        shown = line[:200].decode("utf-8", "replace").rstrip("\n")
+        self.stderr.append(f"[suite] non-JSON line on stdout: {shown!r}")
+        problem = ProtocolViolation(
+            f"the driver wrote a line that is not JSON on stdout: {shown!r} (stdout carries "
+            "replies only, one JSON object per line; write logs to stderr)"
+        )
+        for future in self.pending.values():
+            if not future.done():
+                future.set_exception(problem)
+        self.pending.clear()
+
+    async def _exit_status(self, proc: asyncio.subprocess.Process) -> str:
+        """How the process ended, once its stderr is read to the end (bounded waits)."""
+        code = await proc.wait()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(asyncio.shield(self.tasks[1]), 2)
+        if code < 0:
+            with contextlib.suppress(ValueError):
+                return f"driver killed by signal {signal.Signals(-code).name}"
+        return f"driver exited with status {code}"
 
     async def _read_stderr(self, proc: asyncio.subprocess.Process) -> None:
         assert proc.stderr is not None
@@ -170,14 +205,21 @@ class _Stdio:
     async def send(self, message: dict[str, Any]) -> Any:
         if self.proc is None or self.exited or self.proc.stdin is None:
             raise HarnessError(self.exited or "driver not running")
+        proc = self.proc
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self.pending[message["id"]] = future
         try:
-            self.proc.stdin.write(_encode(message))
-            await self.proc.stdin.drain()
+            assert proc.stdin is not None
+            proc.stdin.write(_encode(message))
+            await proc.stdin.drain()
         except (BrokenPipeError, ConnectionResetError) as exc:
+            # the process ended: say how (its exit status), not the pipe's side effect
             self.pending.pop(message["id"], None)
-            raise HarnessError(f"driver stdin closed: {exc}") from exc
+            try:
+                status = await asyncio.wait_for(self._exit_status(proc), 5)
+            except TimeoutError:
+                status = f"the driver closed its stdin ({exc}) but is still running"
+            raise HarnessError(status) from exc
         return await future
 
     async def kill(self) -> None:
@@ -273,17 +315,20 @@ class DriverClient:
         )
         self._thread.start()
         kind, _, target = spec.partition(":")
+        if kind in ("http", "https") and target.startswith("//"):
+            target = spec  # http://host:port as written (http:URL is the older spelling)
         try:
             if kind == "python":
                 self.transport: Any = self._run(self._make(_InProcess, target), 60)
             elif kind == "stdio":
                 self.transport = _Stdio(target)
                 self._run(self.transport.open(), 60)
-            elif kind == "http":
+            elif kind in ("http", "https"):
                 self.transport = self._run(self._make(_Http, target), 60)
             else:
                 raise HarnessError(
-                    f"driver spec must start with python:, stdio: or http:, not {spec!r}"
+                    "driver spec must be python:MODULE:FACTORY, stdio:COMMAND or "
+                    f"http://HOST:PORT, not {spec!r}"
                 )
         except BaseException:
             self._stop_loop()

@@ -13,6 +13,9 @@ requirement of the catalog (`jfsm-conformance::JF-COMP-003`...). The suite runs 
 the first item; each item then passes, fails with the suite's message (check, trace path,
 replay command), is xfailed (`--jfsm-expected-failures`), or is skipped with the reason the
 requirement is not covered. A harness error (driver dead or mute) fails every item.
+While the suite runs, its progress lines (counts and an estimate in long phases) go to the
+terminal. Without the suite's extra (`jfsm[conformance]`: Hypothesis) a `--jfsm-driver` run
+stops with a usage error saying what to install.
 """
 
 from __future__ import annotations
@@ -48,6 +51,13 @@ class _SuiteRun:
 
     def get(self) -> Any:
         if self.result is None:
+            from jfsm.cli import SUITE_EXTRA, missing_suite_dependencies
+
+            missing = missing_suite_dependencies()
+            if missing:
+                raise pytest.UsageError(
+                    f"--jfsm-driver needs pip install '{SUITE_EXTRA}' (missing: {missing})"
+                )
             from conformance.cli import load_expected_failures
             from conformance.report import write_report
             from conformance.runner import Options, run
@@ -64,11 +74,16 @@ class _SuiteRun:
                 select=opt("--jfsm-select"),
                 expected_failures=expected,
                 report_dir=Path(opt("--jfsm-report-dir")),
-                progress=lambda line: None,
+                progress=self.progress,
             )
             self.result = run(options)
             write_report(self.result, options.report_dir)
         return self.result
+
+    def progress(self, line: str) -> None:
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(f"jfsm: {line}")
 
 
 class RequirementItem(pytest.Item):
@@ -132,6 +147,10 @@ def pytest_collection_modifyitems(
     if not config.getoption("--jfsm-driver"):
         return
     from conformance.protocol import spec_dir
+    from conformance.runner import select_error
 
+    problem = select_error(config.getoption("--jfsm-select"))
+    if problem:
+        raise pytest.UsageError(problem.replace("--select", "--jfsm-select", 1))
     catalog = CatalogFile.from_parent(session, path=spec_dir() / "requirements.toml")
     items.extend(catalog.collect())

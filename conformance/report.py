@@ -1,15 +1,49 @@
-"""The conformance report: JSON for machines, Markdown for people, a summary for the terminal."""
+"""The conformance report: JSON for machines, Markdown for people, a summary for the terminal,
+JUnit XML for CI, and GitHub annotations.
+
+Every format says what was exercised (`RunResult.exercised`: how often each machine rule,
+session step, compress.v2 reply and compression outcome happened), so a pass is never empty.
+"""
 
 from __future__ import annotations
 
 import json
+import re
+import shlex
 from collections import Counter
 from pathlib import Path
 from typing import Any
+from xml.etree import ElementTree as ET
 
-from conformance.runner import RunResult
+from conformance.runner import RunResult, implementation_label
 
-__all__ = ["summary_lines", "to_json", "to_markdown", "write_report"]
+__all__ = [
+    "EXERCISE_KINDS",
+    "github_annotations",
+    "replay_command",
+    "summary_lines",
+    "to_json",
+    "to_junit",
+    "to_markdown",
+    "write_junit",
+    "write_report",
+]
+
+EXERCISE_KINDS = {
+    "rule": "machine rules called",
+    "step": "session steps run (scenarios and machines)",
+    "reply": "compress.v2 replies served by the fake",
+    "outcome": "compressions settled, by outcome",
+}
+FAKE_NOTE = (
+    "The fake compress.v2 refuses, fails, holds and garbles replies on purpose; log lines "
+    "about those (WARNING ... outcome=refused/transport/...) are expected."
+)
+
+
+def replay_command(trace: str) -> str:
+    """The shell command that replays `trace` (quoted for any POSIX shell)."""
+    return f"jfsm conformance replay {shlex.quote(trace)}"
 
 
 def to_json(result: RunResult) -> dict[str, Any]:
@@ -20,11 +54,14 @@ def to_json(result: RunResult) -> dict[str, Any]:
         "profile": result.options.profile,
         "select": result.options.select or None,
         "implementation": result.implementation,
+        "implementation_label": implementation_label(result.implementation),
         "capabilities": result.capabilities,
         "exit_code": result.exit_code,
         "harness_error": result.harness_error,
         "counts": dict(counts),
         "durations_s": {k: round(v, 2) for k, v in result.durations.items()},
+        "exercised": result.exercised,
+        "skipped": result.skipped,
         "verdicts": result.verdicts,
         "driver_log": result.driver_log.splitlines()[-40:],
     }
@@ -36,7 +73,7 @@ def to_markdown(result: RunResult) -> str:
         "# jfsm conformance report",
         "",
         f"- driver: `{result.options.driver}`",
-        f"- implementation: {result.implementation or 'unknown'}",
+        f"- implementation: {implementation_label(result.implementation)}",
         f"- profile: {result.options.profile}"
         + (f", select `{result.options.select}`" if result.options.select else ""),
         "- verdicts: " + ", ".join(f"{k} {n}" for k, n in sorted(counts.items())),
@@ -57,7 +94,7 @@ def to_markdown(result: RunResult) -> str:
                 lines += ["  ```"]
                 if f.get("trace"):
                     lines.append(
-                        f"  trace: `{f['trace']}` (replay: `jfsm conformance replay {f['trace']}`)"
+                        f"  trace: `{f['trace']}` (replay: `{replay_command(f['trace'])}`)"
                     )
             lines.append("")
     lines += [
@@ -75,16 +112,37 @@ def to_markdown(result: RunResult) -> str:
         )
         detail = detail.replace("|", "\\|").replace("\n", " ")
         lines.append(f"| {v['id']} | {v['level']} | {v['verdict']} | {v['title']} | {detail} |")
-    if result.driver_log.strip():
+    lines += exercised_markdown(result)
+    if result.driver_log.strip() and result.exit_code != 0:
         lines += [
             "",
             "## Driver log (tail)",
+            "",
+            FAKE_NOTE,
             "",
             "```",
             *result.driver_log.splitlines()[-30:],
             "```",
         ]
     return "\n".join(lines) + "\n"
+
+
+def exercised_markdown(result: RunResult) -> list[str]:
+    """The "what was exercised" section: one table per kind, plus what was skipped."""
+    lines = ["", "## What was exercised", ""]
+    if not any(result.exercised.values()):
+        lines.append("Nothing: no step ran, so no verdict above rests on an observation.")
+    for kind, title in EXERCISE_KINDS.items():
+        counts = result.exercised.get(kind) or {}
+        if not counts:
+            continue
+        lines += [f"{title} ({sum(counts.values())}):", ""]
+        lines.append(", ".join(f"`{name}` {n}" for name, n in counts.items()))
+        lines.append("")
+    if result.skipped:
+        lines += ["Skipped:", ""]
+        lines += [f"- {what}: {why}" for what, why in sorted(result.skipped.items())]
+    return lines
 
 
 def write_report(result: RunResult, directory: Path) -> tuple[Path, Path]:
@@ -101,6 +159,15 @@ def write_report(result: RunResult, directory: Path) -> tuple[Path, Path]:
 def summary_lines(result: RunResult) -> list[str]:
     counts = Counter(v["verdict"] for v in result.verdicts)
     out = ["", "Verdicts: " + ", ".join(f"{k} {n}" for k, n in sorted(counts.items()))]
+    for kind in ("rule", "outcome"):
+        got = result.exercised.get(kind) or {}
+        if got:
+            out.append(
+                f"Exercised {EXERCISE_KINDS[kind]}: "
+                + ", ".join(f"{name} {n}" for name, n in got.items())
+            )
+    if not any(result.exercised.values()) and not result.harness_error:
+        out.append("Exercised: nothing ran (every verdict is 'not covered')")
     for v in result.verdicts:
         if v["verdict"] in ("fail", "xpass"):
             first = v["failures"][0] if v["failures"] else None
@@ -108,4 +175,117 @@ def summary_lines(result: RunResult) -> list[str]:
             out.append(f"  {v['verdict'].upper():6} {v['id']}  {v['title']}: {why}")
     if result.harness_error:
         out.append(f"HARNESS ERROR: {result.harness_error.splitlines()[0]}")
+    return out
+
+
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def _xml(text: str) -> str:
+    """`text` with characters XML 1.0 cannot hold (C0 controls, lone surrogates, U+FFFE/F)
+    written as `\\uXXXX`."""
+    return _NOT_XML.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def _failure_text(v: dict[str, Any]) -> str:
+    parts = []
+    for f in v["failures"]:
+        parts.append(f"{f['source']} / check {f['check']}:\n{f['message']}")
+        if f.get("trace"):
+            parts.append(f"trace: {f['trace']}\nreplay: {replay_command(f['trace'])}")
+    return "\n\n".join(parts)
+
+
+def to_junit(result: RunResult) -> str:
+    """JUnit XML: one `testcase` per requirement (classname `jfsm.conformance.AREA`); a failed
+    requirement has a `failure` with the suite's message (what was expected, what was got)
+    and the replay command; not covered and expected failures are `skipped` with the
+    reason; a harness error is one extra `testcase` with an `error`."""
+    counts = Counter(v["verdict"] for v in result.verdicts)
+    failures = counts["fail"]
+    skipped = counts["not covered"] + counts["xfail"]
+    errors = 1 if result.harness_error else 0
+    total_time = sum(result.durations.values())
+    suites = ET.Element("testsuites", name="jfsm conformance")
+    suite = ET.SubElement(
+        suites,
+        "testsuite",
+        name="jfsm-conformance",
+        tests=str(len(result.verdicts) + errors),
+        failures=str(failures),
+        errors=str(errors),
+        skipped=str(skipped),
+        time=f"{total_time:.3f}",
+    )
+    props = ET.SubElement(suite, "properties")
+    for name, value in (
+        ("driver", result.options.driver),
+        ("implementation", implementation_label(result.implementation)),
+        ("profile", result.options.profile),
+        ("select", result.options.select),
+    ):
+        ET.SubElement(props, "property", name=name, value=_xml(value))
+    if result.harness_error:
+        case = ET.SubElement(
+            suite, "testcase", name="harness", classname="jfsm.conformance", time="0"
+        )
+        error = ET.SubElement(
+            case, "error", message=_xml(result.harness_error.splitlines()[0]), type="HarnessError"
+        )
+        error.text = _xml(result.harness_error)
+    for v in result.verdicts:
+        area = v["id"].split("-")[1] if v["id"].startswith("JF-") else "driver"
+        case = ET.SubElement(
+            suite,
+            "testcase",
+            name=_xml(f"{v['id']} {v['title']}"),
+            classname=f"jfsm.conformance.{area}",
+            time="0",
+        )
+        verdict = v["verdict"]
+        if verdict == "fail":
+            first = v["failures"][0]["message"].splitlines()[0] if v["failures"] else ""
+            failure = ET.SubElement(
+                case, "failure", message=_xml(first[:300]), type=v["failures"][0]["check"]
+            )
+            failure.text = _xml(_failure_text(v))
+        elif verdict == "xfail":
+            ET.SubElement(case, "skipped", message=_xml(f"expected failure: {v.get('reason')}"))
+        elif verdict == "not covered":
+            ET.SubElement(case, "skipped", message=_xml(f"not covered: {v.get('reason') or ''}"))
+        elif verdict == "xpass":
+            out = ET.SubElement(case, "system-out")
+            out.text = _xml(v.get("reason") or "listed as an expected failure but passed")
+    ET.indent(suites)
+    return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def write_junit(result: RunResult, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(to_junit(result), encoding="utf-8")
+    return path
+
+
+def _escape_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(text: str) -> str:
+    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def github_annotations(result: RunResult) -> list[str]:
+    """GitHub Actions workflow commands (`::error title=...::message`), one per failed
+    requirement and one for a harness error; print them to stdout in a workflow step."""
+    out = []
+    if result.harness_error:
+        out.append(
+            f"::error title={_escape_property('jfsm conformance: harness error')}::"
+            + _escape_data(result.harness_error)
+        )
+    for v in result.verdicts:
+        if v["verdict"] != "fail":
+            continue
+        title = _escape_property(f"{v['id']} {v['title']}")
+        out.append(f"::error title={title}::" + _escape_data(_failure_text(v)[:4000]))
     return out

@@ -19,16 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hypothesis import HealthCheck, Phase, settings
-from hypothesis.errors import HypothesisException
-from hypothesis.reporting import with_reporter
-from hypothesis.stateful import run_state_machine_as_test
-
+from conformance import exercise
 from conformance.checks import ConformanceFailure, Ledger
 from conformance.driver_client import HarnessError, ProtocolViolation
-from conformance.machines import machine_factory
+from conformance.explore import NONDETERMINISM_ROW, PROTOCOL_ROW, Found, explore, unsupported_in
 from conformance.scenarios import SCENARIOS, Scenario
 from conformance.session import Session
+from conformance.traces import TRACE_FORMAT, TraceDir, compact_messages
 from jfsm.spec import requirements
 
 __all__ = [
@@ -43,8 +40,10 @@ __all__ = [
 ]
 
 DEFAULT_DRIVER = "python:jfsm.driver:durable_reference_driver"
-PROTOCOL_ROW = "DRIVER-PROTOCOL"
-TRACE_FORMAT = "jfsm-conformance-trace/1"
+SYNTHETIC_ROWS = {
+    PROTOCOL_ROW: "Replies follow driver protocol v1",
+    NONDETERMINISM_ROW: "The implementation answers a replayed sequence of operations as before",
+}
 
 
 @dataclass(frozen=True)
@@ -99,12 +98,38 @@ class RunResult:
     capabilities: dict[str, Any]
     durations: dict[str, float]
     driver_log: str = ""
+    exercised: dict[str, dict[str, int]] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
 
     @property
     def exit_code(self) -> int:
         if self.harness_error:
             return 2
         return 1 if any(v["verdict"] == "fail" for v in self.verdicts) else 0
+
+
+def implementation_label(implementation: dict[str, Any]) -> str:
+    """`name version (language)` from the `hello` reply's implementation object."""
+    if not implementation:
+        return "unknown"
+    name = str(implementation.get("name", "?"))
+    version = implementation.get("version")
+    language = implementation.get("language")
+    return name + (f" {version}" if version else "") + (f" ({language})" if language else "")
+
+
+def select_error(select: str, catalog: list[dict[str, Any]] | None = None) -> str | None:
+    """Why `--select PREFIX` is unusable (it matches no requirement ID), or None."""
+    if not select:
+        return None
+    ids = [r["id"] for r in (catalog if catalog is not None else load_catalog())]
+    if any(i.startswith(select) for i in ids):
+        return None
+    areas = sorted({i.rsplit("-", 1)[0] for i in ids})
+    return (
+        f"--select {select!r} matches no requirement ID (IDs start with one of "
+        f"{', '.join(areas)}; a prefix such as JF-COMP or JF-COMP-003 selects)"
+    )
 
 
 def load_catalog() -> list[dict[str, Any]]:
@@ -143,53 +168,44 @@ class _Run:
         self.ledger = Ledger()
         self.failures: list[Failure] = []
         self.skipped: dict[str, str] = {}
+        self.unsupported: dict[str, str] = {}
         self.durations: dict[str, float] = {}
-        self.trace_dir = options.report_dir / "traces"
+        self.traces = TraceDir(options.report_dir / "traces")
         self.shrink = options.shrink if options.shrink is not None else options.profile != "quick"
 
     def record_failure(
-        self,
-        source: str,
-        exc: BaseException,
-        session: Session,
-        start: int,
-        hypothesis_report: str = "",
+        self, source: str, found: Found, session: Session, hypothesis_report: str = ""
     ) -> None:
+        exc = found.exc
         if isinstance(exc, ConformanceFailure):
             check, ids, message = exc.check, exc.ids, exc.message
         else:
             check, ids, message = "protocol", (PROTOCOL_ROW,), str(exc)
+        if found.note:
+            message += f"\n\nNote: {found.note}."
         if hypothesis_report:
             message += "\n\nFalsifying example (Hypothesis):\n" + hypothesis_report
-        path = self.write_trace(source, check, ids, message, session, start)
+        path = None
+        if found.steps:
+            path = str(
+                self.traces.write(
+                    source=source,
+                    driver=session.driver_spec,
+                    thresholds=session.override,
+                    failure={"check": check, "ids": list(ids), "message": message},
+                    steps=found.steps,
+                    messages=found.messages,
+                    note=found.note,
+                )
+            )
         self.failures.append(Failure(source, check, ids, message, path))
         self.o.progress(f"  FAIL {source}: [{', '.join(ids)}] {message.splitlines()[0][:200]}")
 
-    def write_trace(
-        self,
-        source: str,
-        check: str,
-        ids: tuple[str, ...],
-        message: str,
-        session: Session,
-        start: int,
-    ) -> str:
-        self.trace_dir.mkdir(parents=True, exist_ok=True)
-        path = (
-            self.trace_dir
-            / f"{len(self.failures) + 1:02d}-{source.replace(' ', '-').replace('/', '-')}.json"
-        )
-        trace = {
-            "format": TRACE_FORMAT,
-            "driver": session.driver_spec,
-            "thresholds": session.override,
-            "source": source,
-            "failure": {"check": check, "ids": list(ids), "message": message},
-            "steps": session.steps,
-            "messages": session.client.transcript[start:],
-        }
-        path.write_text(json.dumps(trace, ensure_ascii=True, indent=1), encoding="utf-8")
-        return str(path)
+    def not_supported(self, what: str, op: str) -> str:
+        self.unsupported.setdefault(op, "unsupported_op")
+        reason = f"the driver does not support op {op!r} (unsupported_op)"
+        self.skipped[what] = reason
+        return reason
 
     def scenarios(self, session: Session) -> None:
         chosen = [
@@ -198,6 +214,7 @@ class _Run:
             if _selected(s.ids, self.o.select)
             and (self.o.scenarios is None or s.name in self.o.scenarios)
         ]
+        total_began = time.monotonic()
         for i, scenario in enumerate(chosen, start=1):
             reason = _needs_met(scenario, session)
             if reason:
@@ -206,117 +223,121 @@ class _Run:
                 continue
             session.steps = []
             start = len(session.client.transcript)
+            session.trace_start = start
             began = time.monotonic()
             try:
                 scenario.run(session)
                 status = "pass"
             except (ConformanceFailure, ProtocolViolation) as exc:
-                self.record_failure(f"scenario {scenario.name}", exc, session, start)
+                op = unsupported_in(session)
+                if op is not None:
+                    status = "not covered: " + self.not_supported(f"scenario {scenario.name}", op)
+                else:
+                    found = Found(
+                        exc,
+                        list(session.steps),
+                        compact_messages(session.client.transcript[start:]),
+                    )
+                    self.record_failure(f"scenario {scenario.name}", found, session)
+                    status = "FAIL"
                 session.recover()
-                status = "FAIL"
             took = time.monotonic() - began
             self.durations[f"scenario {scenario.name}"] = took
-            self.o.progress(f"[{i}/{len(chosen)}] {scenario.name}: {status} ({took:.1f}s)")
+            left = ""
+            spent = time.monotonic() - total_began
+            estimate = spent / i * (len(chosen) - i)
+            if i < len(chosen) and estimate >= 5:
+                left = f", about {estimate:.0f} s of scenarios left"
+            self.o.progress(f"[{i}/{len(chosen)}] {scenario.name}: {status} ({took:.1f}s{left})")
 
     def machine(self, session: Session, label: str, examples: int, steps: int) -> None:
         if examples <= 0:
             return
         began = time.monotonic()
         self.o.progress(f"machine {label}: {examples} random sequences of up to {steps} steps")
-        session.trace_start = len(session.client.transcript)
-        lines: list[str] = []
-        conf = settings(
-            max_examples=examples,
-            stateful_step_count=steps,
-            deadline=None,
-            database=None,
-            derandomize=self.o.seed is None,
-            report_multiple_bugs=False,
-            suppress_health_check=list(HealthCheck),
-            phases=[Phase.explicit, Phase.reuse, Phase.generate]
-            + ([Phase.shrink] if self.shrink else []),
+        outcome = explore(
+            session,
+            label,
+            examples,
+            steps,
+            seed=self.o.seed,
+            shrink=self.shrink,
+            progress=self.o.progress,
         )
-        factory = machine_factory(session)
-        try:
-            with with_reporter(lambda value: lines.append(str(value))):
-                if self.o.seed is not None:
-                    from hypothesis import seed as hseed
-
-                    factory = hseed(self.o.seed)(factory)
-                run_state_machine_as_test(factory, settings=conf)
-            status = "pass"
-        except (ConformanceFailure, ProtocolViolation) as exc:
-            self.record_failure(
-                f"machine {label}", exc, session, session.trace_start, "\n".join(lines[-60:])
-            )
+        status = outcome.status
+        if outcome.status == "unsupported" and outcome.unsupported:
+            status = "not covered: " + self.not_supported(f"machine {label}", outcome.unsupported)
+        for found in outcome.failures:
+            self.record_failure(f"machine {label}", found, session, outcome.hypothesis_report)
+        if outcome.status != "pass":
             session.recover()
-            status = "FAIL"
-        except (HypothesisException, ExceptionGroup) as exc:
-            # Hypothesis could not replay the failing sequence identically (the driver behaved
-            # differently on the second run): report the failure it found, from the context.
-            found = _conformance_cause(exc)
-            if found is None:
-                raise HarnessError(f"machine {label}: {type(exc).__name__}: {exc}") from exc
-            self.record_failure(
-                f"machine {label} (not reproducible: {type(exc).__name__})",
-                found,
-                session,
-                session.trace_start,
-                "\n".join(lines[-60:]),
-            )
-            session.recover()
-            status = "FAIL"
         took = time.monotonic() - began
         self.durations[f"machine {label}"] = took
-        self.o.progress(f"machine {label}: {status} ({took:.1f}s)")
+        self.o.progress(
+            f"machine {label}: {status.upper() if status == 'fail' else status} ({took:.1f}s)"
+        )
 
 
 def run(options: Options) -> RunResult:
-    """Run the suite against `options.driver`; never raises for a failing implementation."""
+    """Run the suite against `options.driver`; never raises for a failing implementation.
+
+    A `--select` prefix that matches no requirement is a harness error (exit 2): nothing
+    would run, and a CI job would pass silently."""
     if options.profile not in PROFILES:
         raise ValueError(f"unknown profile {options.profile!r}; choose from {sorted(PROFILES)}")
     profile = PROFILES[options.profile]
+    catalog = load_catalog()
     r = _Run(options)
+    r.traces.clear()
     capture = _LogCapture()
     logging.getLogger().addHandler(capture)
-    harness_error = None
+    harness_error = select_error(options.select, catalog)
     implementation: dict[str, Any] = {}
     capabilities: dict[str, Any] = {}
-    unsupported: dict[str, str] = {}
     driver_log = ""
     session = None
+    counts = exercise.Counts()
     try:
-        options.progress(f"jfsm conformance: driver {options.driver}, profile {profile.name}")
-        session = Session(options.driver, r.ledger)
-        implementation, capabilities = session.implementation, session.capabilities
-        options.progress(f"implementation {implementation}, capabilities {capabilities}")
-        r.scenarios(session)
-        broad = options.machines and options.select in ("", "J", "JF", "JF-")
-        if broad:
-            r.machine(session, "at spec thresholds", profile.examples, profile.steps)
-        unsupported.update(session.unsupported)
-        driver_log = session.client.stderr_tail()
-        session.close()
-        session = None
-        if not broad:
-            r.skipped["state machines"] = "a narrowing --select runs the matching scenarios only"
-        elif capabilities.get("thresholdOverride") and profile.small_examples:
-            small = Session(options.driver, r.ledger, thresholds=SMALL_THRESHOLDS)
-            try:
-                r.machine(
-                    small,
-                    f"at small thresholds {SMALL_THRESHOLDS}",
-                    profile.small_examples,
-                    profile.small_steps,
+        with exercise.counting() as counts:
+            if harness_error is None:
+                options.progress(
+                    f"jfsm conformance: driver {options.driver}, profile {profile.name}"
                 )
-                unsupported.update(small.unsupported)
-            finally:
-                small.close()
-        else:
-            r.skipped["machine at small thresholds"] = (
-                "the driver does not declare thresholdOverride"
-            )
-    except HarnessError as exc:
+                session = Session(options.driver, r.ledger)
+                implementation, capabilities = session.implementation, session.capabilities
+                flags = ", ".join(k for k, v in sorted(capabilities.items()) if v) or "none"
+                options.progress(
+                    f"implementation {implementation_label(implementation)}; capabilities: {flags}"
+                )
+                r.scenarios(session)
+                broad = options.machines and options.select in ("", "J", "JF", "JF-")
+                if broad:
+                    r.machine(session, "at spec thresholds", profile.examples, profile.steps)
+                r.unsupported.update(session.unsupported)
+                driver_log = session.client.stderr_tail()
+                session.close()
+                session = None
+                if not broad:
+                    r.skipped["state machines"] = (
+                        "a narrowing --select runs the matching scenarios only"
+                    )
+                elif capabilities.get("thresholdOverride") and profile.small_examples:
+                    small = Session(options.driver, r.ledger, thresholds=SMALL_THRESHOLDS)
+                    try:
+                        r.machine(
+                            small,
+                            f"at small thresholds {SMALL_THRESHOLDS}",
+                            profile.small_examples,
+                            profile.small_steps,
+                        )
+                        r.unsupported.update(small.unsupported)
+                    finally:
+                        small.close()
+                else:
+                    r.skipped["machine at small thresholds"] = (
+                        "the driver does not declare thresholdOverride"
+                    )
+    except (HarnessError, ProtocolViolation) as exc:  # a violation here: in the handshake
         harness_error = str(exc)
         options.progress(f"HARNESS ERROR: {exc}")
         if session is not None:
@@ -327,9 +348,7 @@ def run(options: Options) -> RunResult:
                 session.close()
         logging.getLogger().removeHandler(capture)
     driver_log = "\n".join(filter(None, [driver_log, "\n".join(capture.lines[-40:])]))
-    verdicts = judge(
-        load_catalog(), r.ledger, r.failures, options, unsupported, r.skipped, capabilities
-    )
+    verdicts = judge(catalog, r.ledger, r.failures, options, r.unsupported, r.skipped, capabilities)
     return RunResult(
         options,
         verdicts,
@@ -339,6 +358,8 @@ def run(options: Options) -> RunResult:
         capabilities,
         r.durations,
         driver_log,
+        counts.table(),
+        dict(r.skipped),
     )
 
 
@@ -357,18 +378,19 @@ def judge(
         for rid in f.ids:
             failed.setdefault(rid, []).append(f)
     rows = []
-    if PROTOCOL_ROW in failed:
-        rows.append(
-            {
-                "id": PROTOCOL_ROW,
-                "level": "MUST",
-                "title": "Replies follow driver protocol v1",
-                "verdict": "fail",
-                "checks": ["protocol"],
-                "reason": None,
-                "failures": [_failure_json(f) for f in failed[PROTOCOL_ROW]],
-            }
-        )
+    for rid, title in SYNTHETIC_ROWS.items():
+        if rid in failed:
+            rows.append(
+                {
+                    "id": rid,
+                    "level": "MUST",
+                    "title": title,
+                    "verdict": "fail",
+                    "checks": sorted({f.check for f in failed[rid]}),
+                    "reason": None,
+                    "failures": [_failure_json(f) for f in failed[rid]],
+                }
+            )
     for req in catalog:
         rid = req["id"]
         if options.select and not rid.startswith(options.select):
@@ -407,22 +429,6 @@ def judge(
                 row["reason"] = "not exercised in this run"
         rows.append(row)
     return rows
-
-
-def _conformance_cause(exc: BaseException) -> BaseException | None:
-    """The first check failure inside `exc`: its cause/context chain or exception group."""
-    seen = set()
-    pending: list[BaseException] = [exc]
-    while pending:
-        current = pending.pop(0)
-        if id(current) in seen:
-            continue
-        seen.add(id(current))
-        if isinstance(current, (ConformanceFailure, ProtocolViolation)):
-            return current
-        pending += list(getattr(current, "exceptions", ()))
-        pending += [e for e in (current.__cause__, current.__context__) if e is not None]
-    return None
 
 
 def _failure_json(f: Failure) -> dict[str, Any]:

@@ -23,6 +23,7 @@ import time
 from typing import Any
 
 from conformance import checks as C
+from conformance import exercise
 from conformance.blame import Ctx
 from conformance.canon import QUOTA, change_log, footprint, jcs
 from conformance.checks import Ledger
@@ -120,6 +121,7 @@ class Session:
         return self.world.service.key(game, scene, model) not in self.world.service.completed
 
     def record(self, step: str, **args: Any) -> None:
+        exercise.record("step", step)
         self._steps.append({"step": step, "args": copy.deepcopy(args)})
 
     def recover(self) -> None:
@@ -196,6 +198,8 @@ class Session:
     def _telemetry(self, game: str, settled: list[Compression], op: str) -> None:
         """Telemetry of the step's settled compressions, then no events beyond them. Run
         after the step's store and report checks."""
+        for comp in settled:
+            exercise.record("outcome", comp.outcome)
         w = self.world
         events = w.telemetry(game)
         if events is None:

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from conformance import exercise
 from conformance.canon import idempotency_key
 from conformance.driver_client import DriverClient, HarnessError, Reply
 from conformance.fake_compress import FakeCompress
@@ -186,6 +187,8 @@ class World:
         requests = self.fake.requests
         fresh = requests[self.cursor :]
         self.cursor = len(requests)
+        for request in fresh:
+            exercise.record("reply", request.get("outcome"))
         return deque(fresh)
 
     def participants_to_fake(self, game: str) -> None:

@@ -2,6 +2,7 @@
 
 ```
 jfsm conformance [...]        run the conformance suite (default: the reference engine)
+jfsm conformance smoke       a handshake and one op of each kind against a driver
 jfsm conformance replay TRACE run a recorded failing trace again
 jfsm driver [--state DIR]     the reference engine over the driver protocol on stdio
             [--http PORT [--token T]]   ... or over HTTP on 127.0.0.1 (bearer token T)
@@ -12,8 +13,10 @@ jfsm inspect URL --game ID    the same for a game in PostgreSQL (read without ta
 jfsm pg-migrate URL           create or upgrade the PostgreSQL store's tables
 ```
 
-Exit codes: 0 success, 1 failure (conformance: a requirement failed), 2 usage or harness
-error.
+`jfsm --version` prints the version. `jfsm conformance` and `jfsm fake-compress` need the
+suite's extra (`pip install 'jfsm[conformance]'`); without it they say so in one line and
+exit 2. Exit codes: 0 success, 1 failure (conformance: a requirement failed), 2 usage or
+harness error.
 """
 
 from __future__ import annotations
@@ -21,10 +24,44 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import importlib.util
 import os
 import sys
 
-__all__ = ["main"]
+__all__ = ["SUITE_EXTRA", "main", "missing_suite_dependencies"]
+
+SUITE_EXTRA = "jfsm[conformance]"
+_SUITE_MODULES = ("hypothesis", "jsonschema", "conformance.runner")
+
+
+def missing_suite_dependencies() -> list[str]:
+    """The conformance suite's modules that are not installed (empty on a full install)."""
+    return [m for m in _SUITE_MODULES if not _importable(m)]
+
+
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a broken or blocked install counts as missing
+        return False
+
+
+def _suite_or_exit(command: str) -> bool:
+    missing = missing_suite_dependencies()
+    if missing:
+        names = ", ".join(m.split(".")[0] for m in missing)
+        print(
+            f"jfsm {command} needs the conformance suite's extra (missing: {names})"
+            f": pip install '{SUITE_EXTRA}', or uvx --from '{SUITE_EXTRA}' jfsm {command} ...",
+            file=sys.stderr,
+        )
+    return not missing
+
+
+def _version() -> str:
+    from jfsm import __version__
+
+    return __version__
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -32,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="jfsm",
         description="Jump Forward agent memory: reference engine and conformance suite.",
     )
+    parser.add_argument("--version", action="version", version=f"jfsm {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser(
         "conformance",
@@ -65,6 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["conformance"]:
+        if not _suite_or_exit("conformance"):
+            return 2
         from conformance.cli import main as conformance_main
 
         return conformance_main(argv[1:])
@@ -86,6 +126,8 @@ def main(argv: list[str] | None = None) -> int:
             asyncio.run(serve_stdio(driver))
         return 0
     if args.command == "fake-compress":
+        if not _suite_or_exit("fake-compress"):
+            return 2
         from conformance.fake_compress import serve
 
         with contextlib.suppress(KeyboardInterrupt):

@@ -6,7 +6,11 @@
 // Replace the body of `handlers` op by op with calls into your engine.
 //
 // Run it with Node 22.6 or later (`node --experimental-strip-types jfsm-driver.ts`; newer
-// versions strip types by default), or compile it with `tsc` and run the JavaScript.
+// versions strip types by default), or, on Node 20, compile it with a pinned compiler:
+//   npm install --save-dev typescript@5.9 @types/node@20
+//   npx tsc --strict --target es2022 --module nodenext --moduleResolution nodenext \
+//       --types node --outDir build jfsm-driver.ts
+// and run `node build/jfsm-driver.js`.
 // stdout is reserved for replies: log to stderr only.
 
 import * as readline from "node:readline";

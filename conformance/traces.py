@@ -1,0 +1,103 @@
+"""Failure traces on disk: shell-safe names, bounded size, one run's traces per directory.
+
+A trace is JSON (`jfsm-conformance-trace/1`): the driver spec, the threshold overrides, the
+failure (check, IDs, message), the session's steps (complete: `jfsm conformance replay`
+runs them again) and the protocol messages around the failure (for reading only: long
+strings are cut to `TEXT_LIMIT` code points with a marker naming their full length and
+SHA-256, and at most `MESSAGE_LIMIT` messages are kept, the last ones).
+
+`TraceDir.clear()` removes the traces of a previous run at the start of a run, so the
+report directory only ever holds the current run's traces. Names are `NN-slug.json` where
+the slug keeps only `[A-Za-z0-9._-]`: the printed replay command works in any shell.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+__all__ = ["MESSAGE_LIMIT", "TEXT_LIMIT", "TRACE_FORMAT", "TraceDir", "compact", "slug"]
+
+TRACE_FORMAT = "jfsm-conformance-trace/1"
+TEXT_LIMIT = 2000
+MESSAGE_LIMIT = 400
+_NAME = re.compile(r"^\d{2,}-[A-Za-z0-9._-]*\.json$")
+
+
+def slug(text: str, limit: int = 60) -> str:
+    """`text` reduced to `[A-Za-z0-9._-]` (runs of anything else become one `-`)."""
+    return re.sub(r"[^A-Za-z0-9._]+", "-", text).strip("-.")[:limit] or "trace"
+
+
+def compact(value: Any, limit: int = TEXT_LIMIT) -> Any:
+    """A copy of `value` with every string longer than `limit` code points cut, marked with
+    its full length and SHA-256 (of its UTF-8 bytes, lone surrogates escaped)."""
+    if isinstance(value, str):
+        if len(value) <= limit or value.startswith("…[cut: ", limit):
+            return value  # short, or cut already
+        raw = value.encode("utf-8", "surrogatepass")
+        digest = hashlib.sha256(raw).hexdigest()[:16]
+        return f"{value[:limit]}…[cut: {len(value)} code points, sha256 {digest}…]"
+    if isinstance(value, dict):
+        return {k: compact(v, limit) for k, v in value.items()}
+    if isinstance(value, list):
+        return [compact(v, limit) for v in value]
+    return value
+
+
+def compact_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The last `MESSAGE_LIMIT` messages, compacted, with a marker for the dropped ones."""
+    dropped = max(0, len(messages) - MESSAGE_LIMIT)
+    kept = [compact(m) for m in messages[dropped:]]
+    if dropped:
+        kept.insert(0, {"note": f"{dropped} earlier message(s) left out of this trace"})
+    return kept
+
+
+class TraceDir:
+    """Where one run writes its traces (`REPORT_DIR/traces`)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.count = 0
+
+    def clear(self) -> int:
+        """Remove trace files of earlier runs (only `NN-*.json` files); returns how many."""
+        removed = 0
+        if self.path.is_dir():
+            for old in self.path.iterdir():
+                if old.is_file() and _NAME.match(old.name):
+                    old.unlink()
+                    removed += 1
+        return removed
+
+    def write(
+        self,
+        *,
+        source: str,
+        driver: str,
+        thresholds: dict[str, int] | None,
+        failure: dict[str, Any],
+        steps: list[dict[str, Any]],
+        messages: list[dict[str, Any]],
+        note: str | None = None,
+    ) -> Path:
+        """Write one trace; `messages` may be compacted already (compacting is idempotent)."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        self.count += 1
+        path = self.path / f"{self.count:02d}-{slug(source)}.json"
+        trace = {
+            "format": TRACE_FORMAT,
+            "driver": driver,
+            "thresholds": thresholds,
+            "source": source,
+            "failure": failure,
+            "note": note,
+            "steps": steps,
+            "messages": compact_messages(messages),
+        }
+        path.write_text(json.dumps(trace, ensure_ascii=True, indent=1), encoding="utf-8")
+        return path

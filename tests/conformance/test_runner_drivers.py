@@ -1,0 +1,116 @@
+"""Drivers that go wrong are diagnosed at once and precisely; `smoke` checks the wiring in
+seconds; `http://` driver specs are taken as written."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from conformance.runner import Options, run
+from conformance.smoke import smoke
+from jfsm.driver import ReferenceDriver, serve_http
+
+PY = sys.executable
+
+
+def _smoke(driver: str) -> tuple[int, str]:
+    lines: list[str] = []
+    code = smoke(driver, say=lines.append, timeout=30)
+    return code, "\n".join(lines)
+
+
+def test_smoke_passes_the_reference_driver_with_every_op() -> None:
+    code, text = _smoke("python:jfsm.driver:durable_reference_driver")
+    assert code == 0, text
+    for op in ("hello", "create_game", "intervene", "publish_scene", "convert", "restart"):
+        assert any(line.split()[:2] == [op, "ok"] for line in text.splitlines()), (op, text)
+    assert "0 failed" in text
+
+
+def test_smoke_names_a_failing_op_and_its_requirement() -> None:
+    code, text = _smoke("python:conformance.examples.broken:off_protocol")
+    assert code == 1, text
+    line = next(x for x in text.splitlines() if x.split()[:1] == ["record_round"])
+    assert "FAIL" in line and "protocol" in line
+    assert "not run (after record_round failed)" in text
+
+
+def test_garbage_on_stdout_is_diagnosed_at_once_with_the_line(tmp_path: Path) -> None:
+    driver = f"stdio:{PY} -c \"print('Listening on port 3000'); import time; time.sleep(600)\""
+    code, text = _smoke(driver)
+    assert code == 2, text
+    assert "not JSON" in text and "Listening on port 3000" in text
+    assert "stderr" in text.lower()
+    result = run(Options(driver=driver, report_dir=tmp_path, progress=lambda line: None))
+    assert result.exit_code == 2
+    assert "not JSON" in (result.harness_error or "")
+    assert "no reply" not in (result.harness_error or "")
+
+
+def test_a_driver_that_exits_reports_its_status_and_stderr(tmp_path: Path) -> None:
+    script = "import sys; sys.stderr.write('boom: no config file\\n'); sys.exit(3)"
+    driver = f'stdio:{PY} -c "{script}"'
+    code, text = _smoke(driver)
+    assert code == 2, text
+    assert "exited with status 3" in text and "boom: no config file" in text
+    result = run(Options(driver=driver, report_dir=tmp_path, progress=lambda line: None))
+    assert result.exit_code == 2
+    message = (result.harness_error or "") + result.driver_log
+    assert "exited with status 3" in message and "boom: no config file" in message
+    assert "stdin closed" not in message
+
+
+def test_a_driver_that_exits_mid_run_is_named_with_its_status(tmp_path: Path) -> None:
+    # answers hello, then dies on the first op
+    script = (
+        "import json,sys\n"
+        "line=sys.stdin.readline(); m=json.loads(line)\n"
+        "print(json.dumps({'id':m['id'],'ok':True,'result':{'protocol':1,"
+        "'implementation':{'name':'dies','version':'1','language':'python'},"
+        "'capabilities':{'durableRestart':False,'concurrent':False,'thresholdOverride':False}}}),"
+        "flush=True)\n"
+        "sys.stdin.readline(); sys.stderr.write('segfault-ish\\n'); sys.exit(139)\n"
+    )
+    path = tmp_path / "dies.py"
+    path.write_text(script, encoding="utf-8")
+    code, text = _smoke(f"stdio:{PY} {path}")
+    assert code == 2, text
+    assert "dies 1 (python)" in text
+    assert "exited with status 139" in text and "segfault-ish" in text
+
+
+@pytest.fixture
+def http_driver() -> Iterator[str]:
+    ready = threading.Event()
+    port: list[int] = []
+
+    def started(bound: int) -> None:
+        port.append(bound)
+        ready.set()
+
+    thread = threading.Thread(
+        target=serve_http, args=(ReferenceDriver(None), 0), kwargs={"ready": started}
+    )
+    thread.start()
+    assert ready.wait(30)
+    url = f"http://127.0.0.1:{port[0]}"
+    yield url
+    body = json.dumps({"id": 1, "op": "shutdown", "args": {}}).encode()
+    request = urllib.request.Request(
+        url + "/v1/message", data=body, headers={"Content-Type": "application/json"}
+    )
+    urllib.request.urlopen(request, timeout=10).read()
+    thread.join(30)
+    assert not thread.is_alive()
+
+
+def test_http_driver_spec_is_accepted_as_written(http_driver: str) -> None:
+    code, text = _smoke(http_driver)
+    assert code == 0, text
+    assert "hello             ok" in text
