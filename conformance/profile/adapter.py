@@ -11,7 +11,8 @@ profile's `ScriptedSummarizer` and fake storage, and exposes five async operatio
   message's text, a summary's text or whatever the library put there);
 - `observed_states()`: every state the storage held since the last call (empty if the
   library has no storage of its own);
-- `fail_next_write()`: make the next replacement write of the storage fail once;
+- `fail_next_write(armed)`: make the next replacement write of the storage fail once
+  (`armed=False` disarms it again once the compaction is over, written or not);
 - `close()`.
 
 Hold and release are the summarizer's (`ScriptedSummarizer.script("hold")`, `release`):
@@ -75,7 +76,7 @@ class Adapter(Protocol):
 
     def observed_states(self) -> list[list[str]]: ...
 
-    def fail_next_write(self) -> None: ...
+    def fail_next_write(self, armed: bool = True) -> None: ...
 
     async def close(self) -> None: ...
 

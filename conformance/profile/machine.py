@@ -187,6 +187,7 @@ def machine_class(
             except Exception as exc:
                 recorder.raised[type(exc).__name__] += 1
                 result = f"raised {type(exc).__name__}: {str(exc)[:80]}"
+            self.adapter.fail_next_write(False)
             reached = [c.outcome for c in self.summarizer.calls[calls:]]
             self.steps.append(
                 f"compact({outcome}) {result}; summarizer reached {len(reached)}x"
@@ -250,6 +251,7 @@ def machine_class(
             except Exception as exc:
                 recorder.raised[type(exc).__name__] += 1
                 result = f"raised {type(exc).__name__}: {str(exc)[:80]}"
+            self.adapter.fail_next_write(False)
             for append_task, pair in self.during:
                 try:
                     self.run(self.guarded(append_task))

@@ -4,7 +4,7 @@ The runner searches with the state machine; when a property fails it records tha
 property's minimal example (Hypothesis shrinks it), disables the property and searches
 again, until a search passes. Verdicts: `pass` (checked, never violated), `fail`, `by
 design` (violated, and the adapter's scope documents it with a reason), `not applicable`
-(the scope does not claim the situation), `not exercised` (applicable but never checked).
+(the scope does not claim the situation), `not exercised` (applicable but never checked), `error` (undecided: the search stopped on a harness error).
 """
 
 from __future__ import annotations
@@ -116,7 +116,8 @@ def run_profile(
             harness_error = f"{type(exc).__name__}: {exc}"
             options.progress(f"  HARNESS ERROR {harness_error[:300]}")
         break
-    verdicts = _verdicts(scope, caps, failures, recorder)
+    undecided = frozenset(enabled) if harness_error else frozenset()
+    verdicts = _verdicts(scope, caps, failures, recorder, undecided)
     failed = any(v["verdict"] == "fail" for v in verdicts)
     code = 2 if harness_error else (1 if failed else 0)
     return ProfileResult(
@@ -136,6 +137,7 @@ def _verdicts(
     caps: frozenset[str],
     failures: dict[str, PropertyViolation],
     recorder: Recorder,
+    undecided: frozenset[str],
 ) -> list[dict[str, Any]]:
     rows = []
     for prop in PROPERTIES:
@@ -161,6 +163,9 @@ def _verdicts(
                 row["reason"] = scope.by_design[prop.id]
             else:
                 row["verdict"] = "fail"
+        elif prop.id in undecided:
+            row["verdict"] = "error"
+            row["reason"] = "undecided: the search stopped on a harness error"
         elif row["evaluations"]:
             row["verdict"] = "pass"
         else:

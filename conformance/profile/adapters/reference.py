@@ -116,8 +116,8 @@ class ReferenceAdapter:
         states, self.store.states = self.store.states, []
         return states
 
-    def fail_next_write(self) -> None:
-        self.store.fail_publication = True
+    def fail_next_write(self, armed: bool = True) -> None:
+        self.store.fail_publication = armed
 
     async def close(self) -> None:
         self.engine.close()
