@@ -6,6 +6,7 @@ jfsm conformance replay TRACE run a recorded failing trace again
 jfsm driver [--state DIR]     the reference engine over the driver protocol on stdio
 jfsm fake-compress [--port N] serve the fake compress.v2 on 127.0.0.1 until interrupted
 jfsm inspect PATH [--json]    a durable store's stacks, lengths, footprint and flags
+jfsm profile --adapter NAME   the compaction safety profile against an agent-memory adapter
 ```
 
 Exit codes: 0 success, 1 failure (conformance: a requirement failed), 2 usage or harness
@@ -41,6 +42,11 @@ def build_parser() -> argparse.ArgumentParser:
     inspect = sub.add_parser("inspect", help="show a durable store at a glance")
     inspect.add_argument("path", help="the store's directory")
     inspect.add_argument("--json", action="store_true", help="machine-readable output")
+    sub.add_parser(
+        "profile",
+        help="the compaction safety profile (see `jfsm profile --help`)",
+        add_help=False,
+    )
     return parser
 
 
@@ -50,6 +56,10 @@ def main(argv: list[str] | None = None) -> int:
         from conformance.cli import main as conformance_main
 
         return conformance_main(argv[1:])
+    if argv[:1] == ["profile"]:
+        from conformance.profile.cli import main as profile_main
+
+        return profile_main(argv[1:])
     args = build_parser().parse_args(argv)
     if args.command == "driver":
         from jfsm.driver import ReferenceDriver, serve_http, serve_stdio

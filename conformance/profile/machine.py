@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from .adapter import AdapterFactory, Scope
 from .checks import View, analyze, intact, missing
@@ -78,9 +78,8 @@ def machine_class(
 ) -> type[RuleBasedStateMachine]:
     """A state machine class over `factory`'s adapter, checking the `enabled` property IDs."""
     caps = scope.capabilities()
-    outcomes = ["ok", *[o for o in FAILURES if o in caps]]
-    release_outcomes = [o for o in outcomes if o != "write_fail" or "write_fail" in caps]
-    can_hold = "hold" in caps
+    release_outcomes = ["ok", *[o for o in FAILURES if o in caps]]
+    outcomes = [*release_outcomes, *(["hold", "hold"] if "hold" in caps else [])]
     multi = "multi" in caps
 
     class ProfileMachine(RuleBasedStateMachine):
@@ -138,6 +137,11 @@ def machine_class(
                 raise
 
         # -- rules --------------------------------------------------------------------
+        @initialize(bodies=st.lists(st.tuples(_BODY, _BODY), min_size=2, max_size=3))
+        def start(self, bodies: list[tuple[str, str]]) -> None:
+            for user, assistant in bodies:
+                self.append(user, assistant)
+
         @rule(user=_BODY, assistant=_BODY)
         def append(self, user: str, assistant: str) -> None:
             u, a = self.new_message(user), self.new_message(assistant)
@@ -153,6 +157,7 @@ def machine_class(
                 if task.done() and task.exception() is None:
                     self.acked += [u, a]
                     self.held_acked += [u, a]
+                self.read_while_held()
                 return
             if self.held is not None:
                 return  # one writer: nothing may write while the library works
@@ -163,6 +168,7 @@ def machine_class(
             self.steps.append(f"append({self.texts[u]!r}, {self.texts[a]!r})")
             recorder.evaluated["JF-SAFE-001"] += 1
             if after != [*before, self.texts[u], self.texts[a]]:
+                self.explain(self.view(before), self.view(after))
                 self.fail(
                     "JF-SAFE-001",
                     f"after the append the memory reads {after!r}, expected the previous "
@@ -172,6 +178,9 @@ def machine_class(
         @precondition(lambda self: self.held is None)
         @rule(outcome=st.sampled_from(outcomes))
         def compact(self, outcome: str) -> None:
+            if outcome == "hold":
+                self.compact_and_hold()
+                return
             recorder.requested[outcome] += 1
             before = self.view()
             calls = len(self.summarizer.calls)
@@ -195,8 +204,6 @@ def machine_class(
             )
             self.after_compaction(before, self.view(), outcome, calls, [], [])
 
-        @precondition(lambda self: can_hold and self.held is None)
-        @rule()
         def compact_and_hold(self) -> None:
             recorder.requested["hold"] += 1
             before = self.view()
@@ -222,12 +229,9 @@ def machine_class(
             self.held, self.held_before, self.held_calls = task, before, calls
             self.held_acked, self.during, self.reads_while_held = [], [], []
 
-        @precondition(lambda self: self.held is not None)
-        @rule()
         def read_while_held(self) -> None:
             entries = self.run(self.guarded(self.adapter.read()))
             self.reads_while_held.append(entries)
-            self.steps.append(f"read while held → {len(entries)} entries")
             assert self.held_before is not None
             self.check_states([entries], self.held_before, "a read while the call was held")
 
@@ -359,7 +363,11 @@ def machine_class(
                     )
             if during:
                 recorder.evaluated["JF-SAFE-009"] += 1
-                lost = [m for m in during if m in self.acked and not after.holds(m)]
+                lost = [
+                    m
+                    for m in during
+                    if m in self.acked and not after.holds(m) and m not in self.explained
+                ]
                 if lost:
                     self.explained.update(lost)
                     self.fail(

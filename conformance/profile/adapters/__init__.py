@@ -3,6 +3,7 @@
 
 | name | library, entry point |
 |---|---|
+| `toy`, `toy:BUG` | a list-backed toy memory, correct or with one switchable bug |
 | `reference` | the jfsm reference engine (`GameEngine.before_generation`) |
 | `langchain` | LangChain v1 `SummarizationMiddleware.abefore_model` (async hook) |
 | `langchain-sync` | LangChain v1 `SummarizationMiddleware.before_model` (sync hook) |
@@ -18,6 +19,7 @@ from types import ModuleType
 __all__ = ["ADAPTERS", "load"]
 
 ADAPTERS: dict[str, tuple[str, str]] = {
+    "toy": ("toy", ""),
     "reference": ("reference", ""),
     "langchain": ("langchain_v1", "async"),
     "langchain-sync": ("langchain_v1", "sync"),
@@ -27,6 +29,9 @@ ADAPTERS: dict[str, tuple[str, str]] = {
 
 
 def load(name: str) -> tuple[ModuleType, str]:
-    """The adapter module of `name` and its variant; `KeyError` for an unknown name."""
+    """The adapter module of `name` (`toy:BUG` picks a toy bug) and its variant; `KeyError`
+    for an unknown name."""
+    if name.startswith("toy:"):
+        return importlib.import_module(".toy", __package__), name[4:]
     module, variant = ADAPTERS[name]
     return importlib.import_module(f".{module}", __package__), variant

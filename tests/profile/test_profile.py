@@ -1,0 +1,145 @@
+"""The compaction safety profile: the reference engine passes every property, and each
+switchable bug of the toy memory fails exactly the property it breaks (so every check can
+fail); library adapters run where their library is installed."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from conformance.profile import PROPERTIES, ProfileOptions, run_profile
+from conformance.profile.report import to_junit, write_report
+
+ALL = [p.id for p in PROPERTIES]
+
+
+def _run(adapter: str, examples: int = 25, steps: int = 16):  # type: ignore[no-untyped-def]
+    return run_profile(
+        ProfileOptions(adapter=adapter, examples=examples, steps=steps, progress=lambda _: None)
+    )
+
+
+def _verdicts(result) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    return {v["id"]: v["verdict"] for v in result.verdicts}
+
+
+@pytest.mark.req(*ALL)
+def test_reference_engine_passes_every_property(tmp_path: Path) -> None:
+    result = _run("reference", examples=30)
+    assert result.harness_error is None
+    assert _verdicts(result) == dict.fromkeys(ALL, "pass")
+    assert result.exit_code == 0
+    reached = result.recorder.reached
+    for outcome in ("ok", "raise", "timeout", "empty", "hold"):
+        assert reached[outcome] > 0, f"the search never reached the summarizer with {outcome}"
+    json_path, md_path = write_report(result, tmp_path)
+    data = json.loads(json_path.read_text("utf-8"))
+    assert data["counts"] == {"pass": len(ALL)}
+    assert "| JF-SAFE-009 | `appends-in-flight-kept` | pass |" in md_path.read_text("utf-8")
+
+
+# bug -> the properties it must fail (and nothing else)
+MUTANTS = {
+    "lose-append": {"JF-SAFE-001"},
+    "error-as-summary": {"JF-SAFE-002", "JF-SAFE-003", "JF-SAFE-005"},
+    "empty-publishes": {"JF-SAFE-004", "JF-SAFE-005"},
+    "stale-snapshot": {"JF-SAFE-009"},
+    "clear-then-add": {"JF-SAFE-010", "JF-SAFE-011"},
+    "drop-extra": {"JF-SAFE-006"},
+    "keep-summarized": {"JF-SAFE-007", "JF-SAFE-012", "JF-SAFE-013"},
+    "reorder": {"JF-SAFE-008"},
+    "resummarize": {"JF-SAFE-013"},
+    "drop-summary": {"JF-SAFE-006", "JF-SAFE-014"},
+}
+
+
+def test_toy_without_bug_passes() -> None:
+    result = _run("toy")
+    assert _verdicts(result) == dict.fromkeys(ALL, "pass")
+
+
+@pytest.mark.parametrize(
+    "bug",
+    [pytest.param(bug, marks=pytest.mark.req(*sorted(ids))) for bug, ids in MUTANTS.items()],
+)
+def test_each_bug_fails_its_property(bug: str) -> None:
+    result = _run(f"toy:{bug}")
+    failed = {rid for rid, verdict in _verdicts(result).items() if verdict == "fail"}
+    assert result.exit_code == 1
+    assert failed, bug
+    assert failed <= MUTANTS[bug], f"{bug} also failed {sorted(failed - MUTANTS[bug])}"
+    for row in result.verdicts:
+        if row["verdict"] == "fail":
+            assert row["example"], row["id"]
+            assert row["message"]
+    assert 'failures="' in to_junit(result)
+
+
+def test_scope_makes_properties_not_applicable() -> None:
+    from conformance.profile.adapters import toy
+    from conformance.profile.adapter import Scope
+
+    narrow = Scope(library="toy", version="0", entry_point="x", failures=frozenset({"raise"}))
+    result = run_profile(
+        ProfileOptions(adapter="toy", examples=10, progress=lambda _: None),
+        factory=toy.factory("clear-then-add"),
+        scope=narrow,
+    )
+    verdicts = _verdicts(result)
+    for rid in ("JF-SAFE-003", "JF-SAFE-004", "JF-SAFE-009", "JF-SAFE-010"):
+        assert verdicts[rid] == "not applicable"
+    assert verdicts["JF-SAFE-002"] == "pass"
+
+
+def test_missing_library_is_a_harness_error() -> None:
+    result = _run("no-such-adapter")
+    assert result.exit_code == 2 and "adapter" in (result.harness_error or "")
+
+
+def test_cli_writes_report_and_junit(tmp_path: Path) -> None:
+    from jfsm.cli import main
+
+    junit = tmp_path / "junit.xml"
+    code = main(
+        [
+            "profile",
+            "--adapter",
+            "toy:reorder",
+            "--examples",
+            "15",
+            "--report-dir",
+            str(tmp_path / "r"),
+            "--junit-xml",
+            str(junit),
+        ]
+    )
+    assert code == 1
+    assert "JF-SAFE-008" in (tmp_path / "r" / "profile.md").read_text("utf-8")
+    assert '<failure message="kept messages are out of append order' in junit.read_text("utf-8")
+
+
+LIBRARIES = {
+    "openai-agents": "agents",
+    "langchain": "langchain",
+    "langchain-sync": "langchain",
+    "langmem": "langmem",
+}
+
+
+@pytest.mark.parametrize("adapter", sorted(LIBRARIES))
+def test_library_adapter_runs(adapter: str) -> None:
+    if importlib.util.find_spec(LIBRARIES[adapter]) is None:
+        pytest.skip(
+            f"{LIBRARIES[adapter]} is not installed (extra profile-{adapter.split('-sync')[0]})"
+        )
+    result = _run(adapter, examples=15, steps=12)
+    assert result.harness_error is None, result.harness_error
+    verdicts = _verdicts(result)
+    assert set(verdicts) == set(ALL)
+    assert result.recorder.reached["ok"] > 0
+    for row in result.verdicts:
+        if row["verdict"] in ("fail", "by design"):
+            assert row["example"], row["id"]
