@@ -68,7 +68,9 @@ PROPERTIES: tuple[Property, ...] = (
         "no observable state lacks both a message and its summary",
     ),
     Property("JF-SAFE-012", "no-growth", "a compaction does not grow the history"),
-    Property("JF-SAFE-013", "settles", "compaction settles: nothing new, no new summarizer call"),
+    Property(
+        "JF-SAFE-013", "settles", "no summarizer call without a verbatim message to summarize"
+    ),
     Property("JF-SAFE-014", "summaries-kept", "a published summary stays until summarized"),
 )
 

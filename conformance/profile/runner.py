@@ -2,10 +2,14 @@
 
 The runner searches with the state machine; when a property fails it records that
 property's minimal example (Hypothesis shrinks it), disables the property and searches
-again, until a search passes. Verdicts: `pass` (checked, never violated), `fail`, `by
-design` (violated, and the adapter's scope documents it with a reason), `not applicable`
-(the scope does not claim the situation), `not exercised` (applicable but never checked), `error` (undecided: the search stopped on a harness
-error).
+again, until a search passes. Verdicts:
+
+- `pass`: checked, never violated;
+- `fail`: violated (the report shows the minimal example);
+- `by design`: violated, and the adapter's scope documents it with a reason;
+- `not applicable`: the adapter's scope does not claim the situation;
+- `not exercised`: applicable but never checked;
+- `error`: undecided, the search stopped on a harness error.
 """
 
 from __future__ import annotations

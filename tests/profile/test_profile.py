@@ -79,8 +79,8 @@ def test_each_bug_fails_its_property(bug: str) -> None:
 
 
 def test_scope_makes_properties_not_applicable() -> None:
-    from conformance.profile.adapters import toy
     from conformance.profile.adapter import Scope
+    from conformance.profile.adapters import toy
 
     narrow = Scope(library="toy", version="0", entry_point="x", failures=frozenset({"raise"}))
     result = run_profile(

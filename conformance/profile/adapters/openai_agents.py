@@ -125,9 +125,12 @@ class _FakeResponses:
         self.calls = 0
 
     async def compact(self, **kwargs: Any) -> Any:
-        import httpx
         import openai
+        from openai import _exceptions
         from openai.types.responses import CompactedResponse
+
+        # the HTTP library openai itself builds its errors on (httpx, or httpx2 lately)
+        httpx: Any = getattr(_exceptions, "httpx2", None) or getattr(_exceptions, "httpx")  # noqa: B009
 
         self.calls += 1
         items = list(kwargs.get("input") or [])
