@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["KNOWN", "MATRIX", "Cell", "main", "write_results"]
+__all__ = ["KNOWN", "MATRIX", "Cell", "known_issue", "main", "write_results"]
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -64,10 +64,6 @@ KNOWN: dict[tuple[str, str], tuple[str, str]] = {
     ("openai-agents", "JF-SAFE-010"): ("openai/openai-agents-python#3116", "< 0.16.1"),
     ("openai-agents", "JF-SAFE-009"): ("openai/openai-agents-python#4679", "< 0.22.1"),
 }
-
-
-# (library, property ID) -> how a finding without a known issue was confirmed end to end.
-CONFIRMED: dict[tuple[str, str], str] = {}
 
 
 def _version_key(version: str) -> tuple[int, ...]:
@@ -130,9 +126,25 @@ def run_cell(cell: Cell, workdir: Path, examples: int, source: Path) -> list[dic
             raise RuntimeError(f"{adapter} {cell.version}: no report\n{proc.stderr[-2000:]}")
         report = json.loads(report_path.read_text("utf-8"))
         report["matrix"] = {"library": cell.library, "version": cell.version, "why": cell.why}
+        if cell.library == "langchain":
+            report["end_to_end"] = _confirm_langchain(python)
         reports.append(report)
         print(f"{adapter} {cell.version}: exit {proc.returncode}", file=sys.stderr)
     return reports
+
+
+def _confirm_langchain(python: Path) -> dict[str, Any]:
+    """Run `confirm_end_to_end("empty")` (create_agent + checkpointer) inside the venv."""
+    code = (
+        "import json; from conformance.profile.adapters.langchain_v1 import confirm_end_to_end;"
+        " print(json.dumps(confirm_end_to_end('empty')))"
+    )
+    proc = subprocess.run(
+        [str(python), "-c", code], capture_output=True, text=True, timeout=600, cwd=ROOT
+    )
+    if proc.returncode != 0:
+        return {"error": proc.stderr[-500:]}
+    return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
 
 
 def _issue_link(issue: str) -> str:
@@ -140,6 +152,19 @@ def _issue_link(issue: str) -> str:
     ref, _, rest = issue.partition(" ")
     repo, _, number = ref.partition("#")
     return f"[{ref}](https://github.com/{repo}/issues/{number})" + (f" {rest}" if rest else "")
+
+
+def _confirmation(report: dict[str, Any], rid: str) -> str:
+    """What the page says for a failure with no known issue: the end-to-end confirmation
+    through the library's normal entry point, when one was run and reproduced it."""
+    e2e = report.get("end_to_end")
+    if rid in ("JF-SAFE-004", "JF-SAFE-005") and e2e and e2e.get("gone"):
+        return (
+            "no known issue; confirmed end to end (create_agent + InMemorySaver, empty summary "
+            f"on the third turn): {', '.join(e2e['gone'])} gone, the thread now starts with "
+            f"{e2e['messages'][0]!r}"
+        )
+    return "no known issue"
 
 
 def _cell(text: object) -> str:
@@ -191,7 +216,7 @@ def write_results(reports: list[dict[str, Any]], path: Path) -> str:
             elif v["verdict"] == "by design":
                 issue_text = "by design: " + v["reason"]
             else:
-                issue_text = CONFIRMED.get((lib, v["id"]), "none known")
+                issue_text = _confirmation(rep, v["id"])
             lines.append(
                 f"| {lib} | {version} | {rep['adapter']} | "
                 f"[{v['id']}](../reference/requirements.md#{v['id']}) {_cell(v['title'])} | "

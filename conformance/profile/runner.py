@@ -9,7 +9,7 @@ again, until a search passes. Verdicts:
 - `by design`: violated, and the adapter's scope documents it with a reason;
 - `not applicable`: the adapter's scope does not claim the situation;
 - `not exercised`: applicable but never checked;
-- `error`: undecided, the search stopped on a harness error.
+- `error`: undecided, the search stopped early (a harness error, or `first_failure`).
 """
 
 from __future__ import annotations
@@ -42,12 +42,17 @@ _NEEDS = {
 
 @dataclass
 class ProfileOptions:
-    """What to run: an adapter by name, how much to search, and a progress sink."""
+    """What to run: an adapter by name, how much to search, whether to shrink failures to a
+    minimal example, `only` these property IDs, whether to stop at the `first_failure`,
+    and a progress sink."""
 
     adapter: str = "reference"
     examples: int = 30
     steps: int = 16
     seed: int | None = None
+    shrink: bool = True
+    only: frozenset[str] | None = None
+    first_failure: bool = False
     progress: Callable[[str], None] = field(
         default=lambda line: print(line, file=sys.stderr), repr=False
     )
@@ -86,7 +91,11 @@ def run_profile(
     except (KeyError, Unavailable) as exc:
         return ProfileResult(options, None, [], recorder, 0, 0.0, 2, f"adapter: {exc}")
     caps = scope.capabilities()
-    enabled = {p.id for p in PROPERTIES if p.needs <= caps}
+    enabled = {
+        p.id
+        for p in PROPERTIES
+        if p.needs <= caps and (options.only is None or p.id in options.only)
+    }
     failures: dict[str, PropertyViolation] = {}
     conf = settings(
         max_examples=options.examples,
@@ -96,10 +105,11 @@ def run_profile(
         derandomize=options.seed is None,
         report_multiple_bugs=False,
         suppress_health_check=list(HealthCheck),
-        phases=[Phase.explicit, Phase.generate, Phase.shrink],
+        phases=[Phase.explicit, Phase.generate] + ([Phase.shrink] if options.shrink else []),
     )
     searches = 0
     harness_error = None
+    stopped_early = False
     options.progress(
         f"profile {options.adapter}: {scope.library} {scope.version} via {scope.entry_point}"
     )
@@ -116,13 +126,16 @@ def run_profile(
             failures[exc.rid] = exc
             enabled.discard(exc.rid)
             options.progress(f"  {exc.rid} violated: {exc.detail.splitlines()[0][:140]}")
+            if options.first_failure:
+                stopped_early = True
+                break
             continue
         except Exception as exc:
             harness_error = f"{type(exc).__name__}: {exc}"
             options.progress(f"  HARNESS ERROR {harness_error[:300]}")
         break
-    undecided = frozenset(enabled) if harness_error else frozenset()
-    verdicts = _verdicts(scope, caps, failures, recorder, undecided)
+    undecided = frozenset(enabled) if harness_error or stopped_early else frozenset()
+    verdicts = _verdicts(scope, caps, failures, recorder, undecided, options.only)
     failed = any(v["verdict"] == "fail" for v in verdicts)
     code = 2 if harness_error else (1 if failed else 0)
     return ProfileResult(
@@ -143,6 +156,7 @@ def _verdicts(
     failures: dict[str, PropertyViolation],
     recorder: Recorder,
     undecided: frozenset[str],
+    options_only: frozenset[str] | None = None,
 ) -> list[dict[str, Any]]:
     rows = []
     for prop in PROPERTIES:
@@ -156,7 +170,10 @@ def _verdicts(
             "message": None,
         }
         lacking = sorted(prop.needs - caps)
-        if lacking:
+        if options_only is not None and prop.id not in options_only:
+            row["verdict"] = "not exercised"
+            row["reason"] = "not selected in this run"
+        elif lacking:
             row["verdict"] = "not applicable"
             row["reason"] = "scope: needs " + ", ".join(_NEEDS[n] for n in lacking)
         elif prop.id in failures:
@@ -170,7 +187,7 @@ def _verdicts(
                 row["verdict"] = "fail"
         elif prop.id in undecided:
             row["verdict"] = "error"
-            row["reason"] = "undecided: the search stopped on a harness error"
+            row["reason"] = "undecided: the search stopped early (harness error or first failure)"
         elif row["evaluations"]:
             row["verdict"] = "pass"
         else:

@@ -11,14 +11,16 @@ from pathlib import Path
 import pytest
 
 from conformance.profile import PROPERTIES, ProfileOptions, run_profile
-from conformance.profile.report import to_junit, write_report
+from conformance.profile.report import to_json, to_junit, write_report
 
 ALL = [p.id for p in PROPERTIES]
 
 
-def _run(adapter: str, examples: int = 25, steps: int = 16):  # type: ignore[no-untyped-def]
+def _run(adapter: str, examples: int = 25, steps: int = 16, **kw):  # type: ignore[no-untyped-def]
     return run_profile(
-        ProfileOptions(adapter=adapter, examples=examples, steps=steps, progress=lambda _: None)
+        ProfileOptions(
+            adapter=adapter, examples=examples, steps=steps, progress=lambda _: None, **kw
+        )
     )
 
 
@@ -66,16 +68,27 @@ def test_toy_without_bug_passes() -> None:
     [pytest.param(bug, marks=pytest.mark.req(*sorted(ids))) for bug, ids in MUTANTS.items()],
 )
 def test_each_bug_fails_its_property(bug: str) -> None:
-    result = _run(f"toy:{bug}")
+    """Searching only the bug's properties (no shrinking, stop at the first failure, to keep
+    this fast), one of them fails with an example; `jfsm profile` over the full catalog
+    names the same ones (see the module docs of `adapters/toy.py`)."""
+    result = _run(f"toy:{bug}", only=frozenset(MUTANTS[bug]), shrink=False, first_failure=True)
     failed = {rid for rid, verdict in _verdicts(result).items() if verdict == "fail"}
     assert result.exit_code == 1
-    assert failed, bug
-    assert failed <= MUTANTS[bug], f"{bug} also failed {sorted(failed - MUTANTS[bug])}"
-    for row in result.verdicts:
-        if row["verdict"] == "fail":
-            assert row["example"], row["id"]
-            assert row["message"]
-    assert 'failures="' in to_junit(result)
+    assert len(failed) == 1 and failed <= MUTANTS[bug], failed
+    row = next(v for v in result.verdicts if v["verdict"] == "fail")
+    assert row["example"] and row["message"]
+    assert 'failures="1"' in to_junit(result)
+
+
+def test_full_search_blames_only_the_bugs_property() -> None:
+    """Over the whole catalog, with shrinking: the stale snapshot (openai-agents #4679's
+    shape) is blamed on JF-SAFE-009 alone, with a short example."""
+    result = _run("toy:stale-snapshot", examples=20, steps=12)
+    failed = {rid for rid, verdict in _verdicts(result).items() if verdict == "fail"}
+    assert failed == {"JF-SAFE-009"}
+    row = next(v for v in result.verdicts if v["id"] == "JF-SAFE-009")
+    assert any("while the compaction is held" in step for step in row["example"])
+    assert len(row["example"]) <= 6
 
 
 def test_scope_makes_properties_not_applicable() -> None:
@@ -135,7 +148,7 @@ def test_library_adapter_runs(adapter: str) -> None:
         pytest.skip(
             f"{LIBRARIES[adapter]} is not installed (extra profile-{adapter.split('-sync')[0]})"
         )
-    result = _run(adapter, examples=15, steps=12)
+    result = _run(adapter, examples=6, steps=10, shrink=False)
     assert result.harness_error is None, result.harness_error
     verdicts = _verdicts(result)
     assert set(verdicts) == set(ALL)
@@ -143,3 +156,23 @@ def test_library_adapter_runs(adapter: str) -> None:
     for row in result.verdicts:
         if row["verdict"] in ("fail", "by design"):
             assert row["example"], row["id"]
+
+
+def test_matrix_results_page_writer(tmp_path: Path) -> None:
+    from benchmarks.safety_matrix import known_issue, write_results
+
+    result = _run("toy:error-as-summary", only=frozenset({"JF-SAFE-002"}), shrink=False)
+    report = json.loads(json.dumps(to_json(result)))
+    report["matrix"] = {"library": "langchain", "version": "1.3.14", "why": "test"}
+    report["end_to_end"] = {"gone": ["#m1 x"], "messages": ["Here is a summary"]}
+    page = write_results([report], tmp_path / "results.md")
+    assert "| toy:error-as-summary | 1.3.14 | test |" in page
+    assert (
+        "[langchain-ai/langchain#38867](https://github.com/langchain-ai/langchain/issues/38867)"
+        in page
+    )
+    assert known_issue("langchain", "JF-SAFE-002", "1.3.15").endswith("failing again?)")
+    assert (
+        known_issue("openai-agents", "JF-SAFE-010", "0.16.0") == "openai/openai-agents-python#3116"
+    )
+    assert known_issue("langmem", "JF-SAFE-004", "0.0.30") is None

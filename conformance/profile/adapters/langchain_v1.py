@@ -23,7 +23,7 @@ from typing import Any
 from ..adapter import Scope, Unavailable
 from ..summarizer import ScriptedSummarizer
 
-__all__ = ["factory", "profile_chat_model", "scope"]
+__all__ = ["confirm_end_to_end", "factory", "profile_chat_model", "scope"]
 
 
 def _require() -> str:
@@ -145,3 +145,54 @@ class LangChainAdapter:
 
 def factory(variant: str = "async") -> Any:
     return lambda summarizer: LangChainAdapter(summarizer, variant or "async")
+
+
+def confirm_end_to_end(outcome: str = "empty") -> dict[str, Any]:
+    """Confirm a finding through LangChain's normal entry point: `create_agent` with the
+    middleware and an `InMemorySaver` checkpointer, three turns on one thread, the summary
+    model answering with the scripted `outcome` from the third turn on. Returns the thread's
+    messages after the last turn and which of the first turns' texts are gone."""
+    from langchain.agents import create_agent
+    from langchain.agents.middleware import SummarizationMiddleware
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    summarizer = ScriptedSummarizer()
+    replies = iter([AIMessage(content=f"#m{n} reply {n}") for n in (2, 4, 6, 8)])
+    middleware = SummarizationMiddleware(
+        model=profile_chat_model(summarizer), trigger=("messages", 4), keep=("messages", 2)
+    )
+    _no_backoff(middleware)
+    agent = create_agent(
+        model=GenericFakeChatModel(messages=replies),
+        middleware=[middleware],
+        checkpointer=InMemorySaver(),
+    )
+    config: Any = {"configurable": {"thread_id": "profile"}}
+    error = None
+    for n, text in enumerate(("#m1 hello", "#m3 and more", "#m5 the third turn"), start=1):
+        summarizer.script(outcome if n == 3 else "ok")
+        try:
+            agent.invoke({"messages": [{"role": "user", "content": text}]}, config)
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {exc}"
+    messages = [_text(m.content) for m in agent.get_state(config).values["messages"]]
+    early = ["#m1 hello", "#m2 reply 2", "#m3 and more", "#m4 reply 4"]
+    covered = {m for call in summarizer.summaries.values() for m in call.inputs}
+    gone = [
+        t
+        for t in early
+        if t not in messages
+        and not any(
+            c.reply and c.reply in " ".join(messages) for c in summarizer.summaries.values()
+        )
+    ]
+    return {
+        "outcome": outcome,
+        "messages": messages,
+        "gone": gone,
+        "summarized_before": sorted(covered),
+        "error": error,
+        "summarizer": dict(summarizer.counts),
+    }
