@@ -374,8 +374,8 @@ def machine_class(
                             "but they are still held verbatim next to it",
                         )
                 recorder.evaluated["JF-SAFE-012"] += 1
-                revived = any(after.holds(m) for m in self.explained)
-                if not revived and len(after.entries) > len(before.entries) + len(during):
+                came_back = any(after.holds(m) for m in self.explained)
+                if not came_back and len(after.entries) > len(before.entries) + len(during):
                     self.fail(
                         "JF-SAFE-012",
                         f"the compaction grew the history from {len(before.entries)} to "

@@ -142,8 +142,9 @@ def requirements_page(
                 [
                     "profile",
                     str(verification["profile"]),
-                    "a property of any agent memory, checked by the compaction safety profile "
-                    "(`jfsm profile`, see [the safety pages](../safety/index.md)) through an adapter",
+                    "a property of any agent memory, checked by the compaction safety "
+                    "profile (`jfsm profile`, see [the safety pages](../safety/index.md)) "
+                    "through an adapter",
                 ],
             ],
         ),
