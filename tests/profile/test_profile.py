@@ -7,16 +7,17 @@ from __future__ import annotations
 import importlib.util
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from conformance.profile import PROPERTIES, ProfileOptions, run_profile
+from conformance.profile import PROPERTIES, ProfileOptions, ProfileResult, run_profile
 from conformance.profile.report import to_json, to_junit, write_report
 
 ALL = [p.id for p in PROPERTIES]
 
 
-def _run(adapter: str, examples: int = 25, steps: int = 16, **kw):  # type: ignore[no-untyped-def]
+def _run(adapter: str, examples: int = 25, steps: int = 16, **kw: Any) -> ProfileResult:
     return run_profile(
         ProfileOptions(
             adapter=adapter, examples=examples, steps=steps, progress=lambda _: None, **kw
@@ -24,7 +25,7 @@ def _run(adapter: str, examples: int = 25, steps: int = 16, **kw):  # type: igno
     )
 
 
-def _verdicts(result) -> dict[str, str]:  # type: ignore[no-untyped-def]
+def _verdicts(result: ProfileResult) -> dict[str, str]:
     return {v["id"]: v["verdict"] for v in result.verdicts}
 
 

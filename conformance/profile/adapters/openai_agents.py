@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from importlib import metadata
-from typing import Any
+from typing import Any, cast
 
 from ..adapter import Scope, Unavailable
 from ..summarizer import ScriptedSummarizer, SummarizerFailed, SummarizerTimeout
@@ -189,8 +189,8 @@ class OpenAIAgentsAdapter:
         self.store = InMemoryStore()
         self.session = OpenAIResponsesCompactionSession(
             "profile",
-            self.store,  # type: ignore[arg-type]
-            client=_FakeClient(summarizer),  # type: ignore[arg-type]
+            cast(Any, self.store),  # a custom Session: the protocol, not the ABC
+            client=cast(Any, _FakeClient(summarizer)),
             compaction_mode="input",
             should_trigger_compaction=lambda ctx: len(ctx["compaction_candidate_items"]) >= 2,
         )
