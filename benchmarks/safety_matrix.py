@@ -55,14 +55,18 @@ MATRIX: tuple[Cell, ...] = (
     Cell("langmem", "langmem", "0.0.30", ("langmem",), "current"),
 )
 
-# (library, property ID) -> (issue, versions it affects, as text) for findings with a known
-# issue. A finding not listed here is shown as "no known issue".
-KNOWN: dict[tuple[str, str], tuple[str, str]] = {
-    ("langchain", "JF-SAFE-002"): ("langchain-ai/langchain#38867", "< 1.3.15"),
-    ("langchain", "JF-SAFE-003"): ("langchain-ai/langchain#38867", "< 1.3.15"),
-    ("langchain", "JF-SAFE-005"): ("langchain-ai/langchain#38867", "< 1.3.15"),
-    ("openai-agents", "JF-SAFE-010"): ("openai/openai-agents-python#3116", "< 0.16.1"),
-    ("openai-agents", "JF-SAFE-009"): ("openai/openai-agents-python#4679", "< 0.22.1"),
+# (library, property ID) -> (issue, versions it affects, a text the failure message must
+# contain or ""), for findings with a known issue. Anything else is "no known issue".
+KNOWN: dict[tuple[str, str], tuple[str, str, str]] = {
+    ("langchain", "JF-SAFE-002"): ("langchain-ai/langchain#38867", "< 1.3.15", ""),
+    ("langchain", "JF-SAFE-003"): ("langchain-ai/langchain#38867", "< 1.3.15", ""),
+    ("langchain", "JF-SAFE-005"): (
+        "langchain-ai/langchain#38867",
+        "< 1.3.15",
+        "Error generating summary",
+    ),
+    ("openai-agents", "JF-SAFE-010"): ("openai/openai-agents-python#3116", "< 0.16.1", ""),
+    ("openai-agents", "JF-SAFE-009"): ("openai/openai-agents-python#4679", "< 0.22.1", ""),
 }
 
 
@@ -70,12 +74,15 @@ def _version_key(version: str) -> tuple[int, ...]:
     return tuple(int(p) for p in version.split(".") if p.isdigit())
 
 
-def known_issue(library: str, rid: str, version: str) -> str | None:
-    """The known issue a failing property matches at `version`, if any."""
+def known_issue(library: str, rid: str, version: str, message: str = "") -> str | None:
+    """The known issue a failing property matches at `version` (and, where the issue has a
+    telltale text, with that text in the failure `message`), if any."""
     found = KNOWN.get((library, rid))
     if found is None:
         return None
-    issue, bound = found
+    issue, bound, needle = found
+    if needle and needle not in message:
+        return None
     limit = bound.removeprefix("< ")
     if _version_key(version) < _version_key(limit):
         return issue
@@ -210,7 +217,11 @@ def write_results(reports: list[dict[str, Any]], path: Path) -> str:
             if v["verdict"] not in ("fail", "by design", "error"):
                 continue
             example = "<br>".join(f"`{s}`" for s in v.get("example") or [])
-            issue = known_issue(lib, v["id"], version) if v["verdict"] == "fail" else None
+            issue = (
+                known_issue(lib, v["id"], version, v["message"] or "")
+                if v["verdict"] == "fail"
+                else None
+            )
             if issue:
                 issue_text = _issue_link(issue)
             elif v["verdict"] == "by design":
@@ -241,6 +252,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=str(ROOT / "docs" / "safety" / "results.md"))
     parser.add_argument("--json", help="also write every report into this JSON file")
     parser.add_argument("--source", default=str(ROOT), help="the jfsm checkout to install")
+    parser.add_argument(
+        "--merge", help="a --json file of an earlier run: keep its reports for other libraries"
+    )
     args = parser.parse_args(argv)
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="jfsm-safety-"))
     reports: list[dict[str, Any]] = []
@@ -248,6 +262,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.only and cell.library != args.only:
             continue
         reports += run_cell(cell, workdir, args.examples, Path(args.source))
+    if args.merge:
+        rerun = {r["matrix"]["library"] for r in reports}
+        earlier = json.loads(Path(args.merge).read_text("utf-8"))
+        reports += [r for r in earlier if r["matrix"]["library"] not in rerun]
+        order = {(c.library, c.version): i for i, c in enumerate(MATRIX)}
+        reports.sort(key=lambda r: order.get((r["matrix"]["library"], r["matrix"]["version"]), 99))
     write_results(reports, Path(args.out))
     if args.json:
         Path(args.json).write_text(json.dumps(reports, ensure_ascii=False, indent=1), "utf-8")

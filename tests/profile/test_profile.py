@@ -173,6 +173,8 @@ def test_matrix_results_page_writer(tmp_path: Path) -> None:
         in page
     )
     assert known_issue("langchain", "JF-SAFE-002", "1.3.15").endswith("failing again?)")
+    assert known_issue("langchain", "JF-SAFE-005", "1.3.14", "published ['Here is']") is None
+    assert known_issue("langchain", "JF-SAFE-005", "1.3.14", "Error generating summary: x")
     assert (
         known_issue("openai-agents", "JF-SAFE-010", "0.16.0") == "openai/openai-agents-python#3116"
     )

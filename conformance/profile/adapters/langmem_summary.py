@@ -46,6 +46,12 @@ def scope(variant: str = "") -> Scope:
         failures=frozenset({"raise", "timeout", "empty"}),
         storage="none",
         hold=True,
+        by_design={
+            "JF-SAFE-006": "langmem documents that when more is to be summarized than "
+            "max_tokens allows, 'only the last max_tokens amongst those will be summarized' "
+            "(summarize_messages docstring): older messages beyond that budget are dropped "
+            "unsummarized, to fit the summarization model's context window.",
+        },
         notes=("token_counter=len (messages), max_tokens_before_summary=4, max_tokens=8",),
     )
 
