@@ -2,7 +2,7 @@
 
 ```
 uv run python -m benchmarks.safety_matrix [--only LIB] [--workdir DIR] [--source DIR]
-                                         [--out docs/safety/results.md] [--json FILE]
+    [--out docs/safety/results.md] [--json docs/safety/results.json] [--merge OLD.json]
 ```
 
 For every `(library, version)` of `MATRIX` it creates a throwaway virtual environment
@@ -207,6 +207,13 @@ def write_results(reports: list[dict[str, Any]], path: Path) -> str:
     lines += [
         "",
         "## Findings",
+        "",
+        "Every failure and by-design finding with its shrunk example. A failure without a known "
+        "issue is confirmed through the library's normal entry point: for LangChain by "
+        "`create_agent` with an `InMemorySaver` checkpointer (run by this script in each "
+        "LangChain environment); the openai-agents and langmem adapters already call the "
+        "public entry points (`OpenAIResponsesCompactionSession.run_compaction`, "
+        "`asummarize_messages`).",
         "",
         "| library | version | adapter | property | verdict | minimal example | known issue |",
         "|---|---|---|---|---|---|---|",

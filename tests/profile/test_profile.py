@@ -29,7 +29,22 @@ def _verdicts(result: ProfileResult) -> dict[str, str]:
     return {v["id"]: v["verdict"] for v in result.verdicts}
 
 
-@pytest.mark.req(*ALL)
+@pytest.mark.req(
+    "JF-SAFE-001",
+    "JF-SAFE-002",
+    "JF-SAFE-003",
+    "JF-SAFE-004",
+    "JF-SAFE-005",
+    "JF-SAFE-006",
+    "JF-SAFE-007",
+    "JF-SAFE-008",
+    "JF-SAFE-009",
+    "JF-SAFE-010",
+    "JF-SAFE-011",
+    "JF-SAFE-012",
+    "JF-SAFE-013",
+    "JF-SAFE-014",
+)
 def test_reference_engine_passes_every_property(tmp_path: Path) -> None:
     result = _run("reference", examples=30)
     assert result.harness_error is None
@@ -52,7 +67,7 @@ MUTANTS = {
     "stale-snapshot": {"JF-SAFE-009"},
     "clear-then-add": {"JF-SAFE-010", "JF-SAFE-011"},
     "drop-extra": {"JF-SAFE-006"},
-    "keep-summarized": {"JF-SAFE-007", "JF-SAFE-012", "JF-SAFE-013"},
+    "keep-summarized": {"JF-SAFE-007", "JF-SAFE-012"},
     "reorder": {"JF-SAFE-008"},
     "resummarize": {"JF-SAFE-013"},
     "drop-summary": {"JF-SAFE-006", "JF-SAFE-014"},
@@ -64,9 +79,23 @@ def test_toy_without_bug_passes() -> None:
     assert _verdicts(result) == dict.fromkeys(ALL, "pass")
 
 
+# the marks repeat MUTANTS literally: the docs' traceability scanner reads them statically
 @pytest.mark.parametrize(
     "bug",
-    [pytest.param(bug, marks=pytest.mark.req(*sorted(ids))) for bug, ids in MUTANTS.items()],
+    [
+        pytest.param("lose-append", marks=pytest.mark.req("JF-SAFE-001")),
+        pytest.param(
+            "error-as-summary", marks=pytest.mark.req("JF-SAFE-002", "JF-SAFE-003", "JF-SAFE-005")
+        ),
+        pytest.param("empty-publishes", marks=pytest.mark.req("JF-SAFE-004", "JF-SAFE-005")),
+        pytest.param("stale-snapshot", marks=pytest.mark.req("JF-SAFE-009")),
+        pytest.param("clear-then-add", marks=pytest.mark.req("JF-SAFE-010", "JF-SAFE-011")),
+        pytest.param("drop-extra", marks=pytest.mark.req("JF-SAFE-006")),
+        pytest.param("keep-summarized", marks=pytest.mark.req("JF-SAFE-007", "JF-SAFE-012")),
+        pytest.param("reorder", marks=pytest.mark.req("JF-SAFE-008")),
+        pytest.param("resummarize", marks=pytest.mark.req("JF-SAFE-013")),
+        pytest.param("drop-summary", marks=pytest.mark.req("JF-SAFE-006", "JF-SAFE-014")),
+    ],
 )
 def test_each_bug_fails_its_property(bug: str) -> None:
     """Searching only the bug's properties (no shrinking, stop at the first failure, to keep
