@@ -46,10 +46,13 @@ _SETTLE_S = 30.0  # harness guard: a held compaction or append that never ends
 class PropertyViolation(AssertionError):
     """One property failed: `rid` names it, the message says what and the steps so far."""
 
-    def __init__(self, rid: str, message: str, steps: list[str]) -> None:
+    def __init__(
+        self, rid: str, message: str, steps: list[str], trace: list[dict[str, Any]]
+    ) -> None:
         self.rid = rid
         self.detail = message
         self.steps = list(steps)
+        self.trace = list(trace)
         super().__init__(f"{rid}: {message}\nsteps:\n" + "\n".join(f"  {s}" for s in steps))
 
 
@@ -96,6 +99,7 @@ def machine_class(
             self.seq: dict[str, int] = {}
             self.acked: list[str] = []
             self.steps: list[str] = []
+            self.trace: list[dict[str, Any]] = []  # the rules called, with their arguments
             self.explained: set[str] = set()
             self.seen_summaries: set[str] = set()
             self.held: asyncio.Task[None] | None = None
@@ -111,7 +115,7 @@ def machine_class(
 
         def fail(self, rid: str, message: str) -> None:
             if rid in enabled:
-                raise PropertyViolation(rid, message, self.steps)
+                raise PropertyViolation(rid, message, self.steps, self.trace)
 
         def view(self, entries: list[str] | None = None) -> View:
             if entries is None:
@@ -146,11 +150,16 @@ def machine_class(
         # -- rules --------------------------------------------------------------------
         @initialize(bodies=st.lists(st.tuples(_BODY, _BODY), min_size=2, max_size=3))
         def start(self, bodies: list[tuple[str, str]]) -> None:
+            self.trace.append({"step": "start", "args": {"bodies": [list(b) for b in bodies]}})
             for user, assistant in bodies:
-                self.append(user, assistant)
+                self._append(user, assistant)
 
         @rule(user=_BODY, assistant=_BODY)
         def append(self, user: str, assistant: str) -> None:
+            self.trace.append({"step": "append", "args": {"user": user, "assistant": assistant}})
+            self._append(user, assistant)
+
+        def _append(self, user: str, assistant: str) -> None:
             if self.held is not None and not multi:
                 return  # one writer: nothing may write while the library works
             u, a = self.new_message(user), self.new_message(assistant)
@@ -186,6 +195,7 @@ def machine_class(
         @precondition(lambda self: self.held is None)
         @rule(outcome=st.sampled_from(outcomes))
         def compact(self, outcome: str) -> None:
+            self.trace.append({"step": "compact", "args": {"outcome": outcome}})
             recorder.requested[outcome] += 1
             before = self.view()
             calls = len(self.summarizer.calls)
@@ -217,10 +227,16 @@ def machine_class(
         def compact_held(self, appends: list[tuple[str, str]], outcome: str) -> None:
             """Hold the summarizer call in flight, append (several writers) and read while it
             is held, then release it with `outcome`."""
+            self.trace.append(
+                {
+                    "step": "compact_held",
+                    "args": {"appends": [list(a) for a in appends], "outcome": outcome},
+                }
+            )
             if not self.compact_and_hold():
                 return
             for user, assistant in appends if multi else []:
-                self.append(user, assistant)
+                self._append(user, assistant)
             self.read_while_held()
             self.finish_hold(outcome)
 

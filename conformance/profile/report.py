@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree as ET
 
-from .runner import ProfileResult
+from .runner import TRACE_FORMAT, ProfileResult
 
-__all__ = ["summary_lines", "to_json", "to_junit", "to_markdown", "write_report"]
+__all__ = ["summary_lines", "to_json", "to_junit", "to_markdown", "write_report", "write_traces"]
 
 
 def to_json(result: ProfileResult) -> dict[str, Any]:
@@ -87,6 +87,9 @@ def to_markdown(result: ProfileResult) -> str:
             lines += [f"### {v['id']} ({v['verdict']}): {v['title']}", "", v["message"], "", "```"]
             lines += v["example"]
             lines += ["```", ""]
+            if v.get("trace_path"):
+                replay = f"jfsm profile replay {v['trace_path']}"
+                lines += [f"Replay: `{replay}`", ""]
     return "\n".join(lines) + "\n"
 
 
@@ -118,9 +121,30 @@ def to_junit(result: ProfileResult) -> str:
     return ET.tostring(suite, encoding="unicode")
 
 
+def write_traces(result: ProfileResult, directory: Path) -> None:
+    """One replayable trace per violated property, `traces/<ID>.json`; each verdict row
+    gets its path (`jfsm profile replay PATH`)."""
+    for v in result.verdicts:
+        if not v.get("trace"):
+            continue
+        path = directory / "traces" / f"{v['id']}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        trace = {
+            "format": TRACE_FORMAT,
+            "adapter": result.options.adapter,
+            "property": v["id"],
+            "message": v["message"],
+            "steps": v["trace"],
+        }
+        path.write_text(json.dumps(trace, ensure_ascii=False, indent=1), encoding="utf-8")
+        v["trace_path"] = str(path)
+
+
 def write_report(result: ProfileResult, directory: Path) -> tuple[Path, Path]:
-    """Write `profile.json` and `profile.md` into `directory`; returns their paths."""
+    """Write `profile.json`, `profile.md` and the failing examples' traces into
+    `directory`; returns the report's two paths."""
     directory.mkdir(parents=True, exist_ok=True)
+    write_traces(result, directory)
     json_path, md_path = directory / "profile.json", directory / "profile.md"
     json_path.write_text(json.dumps(to_json(result), ensure_ascii=False, indent=1), "utf-8")
     md_path.write_text(to_markdown(result), encoding="utf-8")

@@ -14,10 +14,12 @@ again, until a search passes. Verdicts:
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from hypothesis import HealthCheck, Phase, settings
@@ -28,7 +30,9 @@ from .adapters import load
 from .machine import PropertyViolation, Recorder, machine_class
 from .properties import PROPERTIES
 
-__all__ = ["ProfileOptions", "ProfileResult", "run_profile"]
+__all__ = ["TRACE_FORMAT", "ProfileOptions", "ProfileResult", "replay", "run_profile"]
+
+TRACE_FORMAT = "jfsm-profile-trace/1"
 
 _NEEDS = {
     "raise": "a provider that can raise",
@@ -180,6 +184,7 @@ def _verdicts(
             violation = failures[prop.id]
             row["message"] = violation.detail
             row["example"] = violation.steps
+            row["trace"] = violation.trace
             if prop.id in scope.by_design:
                 row["verdict"] = "by design"
                 row["reason"] = scope.by_design[prop.id]
@@ -195,3 +200,42 @@ def _verdicts(
             row["reason"] = "the search never reached a state where this check applies"
         rows.append(row)
     return rows
+
+
+def replay(
+    path: str | Path,
+    *,
+    adapter: str | None = None,
+    progress: Callable[[str], None] = lambda line: print(line, file=sys.stderr),
+) -> int:
+    """Run the steps of a recorded failing example again, every property checked: 1 if one
+    fails (reproduced), 0 if none does, 2 on a harness error (bad trace, missing library)."""
+    try:
+        trace = json.loads(Path(path).read_text(encoding="utf-8"))
+        if trace.get("format") != TRACE_FORMAT:
+            raise ValueError(f"not a {TRACE_FORMAT} trace")
+        name = adapter or trace["adapter"]
+        module, variant = load(name)
+        scope = module.scope(variant)
+        factory = module.factory(variant)
+    except (OSError, ValueError, KeyError, Unavailable) as exc:
+        progress(f"HARNESS ERROR: {exc}")
+        return 2
+    progress(f"replaying {len(trace['steps'])} steps of {path} against {name} ({scope.version})")
+    progress(f"recorded: {trace['property']}: {trace['message'].splitlines()[0]}")
+    enabled = frozenset(p.id for p in PROPERTIES if p.needs <= scope.capabilities())
+    machine = machine_class(factory, scope, enabled, Recorder())()
+    try:
+        for step in trace["steps"]:
+            getattr(machine, step["step"])(**step["args"])
+            machine.general()  # type: ignore[attr-defined]
+    except PropertyViolation as exc:
+        progress(f"reproduced: {exc.rid}: {exc.detail}")
+        return 1
+    except Exception as exc:
+        progress(f"HARNESS ERROR: {type(exc).__name__}: {exc}")
+        return 2
+    finally:
+        machine.teardown()
+    progress("the trace passed: the failure did not reproduce")
+    return 0

@@ -208,3 +208,25 @@ def test_matrix_results_page_writer(tmp_path: Path) -> None:
         known_issue("openai-agents", "JF-SAFE-010", "0.16.0") == "openai/openai-agents-python#3116"
     )
     assert known_issue("langmem", "JF-SAFE-004", "0.0.30") is None
+
+
+@pytest.mark.req("JF-SAFE-009")
+def test_replay_reproduces_a_recorded_failure(tmp_path: Path) -> None:
+    from conformance.profile.runner import replay
+
+    result = _run("toy:stale-snapshot", only=frozenset({"JF-SAFE-009"}), examples=20, steps=12)
+    write_report(result, tmp_path)
+    row = next(v for v in result.verdicts if v["id"] == "JF-SAFE-009")
+    trace = Path(row["trace_path"])
+    assert json.loads(trace.read_text("utf-8"))["property"] == "JF-SAFE-009"
+    assert f"jfsm profile replay {trace}" in (tmp_path / "profile.md").read_text("utf-8")
+    lines: list[str] = []
+    assert replay(trace, progress=lines.append) == 1
+    assert any(line.startswith("reproduced: JF-SAFE-009") for line in lines)
+    assert replay(trace, adapter="toy", progress=lines.append) == 0
+
+
+def test_version_needs_a_library_adapter() -> None:
+    from jfsm.cli import main
+
+    assert main(["profile", "--adapter", "toy", "--version", "1.0"]) == 2
