@@ -230,3 +230,13 @@ def test_version_needs_a_library_adapter() -> None:
     from jfsm.cli import main
 
     assert main(["profile", "--adapter", "toy", "--version", "1.0"]) == 2
+
+
+def test_properties_match_the_catalog() -> None:
+    """One property per SAFE requirement, and the SAFE requirements say `profile`."""
+    from jfsm.spec import requirements
+
+    safe = {r["id"]: r for r in requirements() if r["area"] == "SAFE"}
+    assert set(safe) == {p.id for p in PROPERTIES}
+    assert all(r["verification"] == "profile" and r["reason"] for r in safe.values())
+    assert len({p.name for p in PROPERTIES}) == len(PROPERTIES)
