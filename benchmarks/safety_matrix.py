@@ -240,7 +240,15 @@ def write_results(reports: list[dict[str, Any]], path: Path) -> str:
                 f"[{v['id']}](../reference/requirements.md#{v['id']}) {_cell(v['title'])} | "
                 f"{v['verdict']} | {_cell(v['message'])}<br>{example} | {_cell(issue_text)} |"
             )
-    lines += ["", "## Summarizer outcomes reached", ""]
+    lines += [
+        "",
+        "## Summarizer outcomes reached",
+        "",
+        "Calls that really reached the scripted summarizer over the whole search, by outcome "
+        "(retries count once each; `hold` counts calls held in flight, `hold→X` how they "
+        "were released).",
+        "",
+    ]
     lines += ["| adapter | version | outcomes that reached the summarizer |", "|---|---|---|"]
     for rep in reports:
         reached = ", ".join(f"{k} {n}" for k, n in rep["summarizer_reached"].items())
