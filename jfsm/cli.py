@@ -11,6 +11,7 @@ jfsm fake-compress [--port N] serve the fake compress.v2 on 127.0.0.1 until inte
 jfsm inspect PATH [--json]    a durable store's stacks, lengths, footprint and flags
 jfsm inspect URL --game ID    the same for a game in PostgreSQL (read without taking it over)
 jfsm pg-migrate URL           create or upgrade the PostgreSQL store's tables
+jfsm profile --adapter NAME   the compaction safety profile against an agent-memory adapter
 ```
 
 `jfsm --version` prints the version. `jfsm conformance` and `jfsm fake-compress` need the
@@ -97,6 +98,11 @@ def build_parser() -> argparse.ArgumentParser:
     inspect.add_argument("--game", help="the game id, when PATH is a postgresql:// URL")
     migrate = sub.add_parser("pg-migrate", help="create or upgrade the PostgreSQL store's tables")
     migrate.add_argument("url", help="the database, a postgresql:// URL or libpq key=value string")
+    sub.add_parser(
+        "profile",
+        help="the compaction safety profile (see `jfsm profile --help`)",
+        add_help=False,
+    )
     return parser
 
 
@@ -108,6 +114,10 @@ def main(argv: list[str] | None = None) -> int:
         from conformance.cli import main as conformance_main
 
         return conformance_main(argv[1:])
+    if argv[:1] == ["profile"]:
+        from conformance.profile.cli import main as profile_main
+
+        return profile_main(argv[1:])
     args = build_parser().parse_args(argv)
     if args.command == "driver":
         from jfsm.driver import ReferenceDriver, serve_http, serve_stdio

@@ -149,6 +149,13 @@ def requirements_page(
                     str(verification["not-observable"]),
                     "no test can decide it; the reason is given",
                 ],
+                [
+                    "profile",
+                    str(verification["profile"]),
+                    "a property of any agent memory, checked by the compaction safety "
+                    "profile (`jfsm profile`, see [the safety pages](../safety/index.md)) "
+                    "through an adapter",
+                ],
             ],
         ),
         "\nThe tests of this repository that pin each requirement are listed under it "

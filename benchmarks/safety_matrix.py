@@ -1,0 +1,294 @@
+"""The compaction safety matrix: the profile against several releases of each library.
+
+```
+uv run python -m benchmarks.safety_matrix [--only LIB] [--workdir DIR] [--source DIR]
+    [--out docs/safety/results.md] [--json docs/safety/results.json] [--merge OLD.json]
+```
+
+For every `(library, version)` of `MATRIX` it creates a throwaway virtual environment
+(`uv venv`), installs this project (editable) and that exact release (`uv pip install
+lib==X`), runs `jfsm profile --adapter NAME` there, and collects its JSON report. It then
+writes `docs/safety/results.md`: one row per library, version and property that did not
+pass, with the minimal example and the known issue the finding matches (from `KNOWN`), and
+a table of verdicts. Slow (minutes: installs and searches); never part of `uv run pytest`
+(a smoke test only checks the page writer, `write_results`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["KNOWN", "MATRIX", "Cell", "known_issue", "main", "write_results"]
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One library release and the adapter(s) that drive it."""
+
+    library: str
+    package: str
+    version: str
+    adapters: tuple[str, ...]
+    why: str
+
+
+MATRIX: tuple[Cell, ...] = (
+    Cell(
+        "langchain", "langchain", "1.3.14", ("langchain", "langchain-sync"), "before #38867's fix"
+    ),
+    Cell("langchain", "langchain", "1.3.15", ("langchain", "langchain-sync"), "#38867 fixed"),
+    Cell("langchain", "langchain", "1.5.2", ("langchain", "langchain-sync"), "current"),
+    Cell("openai-agents", "openai-agents", "0.16.0", ("openai-agents",), "before #3116's fix"),
+    Cell("openai-agents", "openai-agents", "0.16.1", ("openai-agents",), "#3116 fixed"),
+    Cell("openai-agents", "openai-agents", "0.22.0", ("openai-agents",), "before #4679's fix"),
+    Cell("openai-agents", "openai-agents", "0.22.1", ("openai-agents",), "#4679 fixed"),
+    Cell("openai-agents", "openai-agents", "0.24.0", ("openai-agents",), "current"),
+    Cell("langmem", "langmem", "0.0.30", ("langmem",), "current"),
+)
+
+# (library, property ID) -> (issue, versions it affects, a text the failure message must
+# contain or ""), for findings with a known issue. Anything else is "no known issue".
+KNOWN: dict[tuple[str, str], tuple[str, str, str]] = {
+    ("langchain", "JF-SAFE-002"): ("langchain-ai/langchain#38867", "< 1.3.15", ""),
+    ("langchain", "JF-SAFE-003"): ("langchain-ai/langchain#38867", "< 1.3.15", ""),
+    ("langchain", "JF-SAFE-005"): (
+        "langchain-ai/langchain#38867",
+        "< 1.3.15",
+        "Error generating summary",
+    ),
+    ("openai-agents", "JF-SAFE-010"): ("openai/openai-agents-python#3116", "< 0.16.1", ""),
+    ("openai-agents", "JF-SAFE-009"): ("openai/openai-agents-python#4679", "< 0.22.1", ""),
+}
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in version.split(".") if p.isdigit())
+
+
+def known_issue(library: str, rid: str, version: str, message: str = "") -> str | None:
+    """The known issue a failing property matches at `version` (and, where the issue has a
+    telltale text, with that text in the failure `message`), if any."""
+    found = KNOWN.get((library, rid))
+    if found is None:
+        return None
+    issue, bound, needle = found
+    if needle and needle not in message:
+        return None
+    limit = bound.removeprefix("< ")
+    if _version_key(version) < _version_key(limit):
+        return issue
+    return f"{issue} (fixed in {limit}, failing again?)"
+
+
+def run_cell(cell: Cell, workdir: Path, examples: int, source: Path) -> list[dict[str, Any]]:
+    """Install `cell` (and jfsm from `source`) into its own venv under `workdir` and run the
+    profile once per adapter."""
+    venv = workdir / f"{cell.package}-{cell.version}"
+    python = venv / "bin" / "python"
+    if not python.exists():
+        subprocess.run(["uv", "venv", "-q", "--python", "3.11", str(venv)], check=True)
+    subprocess.run(
+        [
+            "uv",
+            "pip",
+            "install",
+            "-q",
+            "--python",
+            str(python),
+            "-e",
+            str(source),
+            f"{cell.package}=={cell.version}",
+        ],
+        check=True,
+    )
+    reports = []
+    for adapter in cell.adapters:
+        out = workdir / "reports" / f"{adapter}-{cell.version}"
+        proc = subprocess.run(
+            [
+                str(venv / "bin" / "jfsm"),
+                "profile",
+                "--adapter",
+                adapter,
+                "--examples",
+                str(examples),
+                "--report-dir",
+                str(out),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=1800,
+        )
+        report_path = out / "profile.json"
+        if not report_path.exists():
+            raise RuntimeError(f"{adapter} {cell.version}: no report\n{proc.stderr[-2000:]}")
+        report = json.loads(report_path.read_text("utf-8"))
+        report["matrix"] = {"library": cell.library, "version": cell.version, "why": cell.why}
+        if cell.library == "langchain":
+            report["end_to_end"] = _confirm_langchain(python)
+        reports.append(report)
+        print(f"{adapter} {cell.version}: exit {proc.returncode}", file=sys.stderr)
+    return reports
+
+
+def _confirm_langchain(python: Path) -> dict[str, Any]:
+    """Run `confirm_end_to_end("empty")` (create_agent + checkpointer) inside the venv."""
+    code = (
+        "import json; from conformance.profile.adapters.langchain_v1 import confirm_end_to_end;"
+        " print(json.dumps(confirm_end_to_end('empty')))"
+    )
+    proc = subprocess.run(
+        [str(python), "-c", code], capture_output=True, text=True, timeout=600, cwd=ROOT
+    )
+    if proc.returncode != 0:
+        return {"error": proc.stderr[-500:]}
+    return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+def _issue_link(issue: str) -> str:
+    """`owner/repo#N rest` as a Markdown link to the issue, then the rest."""
+    ref, _, rest = issue.partition(" ")
+    repo, _, number = ref.partition("#")
+    return f"[{ref}](https://github.com/{repo}/issues/{number})" + (f" {rest}" if rest else "")
+
+
+def _confirmation(report: dict[str, Any], rid: str) -> str:
+    """What the page says for a failure with no known issue: the end-to-end confirmation
+    through the library's normal entry point, when one was run and reproduced it."""
+    e2e = report.get("end_to_end")
+    if rid in ("JF-SAFE-004", "JF-SAFE-005") and e2e and e2e.get("gone"):
+        return (
+            "no known issue; confirmed end to end (create_agent + InMemorySaver, empty summary "
+            f"on the third turn): {', '.join(e2e['gone'])} gone, the thread now starts with "
+            f"{e2e['messages'][0]!r}"
+        )
+    return "no known issue"
+
+
+def _cell(text: object) -> str:
+    return str(text or "").replace("|", "\\|").replace("\n", "<br>")
+
+
+def write_results(reports: list[dict[str, Any]], path: Path) -> str:
+    """Write the results page for `reports` (profile JSON reports with a `matrix` key)."""
+    ids = [v["id"] for v in reports[0]["verdicts"]] if reports else []
+    short = {"pass": "✓", "fail": "✗", "by design": "by design", "not applicable": "n/a"}
+    lines = [
+        "# Results: the safety matrix",
+        "",
+        "<!-- Written by `uv run python -m benchmarks.safety_matrix`. Do not edit by hand. -->",
+        "",
+        "Each release was installed into its own throwaway environment and run through "
+        "`jfsm profile` with faithful offline fakes (see [the adapters](adapters.md)). "
+        "✓ pass, ✗ fail, *by design* a documented behaviour (reason below), n/a outside the "
+        "adapter's declared scope. The known issue is the one the failure matches.",
+        "",
+        "## Verdicts",
+        "",
+        "| adapter | version | release | " + " | ".join(i.removeprefix("JF-") for i in ids) + " |",
+        "|---|---|---|" + "---|" * len(ids),
+    ]
+    for rep in reports:
+        row = {v["id"]: v["verdict"] for v in rep["verdicts"]}
+        lines.append(
+            f"| {rep['adapter']} | {rep['matrix']['version']} | {rep['matrix']['why']} | "
+            + " | ".join(short.get(row[i], row[i]) for i in ids)
+            + " |"
+        )
+    lines += [
+        "",
+        "## Findings",
+        "",
+        "Every failure and by-design finding with its shrunk example. A failure without a known "
+        "issue is confirmed through the library's normal entry point: for LangChain by "
+        "`create_agent` with an `InMemorySaver` checkpointer (run by this script in each "
+        "LangChain environment); the openai-agents and langmem adapters already call the "
+        "public entry points (`OpenAIResponsesCompactionSession.run_compaction`, "
+        "`asummarize_messages`).",
+        "",
+        "| library | version | adapter | property | verdict | minimal example | known issue |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for rep in reports:
+        lib, version = rep["matrix"]["library"], rep["matrix"]["version"]
+        for v in rep["verdicts"]:
+            if v["verdict"] not in ("fail", "by design", "error"):
+                continue
+            example = "<br>".join(f"`{s}`" for s in v.get("example") or [])
+            issue = (
+                known_issue(lib, v["id"], version, v["message"] or "")
+                if v["verdict"] == "fail"
+                else None
+            )
+            if issue:
+                issue_text = _issue_link(issue)
+            elif v["verdict"] == "by design":
+                issue_text = "by design: " + v["reason"]
+            else:
+                issue_text = _confirmation(rep, v["id"])
+            lines.append(
+                f"| {lib} | {version} | {rep['adapter']} | "
+                f"[{v['id']}](../reference/requirements.md#{v['id']}) {_cell(v['title'])} | "
+                f"{v['verdict']} | {_cell(v['message'])}<br>{example} | {_cell(issue_text)} |"
+            )
+    lines += [
+        "",
+        "## Summarizer outcomes reached",
+        "",
+        "Calls that really reached the scripted summarizer over the whole search, by outcome "
+        "(retries count once each; `hold` counts calls held in flight, `hold→X` how they "
+        "were released).",
+        "",
+    ]
+    lines += ["| adapter | version | outcomes that reached the summarizer |", "|---|---|---|"]
+    for rep in reports:
+        reached = ", ".join(f"{k} {n}" for k, n in rep["summarizer_reached"].items())
+        lines.append(f"| {rep['adapter']} | {rep['matrix']['version']} | {reached} |")
+    text = "\n".join(lines) + "\n"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.safety_matrix")
+    parser.add_argument("--only", help="only this library")
+    parser.add_argument("--workdir", help="where the venvs go (default: a temporary directory)")
+    parser.add_argument("--examples", type=int, default=30)
+    parser.add_argument("--out", default=str(ROOT / "docs" / "safety" / "results.md"))
+    parser.add_argument("--json", help="also write every report into this JSON file")
+    parser.add_argument("--source", default=str(ROOT), help="the jfsm checkout to install")
+    parser.add_argument(
+        "--merge", help="a --json file of an earlier run: keep its reports for other libraries"
+    )
+    args = parser.parse_args(argv)
+    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="jfsm-safety-"))
+    reports: list[dict[str, Any]] = []
+    for cell in MATRIX:
+        if args.only and cell.library != args.only:
+            continue
+        reports += run_cell(cell, workdir, args.examples, Path(args.source))
+    if args.merge:
+        rerun = {r["matrix"]["library"] for r in reports}
+        earlier = json.loads(Path(args.merge).read_text("utf-8"))
+        reports += [r for r in earlier if r["matrix"]["library"] not in rerun]
+        order = {(c.library, c.version): i for i, c in enumerate(MATRIX)}
+        reports.sort(key=lambda r: order.get((r["matrix"]["library"], r["matrix"]["version"]), 99))
+    write_results(reports, Path(args.out))
+    if args.json:
+        Path(args.json).write_text(json.dumps(reports, ensure_ascii=False, indent=1), "utf-8")
+    print(f"wrote {args.out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,21 @@
+"""The compaction safety profile: library-independent properties (requirement area SAFE) of
+a memory that keeps a conversation and compacts an old prefix into a summary, checked by a
+Hypothesis state machine through a small adapter per library. See `docs/safety/`."""
+
+from .adapter import Adapter, AdapterFactory, Scope, Unavailable
+from .properties import PROPERTIES, Property
+from .runner import ProfileOptions, ProfileResult, run_profile
+from .summarizer import ScriptedSummarizer
+
+__all__ = [
+    "PROPERTIES",
+    "Adapter",
+    "AdapterFactory",
+    "ProfileOptions",
+    "ProfileResult",
+    "Property",
+    "Scope",
+    "ScriptedSummarizer",
+    "Unavailable",
+    "run_profile",
+]

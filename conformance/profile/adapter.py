@@ -1,0 +1,84 @@
+"""The adapter interface: how the profile drives one agent-memory library.
+
+An adapter wraps one library's memory (a middleware, a session, a function) around the
+profile's `ScriptedSummarizer` and fake storage, and exposes five async operations:
+
+- `append(user, assistant)`: add one exchange (two messages) through the library's normal
+  path; returns when the library acknowledged it;
+- `compact()`: ask for a compaction through the library's normal path; it may raise (the
+  profile records it, a raise is not a failure by itself);
+- `read()`: the memory as the model would see it next, as a list of texts in order (a
+  message's text, a summary's text or whatever the library put there);
+- `observed_states()`: every state the storage held since the last call (empty if the
+  library has no storage of its own);
+- `fail_next_write(armed)`: make the next replacement write of the storage fail once
+  (`armed=False` disarms it again once the compaction is over, written or not);
+- `close()`.
+
+Hold and release are the summarizer's (`ScriptedSummarizer.script("hold")`, `release`):
+an adapter only declares in its `Scope` whether its summarizer call can be held (async).
+
+`Scope` says what the library claims, so a verdict never blames it for what it does not
+claim: one writer or several, which failures its provider can really produce, native or
+custom storage, and `by_design`: property ID -> reason, for findings the library documents
+as intended.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+from .summarizer import ScriptedSummarizer
+
+__all__ = ["Adapter", "AdapterFactory", "Scope", "Unavailable"]
+
+
+class Unavailable(RuntimeError):
+    """The library an adapter needs is not installed (the message says which extra)."""
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What an adapter's library claims to handle (see the module docs)."""
+
+    library: str
+    version: str
+    entry_point: str
+    writers: Literal["single", "multi"] = "single"
+    failures: frozenset[str] = frozenset({"raise", "timeout", "empty"})
+    storage: Literal["native", "custom", "none"] = "none"
+    hold: bool = False
+    by_design: dict[str, str] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+    def capabilities(self) -> frozenset[str]:
+        """The scope as the words properties need: outcomes, `multi`, `hold`."""
+        out = set(self.failures)
+        if self.writers == "multi":
+            out.add("multi")
+        if self.hold:
+            out.add("hold")
+        return frozenset(out)
+
+
+class Adapter(Protocol):
+    """One library's memory under the profile (see the module docs)."""
+
+    scope: Scope
+
+    async def append(self, user: str, assistant: str) -> None: ...
+
+    async def compact(self) -> None: ...
+
+    async def read(self) -> list[str]: ...
+
+    def observed_states(self) -> list[list[str]]: ...
+
+    def fail_next_write(self, armed: bool = True) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+AdapterFactory = Callable[[ScriptedSummarizer], Adapter]

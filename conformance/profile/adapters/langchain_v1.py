@@ -1,0 +1,198 @@
+"""LangChain v1 `SummarizationMiddleware` under the profile, offline.
+
+- Hook: `before_model` (variant `sync`) or `abefore_model` (variant `async`), called with
+  the agent state `{"messages": [...]}` as `create_agent`'s graph would call it.
+- Storage: the update the hook returns is applied with LangGraph's own `add_messages`
+  reducer (the one `AgentState.messages` uses), so `RemoveMessage(REMOVE_ALL_MESSAGES)`
+  behaves as in a real graph. LangGraph commits a node's update in one checkpoint write and
+  runs one step per thread at a time: the scope is one writer, and storage write failures
+  are the checkpointer's, not the middleware's (not claimed).
+- Provider: `ProfileChatModel`, a `BaseChatModel` whose `_generate` / `_agenerate` hand the
+  prompt's text to the scripted summarizer; a failure raises `SummarizerFailed` (a
+  `RuntimeError`), a timeout `SummarizerTimeout` (a `TimeoutError`). Releases that retry
+  the summary call (`with_retry`) keep their attempts; only the back-off sleep between
+  attempts is switched off, to keep the run fast.
+- Thresholds: `trigger=("messages", 4)`, `keep=("messages", 2)`.
+"""
+
+from __future__ import annotations
+
+from importlib import metadata
+from typing import Any
+
+from ..adapter import Scope, Unavailable
+from ..summarizer import ScriptedSummarizer
+
+__all__ = ["confirm_end_to_end", "factory", "profile_chat_model", "scope"]
+
+
+def _require() -> str:
+    try:
+        import langchain.agents.middleware  # noqa: F401
+        import langgraph.graph.message  # noqa: F401
+    except ImportError as exc:
+        raise Unavailable(
+            f"langchain>=1.0 is not installed ({exc}); install the extra profile-langchain"
+        ) from exc
+    return metadata.version("langchain")
+
+
+def scope(variant: str = "async") -> Scope:
+    hook = "abefore_model" if variant == "async" else "before_model"
+    return Scope(
+        library="langchain",
+        version=_require(),
+        entry_point=f"SummarizationMiddleware.{hook} + langgraph add_messages",
+        writers="single",
+        failures=frozenset({"raise", "timeout", "empty"}),
+        storage="native",
+        hold=variant == "async",
+        notes=(
+            "trigger=('messages', 4), keep=('messages', 2)",
+            "retry back-off sleeps switched off (attempts unchanged)",
+        ),
+    )
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            part if isinstance(part, str) else str(part.get("text", "")) for part in content
+        )
+    return str(content)
+
+
+def profile_chat_model(summarizer: ScriptedSummarizer) -> Any:
+    """A `BaseChatModel` answering with the scripted summarizer (see the module docs)."""
+    from langchain_core.language_models.chat_models import BaseChatModel
+    from langchain_core.messages import AIMessage
+    from langchain_core.outputs import ChatGeneration, ChatResult
+
+    class ProfileChatModel(BaseChatModel):
+        @property
+        def _llm_type(self) -> str:
+            return "jfsm-profile-fake"
+
+        def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kw: Any):
+            text = "\n".join(_text(m.content) for m in messages)
+            reply = summarizer.summarize_sync(text)
+            return ChatResult(generations=[ChatGeneration(message=AIMessage(content=reply))])
+
+        async def _agenerate(
+            self, messages: Any, stop: Any = None, run_manager: Any = None, **kw: Any
+        ):
+            text = "\n".join(_text(m.content) for m in messages)
+            reply = await summarizer.summarize(text)
+            return ChatResult(generations=[ChatGeneration(message=AIMessage(content=reply))])
+
+    return ProfileChatModel()
+
+
+def _no_backoff(middleware: Any) -> None:
+    retry = getattr(middleware, "_summary_model", None)
+    if retry is not None and hasattr(retry, "wait_exponential_jitter"):
+        object.__setattr__(retry, "wait_exponential_jitter", False)
+
+
+class LangChainAdapter:
+    def __init__(self, summarizer: ScriptedSummarizer, variant: str = "async") -> None:
+        from langchain.agents.middleware import SummarizationMiddleware
+
+        self.scope = scope(variant)
+        self.variant = variant
+        self.middleware: Any = SummarizationMiddleware(
+            model=profile_chat_model(summarizer), trigger=("messages", 4), keep=("messages", 2)
+        )
+        _no_backoff(self.middleware)
+        self.messages: list[Any] = []
+        self.states: list[list[str]] = []
+
+    def _apply(self, update: list[Any]) -> None:
+        from langgraph.graph.message import add_messages
+
+        self.messages = list(add_messages(self.messages, update))
+        self.states.append([_text(m.content) for m in self.messages])
+
+    async def append(self, user: str, assistant: str) -> None:
+        from langchain_core.messages import AIMessage, HumanMessage
+
+        self._apply([HumanMessage(content=user), AIMessage(content=assistant)])
+
+    async def compact(self) -> None:
+        state = {"messages": list(self.messages)}
+        if self.variant == "async":
+            update = await self.middleware.abefore_model(state, None)
+        else:
+            update = self.middleware.before_model(state, None)
+        if update and "messages" in update:
+            self._apply(update["messages"])
+
+    async def read(self) -> list[str]:
+        return [_text(m.content) for m in self.messages]
+
+    def observed_states(self) -> list[list[str]]:
+        states, self.states = self.states, []
+        return states
+
+    def fail_next_write(self, armed: bool = True) -> None:
+        return None  # not in scope: the checkpointer writes a node's update atomically
+
+    async def close(self) -> None:
+        return None
+
+
+def factory(variant: str = "async") -> Any:
+    return lambda summarizer: LangChainAdapter(summarizer, variant or "async")
+
+
+def confirm_end_to_end(outcome: str = "empty") -> dict[str, Any]:
+    """Confirm a finding through LangChain's normal entry point: `create_agent` with the
+    middleware and an `InMemorySaver` checkpointer, three turns on one thread, the summary
+    model answering with the scripted `outcome` from the third turn on. Returns the thread's
+    messages after the last turn and which of the first turns' texts are gone."""
+    from langchain.agents import create_agent
+    from langchain.agents.middleware import SummarizationMiddleware
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    summarizer = ScriptedSummarizer()
+    replies = iter([AIMessage(content=f"#m{n} reply {n}") for n in (2, 4, 6, 8)])
+    middleware = SummarizationMiddleware(
+        model=profile_chat_model(summarizer), trigger=("messages", 4), keep=("messages", 2)
+    )
+    _no_backoff(middleware)
+    agent = create_agent(
+        model=GenericFakeChatModel(messages=replies),
+        middleware=[middleware],
+        checkpointer=InMemorySaver(),
+    )
+    config: Any = {"configurable": {"thread_id": "profile"}}
+    error = None
+    for n, text in enumerate(("#m1 hello", "#m3 and more", "#m5 the third turn"), start=1):
+        summarizer.script(outcome if n == 3 else "ok")
+        try:
+            agent.invoke({"messages": [{"role": "user", "content": text}]}, config)
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {exc}"
+    messages = [_text(m.content) for m in agent.get_state(config).values["messages"]]
+    early = ["#m1 hello", "#m2 reply 2", "#m3 and more", "#m4 reply 4"]
+    covered = {m for call in summarizer.summaries.values() for m in call.inputs}
+    gone = [
+        t
+        for t in early
+        if t not in messages
+        and not any(
+            c.reply and c.reply in " ".join(messages) for c in summarizer.summaries.values()
+        )
+    ]
+    return {
+        "outcome": outcome,
+        "messages": messages,
+        "gone": gone,
+        "summarized_before": sorted(covered),
+        "error": error,
+        "summarizer": dict(summarizer.counts),
+    }

@@ -1,0 +1,142 @@
+"""A list-backed toy memory, correct by default, with switchable bugs: the profile's own test
+subject and the smallest example of an adapter.
+
+The memory is a list of texts in a `ToyStore` that yields on every call and can fail one
+write. `compact()` snapshots the entries before the last exchange, awaits the summarizer,
+then replaces exactly the snapshot with the summary in one write, keeping whatever was
+appended meanwhile. `--adapter toy:BUG` turns on one bug (see `BUGS`): each one breaks
+the property its name says, the way a real library once did.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from ..adapter import Scope
+from ..summarizer import ScriptedSummarizer
+
+__all__ = ["BUGS", "ToyMemory", "factory", "scope"]
+
+BUGS: dict[str, str] = {
+    "": "no bug",
+    "lose-append": "an append after a summary overwrites the previous last message",
+    "error-as-summary": "a failed summarizer call publishes its error text as the summary",
+    "empty-publishes": "an empty summary is published like any other",
+    "stale-snapshot": "the replacement is written from the snapshot, dropping later appends",
+    "clear-then-add": "the replacement clears the store, then adds (no restore on failure)",
+    "drop-extra": "the replacement also drops the first message kept after the prefix",
+    "keep-summarized": "the summarized messages stay next to the summary",
+    "reorder": "the kept messages come back reversed",
+    "resummarize": "every compaction summarizes again, even with nothing new",
+    "drop-summary": "a compaction leaves the previous summary out of its input and drops it",
+}
+
+
+def scope(variant: str = "") -> Scope:
+    if variant not in BUGS:
+        raise KeyError(f"toy has no bug {variant!r}; known: {sorted(BUGS)}")
+    return Scope(
+        library="toy memory" + (f" [{variant}]" if variant else ""),
+        version="0",
+        entry_point="ToyMemory.compact",
+        writers="multi",
+        failures=frozenset({"raise", "timeout", "empty", "write_fail"}),
+        storage="custom",
+        hold=True,
+        notes=(BUGS[variant],),
+    )
+
+
+class ToyStore:
+    """Entries in a list; every call yields; one write can be made to fail."""
+
+    def __init__(self) -> None:
+        self.entries: list[str] = []
+        self.states: list[list[str]] = []
+        self.fail_next = False
+
+    async def write(self, entries: list[str]) -> None:
+        await asyncio.sleep(0)
+        if self.fail_next:
+            self.fail_next = False
+            raise ConnectionError("scripted write failure")
+        self.entries = list(entries)
+        self.states.append(list(entries))
+
+    async def read(self) -> list[str]:
+        await asyncio.sleep(0)
+        return list(self.entries)
+
+    async def clear(self) -> None:
+        await asyncio.sleep(0)
+        self.entries = []
+        self.states.append([])
+
+
+class ToyMemory:
+    def __init__(self, summarizer: ScriptedSummarizer, bug: str = "") -> None:
+        self.scope = scope(bug)
+        self.bug = bug
+        self.summarizer = summarizer
+        self.store = ToyStore()
+        self.summaries = 0
+        self.lock = asyncio.Lock()
+
+    async def append(self, user: str, assistant: str) -> None:
+        async with self.lock:
+            entries = await self.store.read()
+            if self.bug == "lose-append" and self.summaries and len(entries) > 1:
+                entries = entries[:-1]
+            await self.store.write([*entries, user, assistant])
+
+    async def compact(self) -> None:
+        async with self.lock:
+            entries = await self.store.read()
+        prefix = entries[:-2] if self.bug != "resummarize" else entries
+        if (len(prefix) < 2 and self.bug != "resummarize") or not prefix:
+            return
+        summarized = prefix
+        if self.bug == "drop-summary" and self.summaries:
+            summarized = prefix[1:]
+        try:
+            summary = await self.summarizer.summarize("\n".join(summarized))
+        except Exception as exc:
+            if self.bug != "error-as-summary":
+                raise
+            summary = f"Error generating summary: {exc}"
+        if not summary.strip() and self.bug != "empty-publishes":
+            return
+        async with self.lock:
+            now = await self.store.read()
+            later = now[len(prefix) :]
+            if self.bug == "stale-snapshot":
+                later = entries[len(prefix) :]
+            if self.bug == "drop-extra":
+                later = later[1:]
+            if self.bug == "reorder":
+                later = later[::-1]
+            kept = prefix if self.bug == "keep-summarized" else []
+            replacement = [*kept, summary, *later]
+            if self.bug == "clear-then-add":
+                await self.store.clear()
+            await self.store.write(replacement)
+            self.summaries += 1
+
+    async def read(self) -> list[str]:
+        return await self.store.read()
+
+    def observed_states(self) -> list[list[str]]:
+        states, self.store.states = self.store.states, []
+        return states
+
+    def fail_next_write(self, armed: bool = True) -> None:
+        self.store.fail_next = armed
+
+    async def close(self) -> None:
+        return None
+
+
+def factory(variant: str = "") -> Any:
+    scope(variant)
+    return lambda summarizer: ToyMemory(summarizer, variant)

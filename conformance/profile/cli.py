@@ -1,0 +1,84 @@
+"""`jfsm profile`: the compaction safety profile against one adapter.
+
+```
+jfsm profile --adapter NAME [--version X] [--report-dir DIR] [--junit-xml PATH]
+             [--examples N] [--steps N] [--seed N]
+jfsm profile replay TRACE [--adapter NAME]
+jfsm profile --list
+```
+
+Exit codes: 0 no property failed (by-design findings and not-applicable properties do not
+fail), 1 a property failed, 2 harness error (the adapter's library is not installed, an
+unknown adapter, an adapter that hangs; bad usage). `replay` exits 1 if the recorded failure
+(or another) still happens, 0 if the trace passes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .adapters import ADAPTERS
+
+__all__ = ["main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="jfsm profile", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--adapter", default="reference", help="adapter name (see --list)")
+    parser.add_argument("--list", action="store_true", help="list the adapters and exit")
+    parser.add_argument(
+        "--version",
+        help="run against this release of the adapter's library, in a throwaway venv (uv)",
+    )
+    parser.add_argument("--report-dir", default="profile-report", help="where the report goes")
+    parser.add_argument("--junit-xml", help="also write a JUnit XML file here")
+    parser.add_argument("--examples", type=int, default=30, help="random sequences per search")
+    parser.add_argument("--steps", type=int, default=16, help="steps per sequence")
+    parser.add_argument("--seed", type=int, help="random seed (default: derandomized)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["replay"]:
+        from .runner import replay
+
+        parser = argparse.ArgumentParser(prog="jfsm profile replay")
+        parser.add_argument("trace")
+        parser.add_argument("--adapter", help="replay against another adapter than recorded")
+        try:
+            rargs = parser.parse_args(argv[1:])
+        except SystemExit as exc:
+            return 0 if exc.code == 0 else 2
+        return replay(rargs.trace, adapter=rargs.adapter)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:
+        return 0 if exc.code == 0 else 2
+    if args.list:
+        for name in [*ADAPTERS, "toy:BUG"]:
+            print(name)
+        return 0
+    if args.version:
+        from .isolated import run_isolated
+
+        rest = [a for a in argv if a not in ("--version", args.version)]
+        rest = [a for a in rest if not a.startswith("--version=")]
+        return run_isolated(args.adapter, args.version, rest)
+    from .report import summary_lines, to_junit, write_report
+    from .runner import ProfileOptions, run_profile
+
+    options = ProfileOptions(
+        adapter=args.adapter, examples=args.examples, steps=args.steps, seed=args.seed
+    )
+    result = run_profile(options)
+    json_path, md_path = write_report(result, Path(args.report_dir))
+    if args.junit_xml:
+        Path(args.junit_xml).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.junit_xml).write_text(to_junit(result), encoding="utf-8")
+    for line in summary_lines(result):
+        print(line, file=sys.stderr)
+    print(f"report: {md_path} and {json_path}", file=sys.stderr)
+    return result.exit_code

@@ -1,0 +1,241 @@
+"""Run the profile against one adapter and turn what it found into verdicts per property.
+
+The runner searches with the state machine; when a property fails it records that
+property's minimal example (Hypothesis shrinks it), disables the property and searches
+again, until a search passes. Verdicts:
+
+- `pass`: checked, never violated;
+- `fail`: violated (the report shows the minimal example);
+- `by design`: violated, and the adapter's scope documents it with a reason;
+- `not applicable`: the adapter's scope does not claim the situation;
+- `not exercised`: applicable but never checked;
+- `error`: undecided, the search stopped early (a harness error, or `first_failure`).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis.stateful import run_state_machine_as_test
+
+from .adapter import AdapterFactory, Scope, Unavailable
+from .adapters import load
+from .machine import PropertyViolation, Recorder, machine_class
+from .properties import PROPERTIES
+
+__all__ = ["TRACE_FORMAT", "ProfileOptions", "ProfileResult", "replay", "run_profile"]
+
+TRACE_FORMAT = "jfsm-profile-trace/1"
+
+_NEEDS = {
+    "raise": "a provider that can raise",
+    "timeout": "a provider that can time out",
+    "empty": "a provider that can return an empty summary",
+    "write_fail": "storage whose replacement write can fail",
+    "multi": "several writers",
+    "hold": "a summarizer call that can be held in flight (async)",
+}
+
+
+@dataclass
+class ProfileOptions:
+    """What to run: an adapter by name, how much to search, whether to shrink failures to a
+    minimal example, `only` these property IDs, whether to stop at the `first_failure`,
+    and a progress sink."""
+
+    adapter: str = "reference"
+    examples: int = 30
+    steps: int = 16
+    seed: int | None = None
+    shrink: bool = True
+    only: frozenset[str] | None = None
+    first_failure: bool = False
+    progress: Callable[[str], None] = field(
+        default=lambda line: print(line, file=sys.stderr), repr=False
+    )
+
+
+@dataclass
+class ProfileResult:
+    """Verdicts per property, the scope, counts and the exit code (0, 1 or 2)."""
+
+    options: ProfileOptions
+    scope: Scope | None
+    verdicts: list[dict[str, Any]]
+    recorder: Recorder
+    searches: int
+    duration_s: float
+    exit_code: int
+    harness_error: str | None = None
+
+
+def run_profile(
+    options: ProfileOptions,
+    *,
+    factory: AdapterFactory | None = None,
+    scope: Scope | None = None,
+) -> ProfileResult:
+    """Run the profile (see the module docs). Pass `factory` and `scope` to test an adapter
+    that is not registered. A missing library or an adapter that hangs is a harness error
+    (exit code 2), never a failed property."""
+    began = time.monotonic()
+    recorder = Recorder()
+    try:
+        if factory is None or scope is None:
+            module, variant = load(options.adapter)
+            scope = module.scope(variant)
+            factory = module.factory(variant)
+    except (KeyError, Unavailable) as exc:
+        return ProfileResult(options, None, [], recorder, 0, 0.0, 2, f"adapter: {exc}")
+    caps = scope.capabilities()
+    enabled = {
+        p.id
+        for p in PROPERTIES
+        if p.needs <= caps and (options.only is None or p.id in options.only)
+    }
+    failures: dict[str, PropertyViolation] = {}
+    conf = settings(
+        max_examples=options.examples,
+        stateful_step_count=options.steps,
+        deadline=None,
+        database=None,
+        derandomize=options.seed is None,
+        report_multiple_bugs=False,
+        suppress_health_check=list(HealthCheck),
+        phases=[Phase.explicit, Phase.generate] + ([Phase.shrink] if options.shrink else []),
+    )
+    searches = 0
+    harness_error = None
+    stopped_early = False
+    options.progress(
+        f"profile {options.adapter}: {scope.library} {scope.version} via {scope.entry_point}"
+    )
+    while enabled:
+        searches += 1
+        cls = machine_class(factory, scope, frozenset(enabled), recorder)
+        try:
+            if options.seed is not None:
+                from hypothesis import seed as hseed
+
+                cls = hseed(options.seed)(cls)
+            run_state_machine_as_test(cls, settings=conf)
+        except PropertyViolation as exc:
+            failures[exc.rid] = exc
+            enabled.discard(exc.rid)
+            options.progress(f"  {exc.rid} violated: {exc.detail.splitlines()[0][:140]}")
+            if options.first_failure:
+                stopped_early = True
+                break
+            continue
+        except Exception as exc:
+            harness_error = f"{type(exc).__name__}: {exc}"
+            options.progress(f"  HARNESS ERROR {harness_error[:300]}")
+        break
+    undecided = frozenset(enabled) if harness_error or stopped_early else frozenset()
+    verdicts = _verdicts(scope, caps, failures, recorder, undecided, options.only)
+    failed = any(v["verdict"] == "fail" for v in verdicts)
+    code = 2 if harness_error else (1 if failed else 0)
+    return ProfileResult(
+        options,
+        scope,
+        verdicts,
+        recorder,
+        searches,
+        time.monotonic() - began,
+        code,
+        harness_error,
+    )
+
+
+def _verdicts(
+    scope: Scope,
+    caps: frozenset[str],
+    failures: dict[str, PropertyViolation],
+    recorder: Recorder,
+    undecided: frozenset[str],
+    options_only: frozenset[str] | None = None,
+) -> list[dict[str, Any]]:
+    rows = []
+    for prop in PROPERTIES:
+        row: dict[str, Any] = {
+            "id": prop.id,
+            "check": prop.name,
+            "title": prop.title,
+            "evaluations": recorder.evaluated.get(prop.id, 0),
+            "reason": None,
+            "example": None,
+            "message": None,
+        }
+        lacking = sorted(prop.needs - caps)
+        if options_only is not None and prop.id not in options_only:
+            row["verdict"] = "not exercised"
+            row["reason"] = "not selected in this run"
+        elif lacking:
+            row["verdict"] = "not applicable"
+            row["reason"] = "scope: needs " + ", ".join(_NEEDS[n] for n in lacking)
+        elif prop.id in failures:
+            violation = failures[prop.id]
+            row["message"] = violation.detail
+            row["example"] = violation.steps
+            row["trace"] = violation.trace
+            if prop.id in scope.by_design:
+                row["verdict"] = "by design"
+                row["reason"] = scope.by_design[prop.id]
+            else:
+                row["verdict"] = "fail"
+        elif prop.id in undecided:
+            row["verdict"] = "error"
+            row["reason"] = "undecided: the search stopped early (harness error or first failure)"
+        elif row["evaluations"]:
+            row["verdict"] = "pass"
+        else:
+            row["verdict"] = "not exercised"
+            row["reason"] = "the search never reached a state where this check applies"
+        rows.append(row)
+    return rows
+
+
+def replay(
+    path: str | Path,
+    *,
+    adapter: str | None = None,
+    progress: Callable[[str], None] = lambda line: print(line, file=sys.stderr),
+) -> int:
+    """Run the steps of a recorded failing example again, every property checked: 1 if one
+    fails (reproduced), 0 if none does, 2 on a harness error (bad trace, missing library)."""
+    try:
+        trace = json.loads(Path(path).read_text(encoding="utf-8"))
+        if trace.get("format") != TRACE_FORMAT:
+            raise ValueError(f"not a {TRACE_FORMAT} trace")
+        name = adapter or trace["adapter"]
+        module, variant = load(name)
+        scope = module.scope(variant)
+        factory = module.factory(variant)
+    except (OSError, ValueError, KeyError, Unavailable) as exc:
+        progress(f"HARNESS ERROR: {exc}")
+        return 2
+    progress(f"replaying {len(trace['steps'])} steps of {path} against {name} ({scope.version})")
+    progress(f"recorded: {trace['property']}: {trace['message'].splitlines()[0]}")
+    enabled = frozenset(p.id for p in PROPERTIES if p.needs <= scope.capabilities())
+    machine = machine_class(factory, scope, enabled, Recorder())()
+    try:
+        for step in trace["steps"]:
+            getattr(machine, step["step"])(**step["args"])
+            machine.general()  # type: ignore[attr-defined]
+    except PropertyViolation as exc:
+        progress(f"reproduced: {exc.rid}: {exc.detail}")
+        return 1
+    except Exception as exc:
+        progress(f"HARNESS ERROR: {type(exc).__name__}: {exc}")
+        return 2
+    finally:
+        machine.teardown()
+    progress("the trace passed: the failure did not reproduce")
+    return 0
