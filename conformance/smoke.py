@@ -108,6 +108,7 @@ def smoke(driver: str, *, say: Callable[[str], None] = print, timeout: float = 3
             if chain == "restart" and not session.capabilities.get("durableRestart"):
                 say(f"  {'restart':<17} skipped (capabilities.durableRestart is false)")
                 continue
+            session.steps = []  # a chain is one sequence: the suite forgets earlier chains
             game = session.fresh(f"smoke-{chain}-")
             broken: str | None = None
             for probe in probes:
@@ -138,7 +139,7 @@ def smoke(driver: str, *, say: Callable[[str], None] = print, timeout: float = 3
 
 
 def _step(session: Session, probe: Probe, game: str) -> tuple[str, str]:
-    session.steps = []
+    session.steps.clear()  # the trace of one probe; the chain's games stay known
     try:
         probe.run(session, game)
     except (ConformanceFailure, ProtocolViolation) as exc:

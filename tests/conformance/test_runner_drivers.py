@@ -86,7 +86,9 @@ def test_a_driver_that_exits_mid_run_is_named_with_its_status(tmp_path: Path) ->
 
 
 @pytest.fixture
-def http_driver() -> Iterator[str]:
+def http_driver(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    token = "smoke-token"
+    monkeypatch.setenv("JFSM_DRIVER_TOKEN", token)  # the suite's client sends it (R24)
     ready = threading.Event()
     port: list[int] = []
 
@@ -95,7 +97,9 @@ def http_driver() -> Iterator[str]:
         ready.set()
 
     thread = threading.Thread(
-        target=serve_http, args=(ReferenceDriver(None), 0), kwargs={"ready": started}
+        target=serve_http,
+        args=(ReferenceDriver(None), 0),
+        kwargs={"ready": started, "token": token},
     )
     thread.start()
     assert ready.wait(30)
@@ -103,7 +107,9 @@ def http_driver() -> Iterator[str]:
     yield url
     body = json.dumps({"id": 1, "op": "shutdown", "args": {}}).encode()
     request = urllib.request.Request(
-        url + "/v1/message", data=body, headers={"Content-Type": "application/json"}
+        url + "/v1/message",
+        data=body,
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"},
     )
     urllib.request.urlopen(request, timeout=10).read()
     thread.join(30)
