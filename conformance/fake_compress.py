@@ -251,6 +251,8 @@ class _Handler(BaseHTTPRequestHandler):
         # Read the body even when the request will be refused: closing a socket with unread
         # data makes the kernel send a reset, and the client would never see our status.
         raw = self.rfile.read(size) if size is not None and size <= MAX_REQUEST_BYTES else None
+        if raw is not None and size is not None and len(raw) < size:
+            return  # the client went away mid-body (a killed caller): no request, no reply
         request = FakeRequest(self.command, self.path, list(self.headers.items()), raw)
         response = self.server.fake.answer(request)
         if response.reset:

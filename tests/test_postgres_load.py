@@ -42,6 +42,7 @@ from jfsm.engine import GameEngine
 from jfsm.errors import JfsmError, StoreFenced, StoreLocked
 from jfsm.image import StoreImage
 from jfsm.jcs import canonical_bytes
+from jfsm.layout import round_key
 from jfsm.machines import MACHINE_NAMES, table
 from jfsm.memory_index import MemoryIndex
 from jfsm.stores.postgres import PostgresStore, migrate
@@ -149,7 +150,7 @@ def _check(conninfo: str, journal: list[tuple[str, str, str]]) -> dict[str, int]
             numbers = sorted(index.rounds)
             assert numbers == list(range(1, len(numbers) + 1)), (game, numbers)
             for n in numbers:
-                found[(game, index.rounds[n].input)] += 1
+                found[(game, json.loads(values[round_key(n)])["input"])] += 1
             stack = index.game
             start = 0 if stack.summary is None else stack.summary.through_seq
             next_seq = stack.stack_meta().next_seq

@@ -54,15 +54,15 @@ def test_every_constant_of_constants_json_is_read() -> None:
 
 
 def test_engine_suite_and_docs_read_the_same_spec() -> None:
-    from conformance import canon, fake_compress, harness, protocol, replies
+    from conformance import canon, fake_compress, protocol, replies, verifier, world
     from jfsm import image
 
     assert protocol.spec_dir is spec.spec_dir
     assert fake_compress.spec_dir() == spec.spec_dir()
     c = spec.constants()
     assert image.QUOTA_BYTES == canon.QUOTA == c.quota_bytes
-    assert {"game": c.game_threshold, "catalyst": c.catalyst_threshold} == harness.SPEC_THRESHOLDS
-    assert c.max_attempts == harness.MAX_ATTEMPTS
+    assert {"game": c.game_threshold, "catalyst": c.catalyst_threshold} == world.SPEC_THRESHOLDS
+    assert c.max_attempts == verifier.MAX_ATTEMPTS
     assert replies.SUMMARY_ENVELOPE == canon.SUMMARY_ENVELOPE == c.summary_envelope
     assert c.exchange_envelope == canon.EXCHANGE_ENVELOPE
     generate = (ROOT / "docs" / "hooks" / "generate.py").read_text(encoding="utf-8")

@@ -19,10 +19,10 @@ def test_worked_idempotency_key_hashes_the_array_it_shows() -> None:
     array ends with the `retry` element of the derivation (0 for a first ask)."""
     sys.path.insert(0, str(ROOT / "docs" / "hooks"))
     try:
-        from jfdocs.reference_pages import _idempotency_example
+        from jfdocs.ref_wire import idempotency_example
     finally:
         sys.path.remove(str(ROOT / "docs" / "hooks"))
-    text = _idempotency_example()
+    text = idempotency_example()
     match = re.search(r"JCS of the array: `(\[.*?\])`", text)
     key = re.search(r"key: `(jfsm-[0-9a-f]{64})`", text)
     assert match and key, text
