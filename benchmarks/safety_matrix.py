@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from conformance.profile.isolated import install_release
+
 __all__ = ["KNOWN", "MATRIX", "Cell", "known_issue", "main", "write_results"]
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -93,23 +95,7 @@ def run_cell(cell: Cell, workdir: Path, examples: int, source: Path) -> list[dic
     """Install `cell` (and jfsm from `source`) into its own venv under `workdir` and run the
     profile once per adapter."""
     venv = workdir / f"{cell.package}-{cell.version}"
-    python = venv / "bin" / "python"
-    if not python.exists():
-        subprocess.run(["uv", "venv", "-q", "--python", "3.11", str(venv)], check=True)
-    subprocess.run(
-        [
-            "uv",
-            "pip",
-            "install",
-            "-q",
-            "--python",
-            str(python),
-            "-e",
-            str(source),
-            f"{cell.package}=={cell.version}",
-        ],
-        check=True,
-    )
+    python = install_release(venv, cell.package, cell.version, source)
     reports = []
     for adapter in cell.adapters:
         out = workdir / "reports" / f"{adapter}-{cell.version}"

@@ -40,26 +40,24 @@ def run_isolated(adapter: str, version: str, args: list[str], venv_dir: str | No
         print("jfsm profile: --version needs uv on the PATH and a jfsm checkout", file=sys.stderr)
         return 2
     venv = Path(venv_dir or tempfile.mkdtemp(prefix=f"jfsm-{package}-{version}-"))
-    python = venv / "bin" / "python"
     try:
-        if not python.exists():
-            subprocess.run(["uv", "venv", "-q", "--python", "3.11", str(venv)], check=True)
-        subprocess.run(
-            [
-                "uv",
-                "pip",
-                "install",
-                "-q",
-                "--python",
-                str(python),
-                "-e",
-                str(_ROOT),
-                f"{package}=={version}",
-            ],
-            check=True,
-        )
+        install_release(venv, package, version, _ROOT)
     except subprocess.CalledProcessError as exc:
         print(f"jfsm profile: could not install {package}=={version}: {exc}", file=sys.stderr)
         return 2
     print(f"jfsm profile: {package}=={version} in {venv}", file=sys.stderr)
     return subprocess.run([str(venv / "bin" / "jfsm"), "profile", *args]).returncode
+
+
+def install_release(venv: Path, package: str, version: str, source: Path) -> Path:
+    """Make `venv` (if missing) and install jfsm from `source` plus `package==version` into
+    it with uv; returns its python. Raises `CalledProcessError` if uv fails."""
+    python = venv / "bin" / "python"
+    pin = f"{package}=={version}"
+    if not python.exists():
+        subprocess.run(["uv", "venv", "-q", "--python", "3.11", str(venv)], check=True)
+    subprocess.run(
+        ["uv", "pip", "install", "-q", "--python", str(python), "-e", str(source), pin],
+        check=True,
+    )
+    return python
