@@ -141,9 +141,9 @@ def engine_open(out: Path) -> None:
 def suite_quota(out: Path) -> None:
     """The quick profile's slowest part: the quota scenario (fills a game to the quota
     through the protocol, verifying every step), in process."""
-    from conformance.checks import Ledger
-    from conformance.scenarios import SCENARIOS
-    from conformance.session import Session
+    from jfsm_conformance.checks import Ledger
+    from jfsm_conformance.scenarios import SCENARIOS
+    from jfsm_conformance.session import Session
 
     scenario = next(s for s in SCENARIOS if s.name == "quota")
 
@@ -164,9 +164,9 @@ def suite_machine(out: Path) -> None:
     from hypothesis import HealthCheck, Phase, settings
     from hypothesis.stateful import run_state_machine_as_test
 
-    from conformance.checks import Ledger
-    from conformance.machines import machine_factory
-    from conformance.session import Session
+    from jfsm_conformance.checks import Ledger
+    from jfsm_conformance.machines import machine_factory
+    from jfsm_conformance.session import Session
 
     def setup() -> Session:
         return Session("python:jfsm.driver:reference_driver", Ledger())

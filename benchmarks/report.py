@@ -288,7 +288,7 @@ def _suite(su: dict[str, Any]) -> list[str]:
         out.append(f"State machines: {ma['reason']}")
     else:
         out += [
-            "Hypothesis state machine (`conformance.machines`) over a `Session`: a step is "
+            "Hypothesis state machine (`jfsm_conformance.machines`) over a `Session`: a step is "
             "one verified operation.",
             "",
         ]

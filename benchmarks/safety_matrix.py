@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from conformance.profile.isolated import install_release
+from jfsm_conformance.profile.isolated import install_release
 
 __all__ = ["KNOWN", "MATRIX", "Cell", "known_issue", "main", "write_results"]
 
@@ -129,7 +129,8 @@ def run_cell(cell: Cell, workdir: Path, examples: int, source: Path) -> list[dic
 def _confirm_langchain(python: Path) -> dict[str, Any]:
     """Run `confirm_end_to_end("empty")` (create_agent + checkpointer) inside the venv."""
     code = (
-        "import json; from conformance.profile.adapters.langchain_v1 import confirm_end_to_end;"
+        "import json;"
+        " from jfsm_conformance.profile.adapters.langchain_v1 import confirm_end_to_end;"
         " print(json.dumps(confirm_end_to_end('empty')))"
     )
     proc = subprocess.run(

@@ -3,7 +3,7 @@
 - Driver round trips: `record_round` and a not-due `generate` through the suite's
   `DriverClient`, in process (`python:jfsm.driver:reference_driver`) and over stdio (`jfsm
   driver` in a subprocess), interleaved call by call.
-- Machine steps per second: the suite's Hypothesis state machine (`conformance.machines`)
+- Machine steps per second: the suite's Hypothesis state machine (`jfsm_conformance.machines`)
   over a `Session`, at the spec thresholds and at the small thresholds the quick profile
   also uses, in process and over stdio, interleaved run by run. A step is one `Session`
   operation (each verifies the whole observable state against the oracle).
@@ -76,8 +76,8 @@ def _unavailable(reason: str) -> dict[str, Any]:
 
 
 def _roundtrips(cfg: dict[str, Any]) -> dict[str, Any]:
-    from conformance.driver_client import DriverClient
-    from conformance.fake_compress import FakeCompress
+    from jfsm_conformance.driver_client import DriverClient
+    from jfsm_conformance.fake_compress import FakeCompress
 
     fake = FakeCompress().start()
     clients: dict[str, Any] = {}
@@ -130,10 +130,10 @@ def _machine_runs(cfg: dict[str, Any]) -> dict[str, Any]:
     from hypothesis import HealthCheck, Phase, settings
     from hypothesis.stateful import run_state_machine_as_test
 
-    from conformance.checks import Ledger
-    from conformance.machines import machine_factory
-    from conformance.runner import SMALL_THRESHOLDS
-    from conformance.session import Session
+    from jfsm_conformance.checks import Ledger
+    from jfsm_conformance.machines import machine_factory
+    from jfsm_conformance.runner import SMALL_THRESHOLDS
+    from jfsm_conformance.session import Session
 
     configs = {
         "spec thresholds": (None, cfg["spec_examples"], cfg["spec_steps"]),
@@ -283,7 +283,7 @@ def _standard_profile(cfg: dict[str, Any]) -> dict[str, Any]:
 def run(quick: bool = False, log: Any = print) -> dict[str, Any]:
     cfg = QUICK if quick else FULL
     try:
-        import conformance.driver_client  # noqa: F401
+        import jfsm_conformance.driver_client  # noqa: F401
     except ImportError as exc:
         return {"config": dict(cfg), "available": False, "reason": f"suite not available: {exc}"}
     out: dict[str, Any] = {"config": dict(cfg), "available": True}

@@ -32,7 +32,7 @@ import sys
 __all__ = ["SUITE_EXTRA", "main", "missing_suite_dependencies"]
 
 SUITE_EXTRA = "jfsm[conformance]"
-_SUITE_MODULES = ("hypothesis", "jsonschema", "conformance.runner")
+_SUITE_MODULES = ("hypothesis", "jsonschema", "jfsm_conformance.runner")
 
 
 def missing_suite_dependencies() -> list[str]:
@@ -111,11 +111,11 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["conformance"]:
         if not _suite_or_exit("conformance"):
             return 2
-        from conformance.cli import main as conformance_main
+        from jfsm_conformance.cli import main as conformance_main
 
         return conformance_main(argv[1:])
     if argv[:1] == ["profile"]:
-        from conformance.profile.cli import main as profile_main
+        from jfsm_conformance.profile.cli import main as profile_main
 
         return profile_main(argv[1:])
     args = build_parser().parse_args(argv)
@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "fake-compress":
         if not _suite_or_exit("fake-compress"):
             return 2
-        from conformance.fake_compress import serve
+        from jfsm_conformance.fake_compress import serve
 
         with contextlib.suppress(KeyboardInterrupt):
             serve(args.port or None)

@@ -8,8 +8,8 @@ never chooses payers, models or prompts. Beneficiaries are read from a participa
 The compression modules, one idea each: this seam; `jfsm.compression`, the judge of a reply
 and the flight of one compression (the engine's); `jfsm.transport`, the HTTP executor;
 `jfsm.fake_compressor`, an in-process fake for tests and demos. The conformance suite has its
-own HTTP fake (`conformance.fake_compress`, whose behaviour is one `answer` function) and the
-one vocabulary that scripts both fakes (`conformance.replies`).
+own HTTP fake (`jfsm_conformance.fake_compress`, whose behaviour is one `answer` function) and the
+one vocabulary that scripts both fakes (`jfsm_conformance.replies`).
 
 A compressor never raises for a failed call: it returns a `CompressionResult` whose
 `outcome` is `ok`, `refused` or `transport`, with one `Attempt` per HTTP attempt. The engine

@@ -6,7 +6,7 @@ replies (`script`) and hold a call in flight until `release()`, to append while 
 is outstanding. Every request and the beneficiaries it would carry are recorded.
 
 Replies are scripted as `Reply` values or as the conformance suite's reply descriptors
-(`{"reply": "refuse", "code": "policy"}`, see `conformance.replies`): one vocabulary for both
+(`{"reply": "refuse", "code": "policy"}`, see `jfsm_conformance.replies`): one vocabulary for both
 fakes, the in-process one here and the HTTP one of the suite.
 """
 
@@ -45,7 +45,7 @@ class Reply:
 
     @classmethod
     def from_descriptor(cls, d: Mapping[str, Any]) -> Reply:
-        """The reply a suite descriptor scripts (`conformance.replies`): a transport failure
+        """The reply a suite descriptor scripts (`jfsm_conformance.replies`): a transport failure
         of the HTTP fake becomes a `transport` reply with the code the executor reports.
 
         Raises `ValueError` for an unknown descriptor."""

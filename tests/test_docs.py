@@ -422,20 +422,22 @@ def test_prose_pages_use_no_rfc2119_keywords() -> None:
 
 
 def test_documented_cli_options_exist() -> None:
-    """Every option the implementer's guide documents is offered by `conformance/cli.py` or
+    """Every option the implementer's guide documents is offered by `jfsm_conformance/cli.py` or
     by the pytest plugin."""
-    cli = ROOT / "conformance" / "cli.py"
+    cli = ROOT / "conformance" / "jfsm_conformance" / "cli.py"
     guide = (DOCS / "guide" / "implementers.md").read_text(encoding="utf-8")
     documented = set(re.findall(r"`(--[a-z][a-z-]*)", guide))
     source = cli.read_text(encoding="utf-8")
-    plugin = (ROOT / "conformance" / "pytest_plugin.py").read_text(encoding="utf-8")
+    plugin = (ROOT / "conformance" / "jfsm_conformance" / "pytest_plugin.py").read_text(
+        encoding="utf-8"
+    )
     offered = set(re.findall(r"""["'](--[a-z][a-z-]*)["']""", source + plugin))
     assert documented and documented <= offered, sorted(documented - offered)
     assert "replay" in source
 
 
 def test_expected_failure_examples_are_accepted_by_the_cli(tmp_path: Path) -> None:
-    from conformance.cli import load_expected_failures
+    from jfsm_conformance.cli import load_expected_failures
 
     guide = (DOCS / "guide" / "implementers.md").read_text(encoding="utf-8")
     examples = re.findall(r'```(toml|json) title="(expected-failures\.\w+)"\n(.*?)```', guide, re.S)
@@ -527,7 +529,7 @@ def _python_blocks(markdown: str) -> list[str]:
 
 
 def test_embedding_guide_examples_run(capsys: pytest.CaptureFixture[str]) -> None:
-    from conformance.fake_compress import FakeCompress
+    from jfsm_conformance.fake_compress import FakeCompress
 
     blocks = _python_blocks((DOCS / "guide" / "embedding.md").read_text(encoding="utf-8"))
     assert len(blocks) >= 4

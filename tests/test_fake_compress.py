@@ -19,9 +19,10 @@ from typing import Any
 import httpx
 import pytest
 
-from conformance import fake_compress
-from conformance.fake_compress import PATH, FakeCompress
-from conformance.replies import (
+from jfsm.records import Participant
+from jfsm_conformance import fake_compress
+from jfsm_conformance.fake_compress import PATH, FakeCompress
+from jfsm_conformance.replies import (
     delay,
     empty,
     hold,
@@ -33,7 +34,6 @@ from conformance.replies import (
     success,
     wrong_schema,
 )
-from jfsm.records import Participant
 
 ROOT = Path(__file__).resolve().parent.parent
 GAME = "paxhistoria.game-agent-stack.v1"
@@ -131,7 +131,7 @@ def test_server_threads_are_daemons_and_close_is_prompt() -> None:
 
 
 def test_serve_prints_its_url_and_stops_on_interrupt() -> None:
-    code = "from conformance.fake_compress import serve; serve(None)"
+    code = "from jfsm_conformance.fake_compress import serve; serve(None)"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(
         [sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, text=True, env=env
@@ -172,7 +172,7 @@ def test_the_fake_imports_nothing_from_jfsm_but_the_spec_reader() -> None:
             imported.add(node.module or "")
     assert [name for name in imported if name.split(".")[0] == "jfsm"] == ["jfsm.spec"]
     probe = (
-        "import conformance.fake_compress as f; "
+        "import jfsm_conformance.fake_compress as f; "
         "f._validator('compress-request.schema.json'); print(f.spec_dir())"
     )
     out = subprocess.run(
@@ -563,10 +563,10 @@ def test_one_descriptor_scripts_both_fakes_alike(descriptor: dict[str, Any]) -> 
     engine's in-process `FakeCompressor` (through `queue`) to the same result."""
     import asyncio
 
-    from conformance.replies import to_outcome
     from jfsm.compressor import CompressionRequest
     from jfsm.fake_compressor import FakeCompressor
     from jfsm.transport import HttpCompressor
+    from jfsm_conformance.replies import to_outcome
 
     text = "<user>\nhello there\n</user>\n<assistant>\nworld\n</assistant>\n" * 10
     request = CompressionRequest(GAME, "g1", None, text, len(text), 3, 0)

@@ -22,17 +22,18 @@ import subprocess
 import sys
 import tomllib
 import xml.etree.ElementTree as ET
+import zipfile
 from pathlib import Path
 
 import pytest
 
-import conformance.runner
 import jfsm
+import jfsm_conformance.runner
 
 ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 # the suite's top-level package, spelled so that renaming it is one `sed` of `conformance.`
-SUITE_ONLY = ("hypothesis", "pytest", "_pytest", conformance.runner.__name__.split(".")[0])
+SUITE_ONLY = ("hypothesis", "pytest", "_pytest", jfsm_conformance.runner.__name__.split(".")[0])
 
 # Runs in a fresh interpreter where importing any suite-only module fails.
 BLOCKED_IMPORTS = f"""
@@ -141,6 +142,19 @@ def test_wheels_install_into_fresh_venvs_and_run_as_documented(tmp_path: Path) -
     _ok(_run(["uv", "build", "--out-dir", str(dist), str(ROOT)], tmp_path))
     (wheel,) = dist.glob("jfsm-*-py3-none-any.whl")
     assert list(dist.glob("jfsm-*.tar.gz"))
+    # installed import names: only `jfsm` and `jfsm_conformance` (PyPI has an unrelated
+    # top-level `conformance`; R52), with the spec, the skeleton and both `py.typed` inside
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+    top = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
+    assert top == {"jfsm", "jfsm_conformance"}, top
+    for inside in (
+        "jfsm/py.typed",
+        "jfsm_conformance/py.typed",
+        "jfsm/_spec/requirements.toml",
+        "jfsm_conformance/skeletons/jfsm-driver.ts",
+    ):
+        assert inside in names, inside
 
     # the slim engine install
     slim = tmp_path / "slim"

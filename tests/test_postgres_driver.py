@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 from pg_fixtures import game_id
 
-from conformance.fake_compress import FakeCompress
 from jfsm.cli import main
 from jfsm.driver import ReferenceDriver
 from jfsm.stores.pg_server import TemporaryServer
 from jfsm.stores.postgres import PostgresStore, read_image
+from jfsm_conformance.fake_compress import FakeCompress
 
 
 async def _call(driver: ReferenceDriver, op: str, **args: Any) -> Any:

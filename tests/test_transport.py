@@ -12,8 +12,12 @@ from typing import Any
 import httpx
 import pytest
 
-from conformance.fake_compress import FakeCompress
-from conformance.replies import (
+from jfsm.compressor import CompressionRequest, CompressionResult, beneficiaries
+from jfsm.errors import InvalidInput
+from jfsm.records import Participant
+from jfsm.transport import HttpCompressor, SyncHttpCompressor
+from jfsm_conformance.fake_compress import FakeCompress
+from jfsm_conformance.replies import (
     delay,
     empty,
     hold,
@@ -26,10 +30,6 @@ from conformance.replies import (
     success,
     wrong_schema,
 )
-from jfsm.compressor import CompressionRequest, CompressionResult, beneficiaries
-from jfsm.errors import InvalidInput
-from jfsm.records import Participant
-from jfsm.transport import HttpCompressor, SyncHttpCompressor
 
 GAME_KIND = "paxhistoria.game-agent-stack.v1"
 CATALYST_KIND = "paxhistoria.catalyst-agent-stack.v1"

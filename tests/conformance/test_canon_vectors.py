@@ -1,4 +1,4 @@
-"""The suite's own spec helpers (`conformance.canon`) against the language-neutral vectors.
+"""The suite's own spec helpers (`jfsm_conformance.canon`) against the language-neutral vectors.
 
 The suite must not share code with the engine, so it carries its own canonical text, JCS,
 footprint and change-log helpers; these tests pin them to `spec/vectors/`.
@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from conformance.canon import canonical_text, change_log, footprint, jcs
-from conformance.protocol import spec_dir
+from jfsm_conformance.canon import canonical_text, change_log, footprint, jcs
+from jfsm_conformance.protocol import spec_dir
 
 VECTORS = spec_dir() / "vectors"
 

@@ -1,6 +1,6 @@
 """A fault is reported first under the requirement it violates (issue 14, item 3).
 
-The example broken drivers (`conformance/examples/broken.py`) and the mutants whose fault
+The example broken drivers (`jfsm_conformance/examples/broken.py`) and the mutants whose fault
 used to surface first under a neighbouring rule (the request text rather than the stored
 intervene exchange, the reply rather than the repeated publication) must each have their
 own requirement in the *first* failure the run reports, not merely somewhere in the list.
@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from conformance.runner import Options, run
+from jfsm_conformance.runner import Options, run
 
-BROKEN = "python:conformance.examples.broken:"
-MUTANT = "python:conformance.examples.mutants:"
+BROKEN = "python:jfsm_conformance.examples.broken:"
+MUTANT = "python:jfsm_conformance.examples.mutants:"
 
-# (the broken drivers of conformance/examples/broken.py are held to their first failure by
+# (the broken drivers of jfsm_conformance/examples/broken.py are held to their first failure by
 # tests/conformance/test_suite_bites.py)
 CASES = [
     # the stored exchange is judged before the request that carries it

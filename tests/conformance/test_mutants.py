@@ -1,5 +1,5 @@
 """Mutation testing of the conformance suite: every mutant of the reference engine in
-`conformance/examples/mutants.py` differs from it in one plausible way, and the suite must
+`jfsm_conformance/examples/mutants.py` differs from it in one plausible way, and the suite must
 fail it with a requirement ID that names that way.
 
 Each mutant runs only the scenarios that reach its mutation (no state machines), so the
@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from conformance.examples.mutants import MUTANTS
-from conformance.runner import Options, run
+from jfsm_conformance.examples.mutants import MUTANTS
+from jfsm_conformance.runner import Options, run
 
-DRIVER = "python:conformance.examples.mutants:"
+DRIVER = "python:jfsm_conformance.examples.mutants:"
 
 # mutant -> (scenarios that reach it, requirement IDs of which at least one must fail)
 KILLS: dict[str, tuple[list[str], set[str]]] = {

@@ -13,14 +13,14 @@ from typing import Any
 import pytest
 from hypothesis.errors import FlakyStrategyDefinition, InvalidArgument
 
-from conformance import exercise, explore
-from conformance.cli import main
-from conformance.explore import NONDETERMINISM_ROW
-from conformance.report import to_markdown
-from conformance.runner import Options, RunResult, run, select_error
-from conformance.traces import TEXT_LIMIT, TraceDir, compact, slug
+from jfsm_conformance import exercise, explore
+from jfsm_conformance.cli import main
+from jfsm_conformance.explore import NONDETERMINISM_ROW
+from jfsm_conformance.report import to_markdown
+from jfsm_conformance.runner import Options, RunResult, run, select_error
+from jfsm_conformance.traces import TEXT_LIMIT, TraceDir, compact, slug
 
-FLAKY = "python:conformance.examples.flaky:"
+FLAKY = "python:jfsm_conformance.examples.flaky:"
 
 
 def _run(tmp_path: Path, driver: str, **kw: Any) -> RunResult:
@@ -167,7 +167,7 @@ def test_a_run_keeps_only_its_own_traces(tmp_path: Path) -> None:
     old.write_text("{}", encoding="utf-8")
     result = _run(
         tmp_path,
-        "python:conformance.examples.broken:drop_suffix",
+        "python:jfsm_conformance.examples.broken:drop_suffix",
         scenarios=["suffix-survives"],
         machines=False,
     )

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from conformance.runner import Options, run
-from conformance.smoke import smoke
 from jfsm.driver import ReferenceDriver, serve_http
+from jfsm_conformance.runner import Options, run
+from jfsm_conformance.smoke import smoke
 
 PY = sys.executable
 
@@ -34,7 +34,7 @@ def test_smoke_passes_the_reference_driver_with_every_op() -> None:
 
 
 def test_smoke_names_a_failing_op_and_its_requirement() -> None:
-    code, text = _smoke("python:conformance.examples.broken:off_protocol")
+    code, text = _smoke("python:jfsm_conformance.examples.broken:off_protocol")
     assert code == 1, text
     line = next(x for x in text.splitlines() if x.split()[:1] == ["record_round"])
     assert "FAIL" in line and "protocol" in line

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from conformance.cli import main
-from conformance.report import to_junit, to_markdown
-from conformance.runner import Options, RunResult, implementation_label, load_catalog, run
+from jfsm_conformance.cli import main
+from jfsm_conformance.report import to_junit, to_markdown
+from jfsm_conformance.runner import Options, RunResult, implementation_label, load_catalog, run
 
-BROKEN = "python:conformance.examples.broken:"
+BROKEN = "python:jfsm_conformance.examples.broken:"
 
 
 @pytest.fixture(scope="module")

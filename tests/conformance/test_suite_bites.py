@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from conformance.cli import main
-from conformance.report import to_markdown
-from conformance.runner import Options, replay, run
+from jfsm_conformance.cli import main
+from jfsm_conformance.report import to_markdown
+from jfsm_conformance.runner import Options, replay, run
 
-BROKEN = "python:conformance.examples.broken:"
+BROKEN = "python:jfsm_conformance.examples.broken:"
 
 CASES = [
     ("drop_suffix", ["suffix-survives"], "JF-COMP-003"),
@@ -171,7 +171,7 @@ def test_pytest_plugin_reports_one_item_per_requirement(tmp_path: Path) -> None:
 
 
 def test_every_suite_requirement_has_a_named_check() -> None:
-    from conformance.coverage import coverage_rows, uncovered_suite_requirements
+    from jfsm_conformance.coverage import coverage_rows, uncovered_suite_requirements
 
     assert uncovered_suite_requirements() == []
     for row in coverage_rows():
@@ -196,7 +196,7 @@ def test_off_protocol_reply_is_a_protocol_failure(tmp_path: Path) -> None:
 
 
 def test_stored_null_renders_as_null_not_absent() -> None:
-    from conformance.oracle import diff_store
+    from jfsm_conformance.oracle import diff_store
 
     (d,) = diff_store({"k": None}, {})
     assert d.describe() == "k: missing; expected null; got <absent>"
@@ -209,8 +209,8 @@ def test_stored_null_renders_as_null_not_absent() -> None:
 def test_no_credit_for_what_the_suite_cannot_judge() -> None:
     """JF-CALL-008's backoff is judged by the engine's tests: a passing retry check never
     credits it, while an observed violation of its bound still blames it."""
-    from conformance import checks as C
-    from conformance.checks import ConformanceFailure, Ledger
+    from jfsm_conformance import checks as C
+    from jfsm_conformance.checks import ConformanceFailure, Ledger
 
     ledger = Ledger()
     ledger.expect(C.RETRIES, True, ids=("JF-CALL-008", "JF-CALL-007"))
@@ -226,7 +226,7 @@ def test_reference_without_backoff_passes_the_transport_scenarios(tmp_path: Path
     that script transport failures (it only skips the sleeps between retries)."""
     result = run(
         Options(
-            driver="python:conformance.examples.reference:durable_without_backoff",
+            driver="python:jfsm_conformance.examples.reference:durable_without_backoff",
             scenarios=["retry-then-success", "failure-outcomes"],
             machines=False,
             report_dir=tmp_path,

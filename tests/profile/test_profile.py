@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from conformance.profile import PROPERTIES, ProfileOptions, ProfileResult, run_profile
-from conformance.profile.report import to_json, to_junit, write_report
+from jfsm_conformance.profile import PROPERTIES, ProfileOptions, ProfileResult, run_profile
+from jfsm_conformance.profile.report import to_json, to_junit, write_report
 
 ALL = [p.id for p in PROPERTIES]
 
@@ -122,8 +122,8 @@ def test_full_search_blames_only_the_bugs_property() -> None:
 
 
 def test_scope_makes_properties_not_applicable() -> None:
-    from conformance.profile.adapter import Scope
-    from conformance.profile.adapters import toy
+    from jfsm_conformance.profile.adapter import Scope
+    from jfsm_conformance.profile.adapters import toy
 
     narrow = Scope(library="toy", version="0", entry_point="x", failures=frozenset({"raise"}))
     result = run_profile(
@@ -212,7 +212,7 @@ def test_matrix_results_page_writer(tmp_path: Path) -> None:
 
 @pytest.mark.req("JF-SAFE-009")
 def test_replay_reproduces_a_recorded_failure(tmp_path: Path) -> None:
-    from conformance.profile.runner import replay
+    from jfsm_conformance.profile.runner import replay
 
     result = _run("toy:stale-snapshot", only=frozenset({"JF-SAFE-009"}), examples=20, steps=12)
     write_report(result, tmp_path)

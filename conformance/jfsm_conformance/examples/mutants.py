@@ -4,7 +4,7 @@ Each factory below is a `python:` driver whose engine differs from the reference
 plausible way; the suite must fail every one of them with a fitting requirement ID:
 
 ```
-jfsm conformance --driver python:conformance.examples.mutants:threshold_inclusive
+jfsm conformance --driver python:jfsm_conformance.examples.mutants:threshold_inclusive
 ```
 
 A mutant breaks one policy through a seam the reference offers (decision R32), never by

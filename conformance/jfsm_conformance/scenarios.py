@@ -1,6 +1,6 @@
 """Deterministic scenarios: fixed step sequences that pin each requirement at least once.
 
-The Hypothesis machines (`conformance.machines`) explore interleavings at random; these
+The Hypothesis machines (`jfsm_conformance.machines`) explore interleavings at random; these
 scenarios make sure every requirement the suite can observe is exercised in every run, at the
 spec thresholds, whatever the random draw. Each scenario names the requirement IDs it targets
 (for `--select` and the coverage table) and only calls `Session` steps, so a failing scenario
@@ -13,9 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from conformance.session import Session
-from conformance.texts import canary, make_text
 from jfsm.spec import constants
+from jfsm_conformance.session import Session
+from jfsm_conformance.texts import canary, make_text
 
 __all__ = ["SCENARIOS", "Scenario"]
 
@@ -595,7 +595,7 @@ def quota(s: Session) -> None:
 
 def _fill_value(s: Session, g: str, target: int) -> tuple[str, str | None]:
     """One ASCII value (or two) that brings the footprint to `target` or `target - 1`."""
-    from conformance.canon import change_log, footprint
+    from jfsm_conformance.canon import change_log, footprint
 
     store = dict(s.world.dumps[g]["store"])
     base = s.world.bases[g]

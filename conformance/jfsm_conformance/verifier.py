@@ -2,7 +2,7 @@
 
 Every method turns observations (a reply, a dumped store, the requests the fake recorded,
 telemetry events) and the expected side (the oracle's model, a predicted `Flow`) into checks
-of `conformance.checks`, each crediting or blaming requirement IDs through the run's
+of `jfsm_conformance.checks`, each crediting or blaming requirement IDs through the run's
 `Ledger`. A failing check raises `ConformanceFailure`; nothing here talks to the driver.
 
 The session calls these in a fixed order per step, which is the blame order: a fault is
@@ -16,16 +16,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from conformance import checks as C
-from conformance.blame import Ctx, blame, log_ids, outcome_ids
-from conformance.canon import QUOTA, beneficiaries, jcs
-from conformance.checks import Ledger
-from conformance.driver_client import Reply
-from conformance.oracle import ABSENT, GAME_KIND, Diff, GameModel, InFlight, normalize
-from conformance.predictor import Compression, Flow
-from conformance.replies import TRANSPORT, call_id_of, output_chars, settled
-from conformance.snapshot import BaseCache, Encoded
 from jfsm.spec import constants
+from jfsm_conformance import checks as C
+from jfsm_conformance.blame import Ctx, blame, log_ids, outcome_ids
+from jfsm_conformance.canon import QUOTA, beneficiaries, jcs
+from jfsm_conformance.checks import Ledger
+from jfsm_conformance.driver_client import Reply
+from jfsm_conformance.oracle import ABSENT, GAME_KIND, Diff, GameModel, InFlight, normalize
+from jfsm_conformance.predictor import Compression, Flow
+from jfsm_conformance.replies import TRANSPORT, call_id_of, output_chars, settled
+from jfsm_conformance.snapshot import BaseCache, Encoded
 
 __all__ = ["MAX_ATTEMPTS", "Verifier"]
 

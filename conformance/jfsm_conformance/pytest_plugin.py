@@ -58,9 +58,9 @@ class _SuiteRun:
                 raise pytest.UsageError(
                     f"--jfsm-driver needs pip install 'jfsm[conformance]' (missing: {missing})"
                 )
-            from conformance.cli import load_expected_failures
-            from conformance.report import write_report
-            from conformance.runner import Options, run
+            from jfsm_conformance.cli import load_expected_failures
+            from jfsm_conformance.report import write_report
+            from jfsm_conformance.runner import Options, run
 
             opt = self.config.getoption
             expected = (
@@ -126,7 +126,7 @@ class RequirementFailure(Exception):
 
 class CatalogFile(pytest.File):
     def collect(self) -> Any:
-        from conformance.runner import load_catalog
+        from jfsm_conformance.runner import load_catalog
 
         suite = _SuiteRun(self.config)
         prefix = self.config.getoption("--jfsm-select")
@@ -146,8 +146,8 @@ def pytest_collection_modifyitems(
 ) -> None:
     if not config.getoption("--jfsm-driver"):
         return
-    from conformance.protocol import spec_dir
-    from conformance.runner import select_error
+    from jfsm_conformance.protocol import spec_dir
+    from jfsm_conformance.runner import select_error
 
     problem = select_error(config.getoption("--jfsm-select"))
     if problem:

@@ -38,7 +38,7 @@ import time
 from collections import deque
 from typing import Any
 
-from conformance.protocol import ProtocolViolation, protocol
+from jfsm_conformance.protocol import ProtocolViolation, protocol
 
 __all__ = ["DriverClient", "HarnessError", "ProtocolViolation", "Reply", "UnsupportedOp"]
 

@@ -19,14 +19,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from conformance import exercise
-from conformance.checks import ConformanceFailure, Ledger
-from conformance.driver_client import HarnessError, ProtocolViolation
-from conformance.explore import NONDETERMINISM_ROW, PROTOCOL_ROW, Found, explore, unsupported_in
-from conformance.scenarios import SCENARIOS, Scenario
-from conformance.session import Session
-from conformance.traces import TRACE_FORMAT, TraceDir, compact_messages
 from jfsm.spec import requirements
+from jfsm_conformance import exercise
+from jfsm_conformance.checks import ConformanceFailure, Ledger
+from jfsm_conformance.driver_client import HarnessError, ProtocolViolation
+from jfsm_conformance.explore import (
+    NONDETERMINISM_ROW,
+    PROTOCOL_ROW,
+    Found,
+    explore,
+    unsupported_in,
+)
+from jfsm_conformance.scenarios import SCENARIOS, Scenario
+from jfsm_conformance.session import Session
+from jfsm_conformance.traces import TRACE_FORMAT, TraceDir, compact_messages
 
 __all__ = [
     "PROFILES",

@@ -3,10 +3,10 @@ suite expects of them.
 
 `World` owns the things with identity and state, and nothing that judges:
 
-- the driver client (`conformance.driver_client`) and the implementation's hello answer;
-- the fake compress.v2 (`conformance.fake_compress`), the FIFO of scripted replies the suite
+- the driver client (`jfsm_conformance.driver_client`) and the implementation's hello answer;
+- the fake compress.v2 (`jfsm_conformance.fake_compress`), the FIFO of scripted replies the suite
   mirrors (`script`), and the requests not read yet (`new_requests`);
-- the expected side: one oracle model per game (`conformance.oracle`), the suite's own
+- the expected side: one oracle model per game (`jfsm_conformance.oracle`), the suite's own
   checkpoint base per game, the last dump of each game, the telemetry read so far, and the
   service's memory of completed replies (`Service`);
 - the compression the fake holds in flight, if any (`Held`).
@@ -23,16 +23,16 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from conformance import exercise
-from conformance.canon import idempotency_key
-from conformance.driver_client import DriverClient, HarnessError, Reply
-from conformance.fake_compress import FakeCompress
-from conformance.oracle import GameModel, InFlight
-from conformance.replies import to_outcome
 from jfsm.spec import constants
+from jfsm_conformance import exercise
+from jfsm_conformance.canon import idempotency_key
+from jfsm_conformance.driver_client import DriverClient, HarnessError, Reply
+from jfsm_conformance.fake_compress import FakeCompress
+from jfsm_conformance.oracle import GameModel, InFlight
+from jfsm_conformance.replies import to_outcome
 
 if TYPE_CHECKING:
-    from conformance.predictor import Compression
+    from jfsm_conformance.predictor import Compression
 
 __all__ = ["IN_FLIGHT_TIMEOUT", "SPEC_THRESHOLDS", "Held", "Service", "World"]
 

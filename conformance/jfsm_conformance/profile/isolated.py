@@ -24,7 +24,7 @@ PACKAGES = {
     "langmem": "langmem",
 }
 
-_ROOT = Path(__file__).resolve().parents[2]
+_ROOT = Path(__file__).resolve().parents[3]
 
 
 def run_isolated(adapter: str, version: str, args: list[str], venv_dir: str | None = None) -> int:

@@ -1,7 +1,7 @@
 """The reference engine configured for speed under the suite: no backoff between retries.
 
 ```
-jfsm conformance --driver python:conformance.examples.reference:durable_without_backoff
+jfsm conformance --driver python:jfsm_conformance.examples.reference:durable_without_backoff
 ```
 
 The reference engine waits 0.5 s, then 1 s, between transport retries of compress.v2

@@ -1,7 +1,7 @@
 """Broken drivers for `tests/conformance/test_suite_bites.py` (and for trying the suite out).
 
 ```
-jfsm conformance --driver python:conformance.examples.broken:drop_suffix
+jfsm conformance --driver python:jfsm_conformance.examples.broken:drop_suffix
 ```
 
 - `drop_suffix`: after a publication, exact chunks appended while the compression was in flight

@@ -18,7 +18,7 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
-from conformance.canon import canonical_text, jcs
+from jfsm_conformance.canon import canonical_text, jcs
 
 __all__ = ["ABSENT", "Diff", "GameModel", "InFlight", "StackModel", "diff_store", "normalize"]
 

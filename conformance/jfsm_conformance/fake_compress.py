@@ -5,7 +5,7 @@ other address) and imports nothing from `jfsm` but the spec reader `jfsm.spec`: 
 against the spec's schemas, not against the engine's code. Standard library plus `jsonschema` only.
 
 ```python
-from conformance.replies import http_status, success
+from jfsm_conformance.replies import http_status, success
 
 with FakeCompress() as fake:
     fake.set_participants([{"id": "p1", "human": True}, {"id": "bot", "human": False}])
@@ -17,7 +17,7 @@ with FakeCompress() as fake:
 
 Its whole behaviour is one plain function, `FakeCompress.answer(FakeRequest) -> FakeResponse`,
 which the HTTP server serves on loopback and `FakeCompress.transport()` serves in process (an
-`httpx` transport, no socket). Replies are scripted in the vocabulary of `conformance.replies`.
+`httpx` transport, no socket). Replies are scripted in the vocabulary of `jfsm_conformance.replies`.
 
 What it does with each request, in order:
 
@@ -63,7 +63,8 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from conformance.replies import (  # the builders are re-exported for older imports
+from jfsm.spec import locate_spec_dir as spec_dir  # the one spec reader (no engine code)
+from jfsm_conformance.replies import (  # the builders are re-exported for older imports
     REPLY_KINDS,
     Outcome,
     delay,
@@ -78,7 +79,6 @@ from conformance.replies import (  # the builders are re-exported for older impo
     success,
     wrong_schema,
 )
-from jfsm.spec import locate_spec_dir as spec_dir  # the one spec reader (no engine code)
 
 __all__ = [
     "LOOPBACK",

@@ -18,10 +18,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from conformance.checks import ConformanceFailure
-from conformance.driver_client import HarnessError, ProtocolViolation
-from conformance.explore import unsupported_in
-from conformance.session import Session
+from jfsm_conformance.checks import ConformanceFailure
+from jfsm_conformance.driver_client import HarnessError, ProtocolViolation
+from jfsm_conformance.explore import unsupported_in
+from jfsm_conformance.session import Session
 
 __all__ = ["CHAINS", "Probe", "smoke"]
 
@@ -95,7 +95,7 @@ def smoke(driver: str, *, say: Callable[[str], None] = print, timeout: float = 3
         _tail(say, str(exc))
         say("smoke: the driver did not complete the handshake (exit 2)")
         return 2
-    from conformance.runner import implementation_label
+    from jfsm_conformance.runner import implementation_label
 
     caps = ", ".join(k for k, v in sorted(session.capabilities.items()) if v) or "none"
     say(

@@ -1,7 +1,7 @@
 """Nondeterministic drivers: they misbehave once, so a replay of the failing sequence differs.
 
 ```
-jfsm conformance --driver python:conformance.examples.flaky:glitch_once
+jfsm conformance --driver python:jfsm_conformance.examples.flaky:glitch_once
 ```
 
 - `glitch_once`: the first `record_round` of the process answers a wrong `seq`; every later
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from conformance.examples.broken import BrokenDriver
+from jfsm_conformance.examples.broken import BrokenDriver
 
 __all__ = ["glitch_once", "glitch_then_noise", "glitch_then_other"]
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree as ET
 
-from conformance.runner import RunResult, implementation_label
+from jfsm_conformance.runner import RunResult, implementation_label
 
 __all__ = [
     "EXERCISE_KINDS",

@@ -3,11 +3,11 @@
 Every public method of `Session` is one *step*. It is recorded (name and arguments, as JSON)
 so that a failing sequence can be written as a trace and replayed; then it
 
-1. acts on the world (`conformance.world`): scripts the fake compress.v2 with reply
+1. acts on the world (`jfsm_conformance.world`): scripts the fake compress.v2 with reply
    descriptors, sends the operation to the driver, dumps the game;
-2. predicts (`conformance.predictor`, pure): the oracle's model applies the operation, and a
+2. predicts (`jfsm_conformance.predictor`, pure): the oracle's model applies the operation, and a
    step that may compress gets its expected flow of compressions from the scripted replies;
-3. verifies (`conformance.verifier`): the reply, the requests the fake received, the dumped
+3. verifies (`jfsm_conformance.verifier`): the reply, the requests the fake received, the dumped
    store against the model, the change log, the footprint, canaries, the compression report
    and the telemetry, in that order (the blame order).
 
@@ -22,17 +22,17 @@ import copy
 import time
 from typing import Any
 
-from conformance import checks as C
-from conformance import exercise
-from conformance.blame import Ctx
-from conformance.canon import QUOTA, change_log, footprint, jcs
-from conformance.checks import Ledger
-from conformance.driver_client import DriverClient, HarnessError, Reply
-from conformance.oracle import GameModel, diff_store, normalize
-from conformance.predictor import Compression, Flow, Predictor, publication_fits
-from conformance.snapshot import BaseCache
-from conformance.verifier import Verifier
-from conformance.world import SPEC_THRESHOLDS, Held, World
+from jfsm_conformance import checks as C
+from jfsm_conformance import exercise
+from jfsm_conformance.blame import Ctx
+from jfsm_conformance.canon import QUOTA, change_log, footprint, jcs
+from jfsm_conformance.checks import Ledger
+from jfsm_conformance.driver_client import DriverClient, HarnessError, Reply
+from jfsm_conformance.oracle import GameModel, diff_store, normalize
+from jfsm_conformance.predictor import Compression, Flow, Predictor, publication_fits
+from jfsm_conformance.snapshot import BaseCache
+from jfsm_conformance.verifier import Verifier
+from jfsm_conformance.world import SPEC_THRESHOLDS, Held, World
 
 __all__ = ["SPEC_THRESHOLDS", "Held", "Session"]
 

@@ -31,10 +31,10 @@ __all__ = ["load_expected_failures", "main", "skeleton_path"]
 
 
 def skeleton_path(name: str = "jfsm-driver.ts") -> Path:
-    """The driver skeleton shipped in the wheel (`conformance/skeletons/`), or the checkout's
+    """The driver skeleton shipped in the wheel (`jfsm_conformance/skeletons/`), or the checkout's
     `docs/guide/` copy; `FileNotFoundError` if neither exists."""
     here = Path(__file__).resolve().parent
-    for candidate in (here / "skeletons" / name, here.parent / "docs" / "guide" / name):
+    for candidate in (here / "skeletons" / name, here.parents[1] / "docs" / "guide" / name):
         if candidate.is_file():
             return candidate
     raise FileNotFoundError(f"the driver skeleton {name} is not installed")
@@ -56,7 +56,7 @@ def load_expected_failures(path: str) -> dict[str, str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from conformance.runner import DEFAULT_DRIVER, PROFILES
+    from jfsm_conformance.runner import DEFAULT_DRIVER, PROFILES
 
     parser = argparse.ArgumentParser(prog="jfsm conformance", description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -100,8 +100,8 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:
         return 0 if exc.code == 0 else 2
-    from conformance.report import github_annotations, summary_lines, write_junit, write_report
-    from conformance.runner import Options, run, select_error
+    from jfsm_conformance.report import github_annotations, summary_lines, write_junit, write_report
+    from jfsm_conformance.runner import Options, run, select_error
 
     problem = select_error(args.select)
     if problem:
@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _replay(argv: list[str]) -> int:
-    from conformance.runner import replay
+    from jfsm_conformance.runner import replay
 
     parser = argparse.ArgumentParser(prog="jfsm conformance replay")
     parser.add_argument("trace")
@@ -149,8 +149,8 @@ def _replay(argv: list[str]) -> int:
 
 
 def _smoke(argv: list[str]) -> int:
-    from conformance.runner import DEFAULT_DRIVER
-    from conformance.smoke import smoke
+    from jfsm_conformance.runner import DEFAULT_DRIVER
+    from jfsm_conformance.smoke import smoke
 
     parser = argparse.ArgumentParser(
         prog="jfsm conformance smoke",
