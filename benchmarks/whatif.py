@@ -8,7 +8,8 @@ same data. The prototypes must leave observable behaviour unchanged; where cheap
 checked (same dump after the same operations, same snapshot contents). Writes
 `whatif.json` and `whatif.md` to DIR (default `docs/benchmarks`).
 
-- P1 `GameEngine._last_round` in O(1) instead of `max()` over every round (record_round).
+- P1 (the last round number kept instead of recomputed with `max()`) has landed in the
+  engine (`MemoryIndex.last_round`), so it is no longer prototyped here.
 - P2 `MemoryIndex.observe` skips non-`jf` keys before `json.loads` (engine construction,
   `engine.write`).
 - P3 `StateMachine.fire` by a precomputed `(state, event) -> rows` table instead of the
@@ -32,7 +33,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import jfsm.engine
+import jfsm.game_memory
 from benchmarks.common import Samples, now_ns, ratio, summarize
 from benchmarks.data import MiB, Text, build_store
 from jfsm.engine import GameEngine
@@ -65,24 +66,6 @@ QUICK = {
 }
 
 
-# -- P1 ---------------------------------------------------------------------------------
-class LastRoundO1(GameEngine):
-    """P1: the last round number kept instead of recomputed with `max()`."""
-
-    def _last_round(self) -> int:
-        rounds = self.index.rounds
-        n: int | None = getattr(self, "_p1_last", None)
-        if n is None or (n and n not in rounds) or (n + 1) in rounds:
-            n = max(rounds, default=0)  # after a rebuild: recompute once
-        self._p1_last = n
-        return n
-
-    async def record_round(self, input: str, output: str) -> dict[str, int]:
-        result = await super().record_round(input, output)
-        self._p1_last = result["round"]
-        return result
-
-
 # -- P2 ---------------------------------------------------------------------------------
 class JfOnlyIndex(MemoryIndex):
     """P2: game-data keys are never decoded (the index ignores them anyway)."""
@@ -94,12 +77,14 @@ class JfOnlyIndex(MemoryIndex):
 
 @contextlib.contextmanager
 def jf_only_index() -> Iterator[None]:
-    saved = jfsm.engine.MemoryIndex
-    jfsm.engine.MemoryIndex = JfOnlyIndex  # type: ignore[misc]
+    """P2 for engines built inside: `GameMemory` (which builds each engine's index) gets the
+    prototype index."""
+    saved = jfsm.game_memory.MemoryIndex
+    jfsm.game_memory.MemoryIndex = JfOnlyIndex  # type: ignore[misc]
     try:
         yield
     finally:
-        jfsm.engine.MemoryIndex = saved  # type: ignore[misc]
+        jfsm.game_memory.MemoryIndex = saved  # type: ignore[misc]
 
 
 # -- P3 ---------------------------------------------------------------------------------
@@ -170,13 +155,14 @@ def fast_snapshot(data: bytes, crc: int) -> dict[str, bytes]:
 def _engines(cfg: dict[str, Any]) -> dict[str, GameEngine]:
     out: dict[str, GameEngine] = {}
     for size in ("small", "large"):
-        for variant, cls in (("today", GameEngine), ("P1", LastRoundO1), ("P1+P2+P3", LastRoundO1)):
+        for variant in ("today", "P2+P3"):
             built = build_store(int(cfg[f"{size}_mib"] * MiB), 10_000)
-            if variant == "P1+P2+P3":
-                with jf_only_index():
-                    out[f"{size}/{variant}"] = cls(built.store, FakeCompressor(), game_id="w")
-            else:
-                out[f"{size}/{variant}"] = cls(built.store, FakeCompressor(), game_id="w")
+            ctx = jf_only_index() if variant == "P2+P3" else contextlib.nullcontext()
+            with ctx:
+                engine = GameEngine(built.store, FakeCompressor(), game_id="w")
+            if variant == "P2+P3" and not isinstance(engine.index, JfOnlyIndex):
+                raise RuntimeError("the P2 patch missed: the engine does not use JfOnlyIndex")
+            out[f"{size}/{variant}"] = engine
     return out
 
 
@@ -206,7 +192,7 @@ async def _record_and_generate(cfg: dict[str, Any], engines: dict[str, GameEngin
 
 
 def _same_behaviour() -> bool:
-    """Today's engine and the P1+P2+P3 prototype give the same dump after the same ops."""
+    """Today's engine and the P2+P3 prototype give the same dump after the same ops."""
 
     async def script(engine: GameEngine) -> dict[str, Any]:
         await engine.write({"world.a": {"x": 1}, "world.b": "y"})
@@ -230,7 +216,7 @@ def _same_behaviour() -> bool:
     with jf_only_index(), fast_fire():
         proto = asyncio.run(
             script(
-                LastRoundO1(MemoryStore(), FakeCompressor(), game_id="w", thresholds={"game": 400})
+                GameEngine(MemoryStore(), FakeCompressor(), game_id="w", thresholds={"game": 400})
             )
         )
     return today == proto
@@ -297,7 +283,7 @@ def run(quick: bool = False) -> dict[str, Any]:
     engines = _engines(cfg)
     samples = asyncio.run(_record_and_generate(cfg, engines))
     rows = []
-    for variant in ("today", "P1", "P1+P2+P3"):
+    for variant in ("today", "P2+P3"):
         small = summarize(samples[f"rec:small/{variant}"])
         large = summarize(samples[f"rec:large/{variant}"])
         gen = summarize(samples[f"gen:large/{variant}"])
@@ -326,7 +312,7 @@ def render(r: dict[str, Any]) -> str:
         "",
         "`python -m benchmarks.whatif`: each suggestion prototyped in-process (subclass or "
         "temporary monkeypatch, `jfsm/` untouched) and measured against today's engine, "
-        "interleaved, medians. Same dump after the same operations (today vs P1+P2+P3): "
+        "interleaved, medians. Same dump after the same operations (today vs P2+P3): "
         f"{'yes' if r['same_behaviour'] else '**no**'}.",
         "",
         f"record_round and before_generation at {cfg['small_mib']} and {cfg['large_mib']} MiB "
