@@ -20,7 +20,8 @@ Transport failures are retried with exponential backoff up to `max_attempts` (ex
 statuses other than 408, 425 and 429, which would fail the same way again); a refusal or an ok
 reply ends the call. Every attempt becomes one `Attempt` and one log record on the
 `jfsm.transport` logger, with sizes, codes and ids only: never the text sent or received, nor a
-refusal's free-text message.
+refusal's free-text message. A reply (ok or a refusal) logs at INFO, a transport failure at
+WARNING.
 
 Internally each failure is a `jfsm.errors.TransportError` raised `from` the foreign exception
 (`classify_exception` does the mapping); the loop turns it into an `Attempt`, so nothing
@@ -382,6 +383,8 @@ class HttpCompressor:
         return True
 
     def _log(self, request: CompressionRequest, key: str, attempt: Attempt) -> None:
+        """One record per attempt: INFO for a reply (ok or a refusal, an expected answer of
+        the service), WARNING for a transport failure (the operator may have to look)."""
         fields = {
             "attempt": attempt.number,
             "max_attempts": self.max_attempts,
@@ -398,7 +401,7 @@ class HttpCompressor:
             "output_chars": attempt.output_chars,
             "duration_ms": round(attempt.duration_ms, 3),
         }
-        level = logging.INFO if attempt.outcome == "ok" else logging.WARNING
+        level = logging.WARNING if attempt.outcome == "transport" else logging.INFO
         logger.log(
             level,
             "compress.v2 attempt %d/%d outcome=%s detail=%s call_id=%s key=%s kind=%s "

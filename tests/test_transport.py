@@ -423,6 +423,21 @@ def test_each_attempt_is_logged_with_its_fields(
     assert records[1].levelno == logging.INFO
 
 
+def test_a_refusal_is_logged_at_info_not_as_a_warning(
+    fake: FakeCompress, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A refusal is an expected answer of the service, not a fault to alarm the operator."""
+    caplog.set_level(logging.DEBUG, logger="jfsm.transport")
+    fake.script(refuse("busy"))
+    result = run(fake, make_request())
+    assert result.outcome == "refused"
+    records = [r for r in caplog.records if r.name == "jfsm.transport"]
+    assert [(r.levelno, r.compress_attempt["outcome"]) for r in records] == [  # type: ignore[attr-defined]
+        (logging.INFO, "refused")
+    ]
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
 def test_invalid_request_text_raises_before_anything_is_sent(fake: FakeCompress) -> None:
     with pytest.raises(InvalidInput):
         run(fake, make_request("bad \ud800 text"))
