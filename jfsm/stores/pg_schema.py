@@ -1,0 +1,145 @@
+"""The PostgreSQL store's schema: its tables, their migrations, and connecting to them.
+
+# Tables (schema version 1, created by `migrate`)
+
+- `jfsm_schema_version(version, applied_at)`: one row per applied migration step.
+- `jfsm_game(game_id, token, owner, owned_at, seq, generation, footprint, created_at)`: one
+  row per game. `token` is the fencing token, bumped by every `open`; `seq` counts the
+  writes (commits, checkpoints, seeds) that landed; `footprint` is the store's incremental
+  footprint as of its last write, kept so an operator (or a checker) can compare it with a
+  recount.
+- `jfsm_value(game_id, key, value, base)`: one row per key that is in the store or in the
+  checkpoint base. `key` is the key's UTF-8 bytes, `value` the exact JCS bytes of the
+  current value (NULL: absent from the store), `base` those of the checkpoint base (NULL:
+  absent from the base). Values are `bytea`, never `jsonb` (which reorders and renormalizes),
+  so the footprint is byte for byte a `FileStore`'s.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from jfsm.errors import StoreUnavailable
+
+__all__ = ["SCHEMA_VERSION", "connect", "migrate", "require_schema", "schema_version"]
+
+#: The schema version this module reads and writes.
+SCHEMA_VERSION = 1
+
+_MIGRATIONS: dict[int, tuple[str, ...]] = {
+    1: (
+        """CREATE TABLE jfsm_game (
+            game_id text PRIMARY KEY CHECK (game_id <> ''),
+            token bigint NOT NULL DEFAULT 0,
+            owner text,
+            owned_at timestamptz,
+            seq bigint NOT NULL DEFAULT 0,
+            generation bigint NOT NULL DEFAULT 0,
+            footprint bigint NOT NULL DEFAULT 4,
+            created_at timestamptz NOT NULL DEFAULT now()
+        )""",
+        """CREATE TABLE jfsm_value (
+            game_id text NOT NULL REFERENCES jfsm_game ON DELETE CASCADE,
+            key bytea NOT NULL,
+            value bytea,
+            base bytea,
+            PRIMARY KEY (game_id, key),
+            CHECK (value IS NOT NULL OR base IS NOT NULL)
+        )""",
+        # lz4 compresses large values at a fraction of the default pglz's cost.
+        """DO $$ BEGIN
+            IF EXISTS (SELECT 1 FROM pg_settings
+                       WHERE name = 'default_toast_compression' AND 'lz4' = ANY(enumvals)) THEN
+                ALTER TABLE jfsm_value ALTER COLUMN value SET COMPRESSION lz4,
+                                       ALTER COLUMN base SET COMPRESSION lz4;
+            END IF;
+        END $$""",
+    ),
+}
+_MIGRATION_LOCK = 0x6A66736D  # "jfsm": serializes concurrent `migrate` calls
+
+
+def connect(conninfo: str, *, keepalive_seconds: int | None = None) -> psycopg.Connection[Any]:
+    """An autocommit connection; `StoreUnavailable` when the server cannot be reached.
+
+    With `keepalive_seconds`, the session asks the server for TCP keepalives, so that a
+    vanished client host is noticed after about twice that time, which ends its session and
+    releases its owner lock (connections over a Unix socket need none).
+    """
+    try:
+        if keepalive_seconds:
+            params = conninfo_to_dict(conninfo)
+            interval = max(1, keepalive_seconds // 3)
+            params["options"] = (
+                f"{params.get('options') or ''} -c tcp_keepalives_idle={keepalive_seconds}"
+                f" -c tcp_keepalives_interval={interval} -c tcp_keepalives_count=3"
+            ).strip()
+            conninfo = make_conninfo("", **params)
+        return psycopg.connect(conninfo, autocommit=True, connect_timeout=10)
+    except psycopg.Error as exc:
+        raise StoreUnavailable(
+            f"cannot connect to PostgreSQL: {exc}".strip(), state="closed"
+        ) from exc
+
+
+def schema_version(conn: psycopg.Connection[Any]) -> int:
+    """The schema version installed in the database `conn` is connected to (0: none)."""
+    if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        exists = conn.execute("SELECT to_regclass('jfsm_schema_version') IS NOT NULL").fetchone()
+        if not exists or not exists[0]:
+            return 0
+    try:
+        row = conn.execute("SELECT coalesce(max(version), 0) FROM jfsm_schema_version").fetchone()
+    except psycopg.errors.UndefinedTable:
+        return 0
+    return int(row[0]) if row else 0
+
+
+def migrate(conninfo: str) -> int:
+    """Create or upgrade the tables to `SCHEMA_VERSION` in one transaction; idempotent and
+    safe to run from several processes at once. Returns the version now installed.
+
+    Raises `StoreUnavailable` when the server cannot be reached or refuses the DDL (nothing
+    changes then), and when the database already holds a newer schema than this code.
+    """
+    conn = connect(conninfo)
+    try:
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS jfsm_schema_version ("
+                " version integer PRIMARY KEY,"
+                " applied_at timestamptz NOT NULL DEFAULT now())"
+            )
+            current = schema_version(conn)
+            if current > SCHEMA_VERSION:
+                raise StoreUnavailable(
+                    f"the database holds jfsm schema {current}, newer than this code's "
+                    f"{SCHEMA_VERSION}; nothing was changed",
+                    state="closed",
+                    schema_version=current,
+                )
+            for version in range(current + 1, SCHEMA_VERSION + 1):
+                for statement in _MIGRATIONS[version]:
+                    conn.execute(statement)
+                conn.execute("INSERT INTO jfsm_schema_version (version) VALUES (%s)", (version,))
+        return SCHEMA_VERSION
+    except psycopg.Error as exc:
+        raise StoreUnavailable(f"migration failed, nothing changed: {exc}", state="closed") from exc
+    finally:
+        conn.close()
+
+
+def require_schema(conn: psycopg.Connection[Any]) -> None:
+    """Raises `StoreUnavailable` (state `closed`) unless the database holds `SCHEMA_VERSION`."""
+    version = schema_version(conn)
+    if version != SCHEMA_VERSION:
+        raise StoreUnavailable(
+            f"the database holds jfsm schema {version or 'none'}, this code needs "
+            f"{SCHEMA_VERSION}: run `jfsm pg-migrate URL` (or jfsm.stores.postgres.migrate)",
+            state="closed",
+            schema_version=version,
+        )
