@@ -16,8 +16,11 @@ with FakeCompress() as fake:
 ```
 
 Its whole behaviour is one plain function, `FakeCompress.answer(FakeRequest) -> FakeResponse`,
-which the HTTP server serves on loopback and `FakeCompress.transport()` serves in process (an
-`httpx` transport, no socket). Replies are scripted in the vocabulary of `jfsm_conformance.replies`.
+which the HTTP server serves on loopback (`fake_http`) and `FakeCompress.transport()` serves in
+process (`fake_inprocess`, an `httpx` transport, no socket). Replies are scripted in the
+vocabulary of `jfsm_conformance.replies`. The exchange types are `fake_exchange`'s, the request
+checks `fake_contract`'s (pure), the made-up replies `fake_summaries`'; this module keeps the
+state: script, records, stored replies, held requests.
 
 What it does with each request, in order:
 
@@ -48,22 +51,35 @@ kept at all. The suite's own fake keeps every record's metadata, since it reads 
 
 from __future__ import annotations
 
-import hashlib
+import contextlib
 import json
-import socket
-import struct
 import threading
 import time
 from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from functools import cache
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
 
-from jsonschema import Draft202012Validator
-
 from jfsm.spec import locate_spec_dir as spec_dir  # the one spec reader (no engine code)
+from jfsm_conformance.fake_contract import (
+    Problem,
+    beneficiaries_problem,
+    body_problem,
+    envelope_problem,
+    logical_digest,
+    validator,
+)
+from jfsm_conformance.fake_exchange import (
+    LOOPBACK,
+    MAX_REQUEST_BYTES,
+    PATH,
+    RESET,
+    FakeRequest,
+    FakeResponse,
+)
+from jfsm_conformance.fake_http import start_server
+from jfsm_conformance.fake_summaries import oversized_body, reply_doc
 from jfsm_conformance.replies import (  # the builders are re-exported for older imports
     REPLY_KINDS,
     Outcome,
@@ -103,74 +119,6 @@ __all__ = [
     "wrong_schema",
 ]
 
-LOOPBACK = "127.0.0.1"
-PATH = "/v2/compress"
-MAX_REQUEST_BYTES = 32 * 1024 * 1024
-_CHUNK = 64 * 1024
-
-
-# --------------------------------------------------------------------------- spec
-
-
-@cache
-def _validator(name: str) -> Draft202012Validator:
-    path = spec_dir() / "schemas" / name
-    schema = json.loads(path.read_text(encoding="utf-8"))
-    Draft202012Validator.check_schema(schema)
-    return Draft202012Validator(schema)
-
-
-# --------------------------------------------------------------------------- strict JSON
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise ValueError(f"duplicate key {key!r}")
-        out[key] = value
-    return out
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _strings_are_scalar(doc: Any) -> bool:
-    stack = [doc]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            try:
-                item.encode("utf-8")
-            except UnicodeEncodeError:
-                return False
-        elif isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return True
-
-
-def _parse_strict(raw: bytes) -> Any:
-    doc = json.loads(
-        raw.decode("utf-8"), object_pairs_hook=_no_duplicates, parse_constant=_reject_constant
-    )
-    if not _strings_are_scalar(doc):
-        raise ValueError("lone surrogate in a string")
-    return doc
-
-
-def _hash_text(seed: str, n: int) -> str:
-    """`n` hex code points derived from `seed` (never quotes the seed)."""
-    out: list[str] = []
-    block = hashlib.sha256(("summary:" + seed).encode("utf-8")).hexdigest()
-    while sum(map(len, out)) < n:
-        out.append(block)
-        block = hashlib.sha256(block.encode("ascii")).hexdigest()
-    return "".join(out)[:n]
-
 
 def _participant(item: Any) -> tuple[str, bool, bool]:
     if isinstance(item, Mapping):
@@ -178,123 +126,10 @@ def _participant(item: Any) -> tuple[str, bool, bool]:
     return str(item.id), bool(item.human), bool(getattr(item, "spectator", False))
 
 
-# --------------------------------------------------------------------------- exchanges
-
-
-@dataclass
-class FakeRequest:
-    """One HTTP request as the fake's core sees it: `body` is None when it was not read
-    (no valid `Content-Length`, or one past `MAX_REQUEST_BYTES`)."""
-
-    method: str
-    path: str
-    headers: list[tuple[str, str]]
-    body: bytes | None
-    parsed: Any = None  # the body, parsed, once the checks got that far
-
-    def header(self, name: str) -> str | None:
-        """The first value of header `name` (case-insensitive), or None."""
-        found = self.header_all(name)
-        return found[0] if found else None
-
-    def header_all(self, name: str) -> list[str]:
-        return [v for k, v in self.headers if k.lower() == name.lower()]
-
-
-@dataclass(frozen=True)
-class FakeResponse:
-    """What the core answers: a status and body (`chunked` hides the length), or `reset`
-    (drop the connection, sending nothing)."""
-
-    status: int = 200
-    body: bytes = b""
-    headers: tuple[tuple[str, str], ...] = ()
-    chunked: bool = False
-    reset: bool = False
-
-
-RESET = FakeResponse(status=0, reset=True)
-
-
-# --------------------------------------------------------------------------- server
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False
-    allow_reuse_address = False
-    fake: FakeCompress
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """Clients that go away mid-reply are expected here; stay quiet."""
-
-
 @dataclass
 class _Held:
     index: int
     released: threading.Event
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server_version = "jfsm-fake-compress"
-    timeout = 10.0  # a stalled client never pins a thread for long
-    server: _Server
-
-    def log_message(self, format: str, *args: Any) -> None:
-        """No access log: request lines are recorded in `FakeCompress.requests`."""
-
-    def do_POST(self) -> None:
-        self.close_connection = True  # one request per connection, whatever happens
-        length = self.headers.get("Content-Length")
-        size = int(length) if length is not None and length.isdigit() else None
-        # Read the body even when the request will be refused: closing a socket with unread
-        # data makes the kernel send a reset, and the client would never see our status.
-        raw = self.rfile.read(size) if size is not None and size <= MAX_REQUEST_BYTES else None
-        if raw is not None and size is not None and len(raw) < size:
-            return  # the client went away mid-body (a killed caller): no request, no reply
-        request = FakeRequest(self.command, self.path, list(self.headers.items()), raw)
-        response = self.server.fake.answer(request)
-        if response.reset:
-            self.abort()
-        elif response.chunked:
-            self.send_chunked(response.body)
-        else:
-            self.send_bytes(response.status, response.body, dict(response.headers))
-
-    do_GET = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = do_POST
-
-    # -- writing
-
-    def send_bytes(self, status: int, body: bytes, extra: Mapping[str, str] | None = None) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Connection", "close")
-        for name, value in (extra or {}).items():
-            self.send_header(name, value)
-        no_body = status in (204, 304) or self.command == "HEAD"
-        self.send_header("Content-Length", "0" if no_body else str(len(body)))
-        self.end_headers()
-        if not no_body:
-            self.wfile.write(body)
-        self.close_connection = True
-
-    def send_chunked(self, body: bytes) -> None:
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Connection", "close")
-        self.send_header("Transfer-Encoding", "chunked")
-        self.end_headers()
-        for start in range(0, len(body), _CHUNK):
-            piece = body[start : start + _CHUNK]
-            self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
-        self.wfile.write(b"0\r\n\r\n")
-        self.close_connection = True
-
-    def abort(self) -> None:
-        """Drop the connection with a reset, sending nothing."""
-        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        self.close_connection = True
 
 
 class FakeCompress:
@@ -334,7 +169,7 @@ class FakeCompress:
         self._logical: dict[str, str] = {}
         self._held: list[_Held] = []
         self._participants: list[tuple[str, bool, bool]] | None = None
-        self._server: _Server | None = None
+        self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
     # -- lifecycle
@@ -343,18 +178,8 @@ class FakeCompress:
         """Bind `127.0.0.1` and serve in a daemon thread."""
         if self._server is not None:
             return self
-        _validator("compress-request.schema.json")  # fail here, not in a request thread
-        server = _Server((LOOPBACK, self._requested_port), _Handler)
-        bound = server.server_address[0]
-        if bound != LOOPBACK:  # pragma: no cover - the constructor bound LOOPBACK explicitly
-            server.server_close()
-            raise RuntimeError(f"fake compress bound {bound!r}, not {LOOPBACK}")
-        server.fake = self
-        self._server = server
-        self._thread = threading.Thread(
-            target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-        self._thread.start()
+        validator("compress-request.schema.json")  # fail here, not in a request thread
+        self._server, self._thread = start_server(self.answer, self._requested_port)
         return self
 
     def close(self) -> None:
@@ -478,7 +303,9 @@ class FakeCompress:
         no socket: the same checks, script, replays and records as over HTTP, for any base
         URL. A `reset` raises `httpx.ReadError`; `delay` and `hold` block a worker thread
         (async) or the caller (sync). Imports `httpx`, which the HTTP fake does not need."""
-        return _in_process_transport(self)
+        from jfsm_conformance.fake_inprocess import InProcess
+
+        return InProcess(self.answer)
 
     # -- request handling (server threads)
 
@@ -548,54 +375,29 @@ class FakeCompress:
                 record["outcome"] = outcome
             record["status"] = status
 
-    def _check(self, h: FakeRequest, record: dict[str, Any]) -> tuple[int, str, str] | None:
-        """The first contract problem of the request, as (status, reason, detail), or None."""
-        length = h.header("Content-Length")
-        size = int(length) if length is not None and length.isdigit() else None
-        raw = h.body if h.body is not None else b""
-        record["raw_bytes"] = len(raw)
-        if h.path != PATH:
-            return 404, "path", f"{h.method} {h.path}"
-        if h.method != "POST":
-            return 405, "method", h.method
-        if size is None:
-            return 411, "content_length", "missing or invalid Content-Length"
-        if size > MAX_REQUEST_BYTES:
-            return 413, "too_large", f"{size} bytes"
-        media = (h.header("Content-Type") or "").split(";")[0].strip().lower()
-        if media != "application/json":
-            return 415, "content_type", media or "missing"
-        keys = h.header_all("Idempotency-Key")
-        if len(keys) != 1 or not keys[0].strip():
-            return 400, "idempotency_key", f"{len(keys)} Idempotency-Key headers"
-        try:
-            doc = _parse_strict(raw)
-        except (ValueError, RecursionError) as exc:
-            return 400, "json", type(exc).__name__
-        h.parsed = doc
+    def _check(self, h: FakeRequest, record: dict[str, Any]) -> Problem | None:
+        """The first contract problem of the request (`fake_contract`), as (status, reason,
+        detail), or None; notes its size, body and beneficiaries in `record` as far as the
+        checks got, and remembers its key's logical compression."""
+        record["raw_bytes"] = len(h.body if h.body is not None else b"")
+        problem = envelope_problem(h)
+        if problem is not None:
+            return problem
+        doc = h.parsed
         with self._lock:
             if self._count - record["index"] <= self.keep_bodies:
                 record["body"] = doc
-        errors = sorted(
-            f"{e.json_path}: {e.validator}"
-            for e in _validator("compress-request.schema.json").iter_errors(doc)
-        )
-        if errors:
-            return 400, "schema", "; ".join(errors)
-        text = doc["input"]["text"]
-        if doc["input"]["chars"] != len(text):
-            return 400, "chars", f"chars {doc['input']['chars']} != {len(text)} code points"
+        problem = body_problem(doc)
+        if problem is not None:
+            return problem
         sent = doc["beneficiaries"]
         record["beneficiaries"] = list(sent)
-        if sent != sorted(sent):
-            return 400, "beneficiaries_order", "beneficiaries are not sorted by code point"
-        expected = record["expected_beneficiaries"]
-        if expected is not None and sent != expected:
-            return 400, "beneficiaries", f"sent {len(sent)} ids, expected {len(expected)}"
-        logical = json.dumps([doc["kind"], doc["scope"], doc["input"]], sort_keys=True)
-        digest = hashlib.sha256(logical.encode("utf-8", "surrogatepass")).hexdigest()
+        problem = beneficiaries_problem(sent, record["expected_beneficiaries"])
+        if problem is not None:
+            return problem
+        digest = logical_digest(doc)
         with self._lock:
-            first = self._remember(self._logical, keys[0], digest)
+            first = self._remember(self._logical, record["idempotency_key"], digest)
         if first != digest:
             return 400, "idempotency_conflict", "key reused for another logical compression"
         return None
@@ -628,84 +430,18 @@ class FakeCompress:
         if outcome is not None and outcome.kind == "reset":
             return RESET
         if outcome is None or outcome.kind in REPLY_KINDS:
-            body = json.dumps(self._reply(outcome, key, doc), ensure_ascii=False).encode("utf-8")
+            reply = reply_doc(outcome, key, doc, self.summary_cap)
+            body = json.dumps(reply, ensure_ascii=False).encode("utf-8")
             with self._lock:
                 body = self._remember(self._replies, key, body)
             self._set(record, name, 200)
             return FakeResponse(200, body)
         if outcome.kind == "oversized":
             self._set(record, name, 200)
-            return FakeResponse(200, self._oversized(outcome.n_bytes), chunked=outcome.chunked)
+            return FakeResponse(200, oversized_body(outcome.n_bytes), chunked=outcome.chunked)
         assert outcome.body is not None
         self._set(record, name, outcome.status)
         return FakeResponse(outcome.status, outcome.body)
-
-    def _reply(self, outcome: Outcome | None, key: str, doc: dict[str, Any]) -> dict[str, Any]:
-        text: str = doc["input"]["text"]
-        call_id = "fake-" + hashlib.sha256(("call:" + key).encode("utf-8")).hexdigest()[:24]
-        if outcome is not None and isinstance(outcome.call_id, str):
-            call_id = outcome.call_id
-        if outcome is None or outcome.kind == "default":
-            n = max(1, min(self.summary_cap, len(text) // 8))
-            return {"ok": True, "callId": call_id, "summary": _hash_text(text, n)}
-        if outcome.kind == "refuse":
-            error: dict[str, Any] = {"code": outcome.code}
-            if outcome.message is not None:
-                error["message"] = outcome.message
-            reply: dict[str, Any] = {"ok": False, "error": error}
-            if outcome.call_id is not False:
-                reply["callId"] = call_id
-            return reply
-        if outcome.kind == "empty":
-            summary = outcome.summary or ""
-        elif outcome.kind == "not_smaller":
-            summary = _hash_text(text, len(text) + (outcome.chars or 0))
-        elif outcome.summary is not None:
-            summary = outcome.summary
-        elif outcome.chars is not None:
-            summary = _hash_text(text, outcome.chars)
-        else:
-            summary = _hash_text(text, max(1, min(self.summary_cap, len(text) // 8)))
-        return {"ok": True, "callId": call_id, "summary": summary}
-
-    @staticmethod
-    def _oversized(n_bytes: int) -> bytes:
-        head, tail = b'{"ok":true,"callId":"fake-oversized","summary":"', b'"}'
-        return head + b"x" * (n_bytes - len(head) - len(tail)) + tail
-
-
-def _in_process_transport(fake: FakeCompress) -> Any:
-    import asyncio
-
-    import httpx
-
-    def request_of(request: httpx.Request, content: bytes) -> FakeRequest:
-        length = request.headers.get("content-length")
-        size = int(length) if length is not None and length.isdigit() else None
-        body = content[:size] if size is not None and size <= MAX_REQUEST_BYTES else None
-        path = request.url.raw_path.decode("ascii")
-        return FakeRequest(request.method, path, request.headers.multi_items(), body)
-
-    def response_of(answer: FakeResponse) -> httpx.Response:
-        if answer.reset:
-            raise httpx.ReadError("connection reset by the fake")
-        headers = [("Content-Type", "application/json"), *answer.headers]
-        if answer.chunked:
-            headers.append(("Transfer-Encoding", "chunked"))
-            return httpx.Response(
-                answer.status, headers=headers, stream=httpx.ByteStream(answer.body)
-            )
-        return httpx.Response(answer.status, headers=headers, content=answer.body)
-
-    class InProcess(httpx.BaseTransport, httpx.AsyncBaseTransport):
-        def handle_request(self, request: httpx.Request) -> httpx.Response:
-            return response_of(fake.answer(request_of(request, request.read())))
-
-        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-            content = await request.aread()
-            return response_of(await asyncio.to_thread(fake.answer, request_of(request, content)))
-
-    return InProcess()
 
 
 SERVE_MAX_RECORDS = 1000
@@ -717,8 +453,6 @@ def serve(port: int | None = None, host: str = LOOPBACK) -> None:
     keeping at most `SERVE_MAX_RECORDS` records, none with its body."""
     with FakeCompress(port=port, host=host, keep_bodies=0, max_records=SERVE_MAX_RECORDS) as fake:
         print(f"jfsm fake-compress listening on {fake.url}", flush=True)
-        try:
+        with contextlib.suppress(KeyboardInterrupt):
             while True:
                 time.sleep(0.5)
-        except KeyboardInterrupt:
-            pass
