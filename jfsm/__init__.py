@@ -5,6 +5,7 @@ compress.v2 executor, the records an embedder passes in, and the error hierarchy
 Everything else is internal and may change.
 """
 
+from jfsm._version import __version__
 from jfsm.compressor import Compressor
 from jfsm.engine import CompressionReport, GameEngine
 from jfsm.errors import (
@@ -26,8 +27,6 @@ from jfsm.stores import FileStore, MemoryStore, Store
 from jfsm.sync import SyncGameEngine
 from jfsm.text import canonical_length, canonical_text, count
 from jfsm.transport import HttpCompressor, SyncHttpCompressor
-
-__version__ = "0.1.0"
 
 __all__ = [
     "CompressionPending",
