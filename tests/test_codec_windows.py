@@ -37,9 +37,7 @@ _NUMBERS = st.one_of(
 )
 _VALUES = st.recursive(
     st.one_of(st.none(), st.booleans(), _NUMBERS, _TEXT),
-    lambda inner: st.one_of(
-        st.lists(inner, max_size=4), st.dictionaries(_TEXT, inner, max_size=4)
-    ),
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(_TEXT, inner, max_size=4)),
     max_leaves=12,
 )
 _STORES = st.dictionaries(_TEXT, _VALUES, max_size=8)
@@ -198,7 +196,7 @@ _TRICKY = _encoded(
         "b": -1e21,
         "c": "\U0001d11ex\U0001f600",
         "d": [True, False, None],
-        "é": "\\\"",
+        "é": '\\"',
         "n": 1234567890123456,
         "o": {"\U0001f600": [], "x": {}},
     }
