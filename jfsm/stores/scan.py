@@ -162,8 +162,10 @@ def value_at(window: Window, pos: int) -> tuple[Any, int]:
     """The JSON value starting exactly at `pos` (no white space first) and its end.
     Raises `Malformed` if it is not JSON (at the decoder's position)."""
     while True:
-        window.cover(pos)
         base, final = window.base, window.final
+        if not (base <= pos and (pos < base + len(window.text) or final)):
+            window.cover(pos)
+            base, final = window.base, window.final
         try:
             value, end = _DECODER.raw_decode(window.text, pos - base)
         except json.JSONDecodeError as exc:
@@ -197,7 +199,7 @@ def parse_object(
     is parsed and dropped, its bytes kept as they are. `positions`, when given, receives
     (name, offset of the value) per member. Raises `Malformed` at the first problem.
     """
-    data = window.data
+    data, stop = window.data, window.stop
     if window.byte(start) != b"{":
         raise Malformed("expected '{'", start)
     members: dict[str, bytes] = {}
@@ -205,13 +207,13 @@ def parse_object(
     if window.byte(i) == b"}":
         return members, i + 1
     while True:
-        if window.byte(i) != b'"':
+        if i >= stop or data[i] != 0x22:  # '"'
             raise Malformed("expected a member name", i)
         raw, colon = value_at(window, i)
         if not raw.isascii():  # read as Latin-1: decode the name's UTF-8 bytes for real
             raw = json.loads(data[i:colon])
         key = key_of(raw, i)
-        if window.byte(colon) != b":":
+        if colon >= stop or data[colon] != 0x3A:  # ':'
             raise Malformed("expected ':'", colon)
         _, end = value_at(window, colon + 1)
         if key in members:
@@ -219,10 +221,10 @@ def parse_object(
         members[key] = data[colon + 1 : end]
         if positions is not None:
             positions.append((key, colon + 1))
-        separator = window.byte(end)
-        if separator == b"}":
+        separator = data[end] if end < stop else None
+        if separator == 0x7D:  # '}'
             return members, end + 1
-        if separator != b",":
+        if separator != 0x2C:  # ','
             raise Malformed("expected ',' or '}'", end)
         i = end + 1
 
