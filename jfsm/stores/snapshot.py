@@ -5,7 +5,8 @@ The file's name carries its generation and the CRC-32 of its bytes
 the bytes are UTF-8 and that they hold one JCS object in the layout written (no white
 space, no duplicate names, nothing after it), parsing each value in bounded windows
 (`jfsm.stores.scan`) and keeping its bytes as they are; with `verify` it also requires
-every value and the whole file to be byte for byte what `object_bytes` writes.
+every value and the whole file to be byte for byte what `object_bytes` writes (compared
+member by member, without writing it again).
 
 On error: `StoreCorrupted` naming the file, the byte offset and the reason.
 """
@@ -36,6 +37,23 @@ def object_bytes(members: Mapping[str, bytes]) -> bytes:
     return b"{" + b",".join(string_bytes(k) + b":" + members[k] for k in keys) + b"}"
 
 
+def _layout_difference(members: Mapping[str, bytes], data: bytes) -> int | None:
+    """Where `object_bytes(members)` first differs from `data` (None: they are equal),
+    compared member by member instead of building the whole object again."""
+    view = memoryview(data)
+    pos = 0
+    for i, key in enumerate(sorted(members, key=key_order)):
+        piece = (b"{" if i == 0 else b",") + string_bytes(key) + b":" + members[key]
+        if view[pos : pos + len(piece)] != piece:
+            return pos + first_difference(piece, data[pos : pos + len(piece)])
+        pos += len(piece)
+    last = b"}" if members else b"{}"
+    if view[pos : pos + len(last)] != last:
+        return pos + first_difference(last, data[pos : pos + len(last)])
+    pos += len(last)
+    return None if pos == len(data) else pos
+
+
 def read_snapshot(
     path: str, data: bytes, crc: int, verify: bool = False, *, window: int = WINDOW
 ) -> dict[str, bytes]:
@@ -59,9 +77,9 @@ def read_snapshot(
     if verify:
         assert positions is not None
         problem = not_canonical(members, positions)
-        canonical = object_bytes(members)
-        if problem is None and canonical != data:
-            problem = Malformed("member order or layout differs", first_difference(canonical, data))
+        differs = None if problem is not None else _layout_difference(members, data)
+        if differs is not None:
+            problem = Malformed("member order or layout differs", differs)
         if problem is not None:
             raise corrupted(path, problem.pos, f"snapshot is not canonical JCS ({problem})")
     return members
