@@ -348,7 +348,7 @@ def _memory(me: dict[str, Any]) -> list[str]:
         f"({_fmt(me['baseline_peak_rss_mib'])} MiB)."
         + (f" Goal: peak at most {goal:g}× the footprint in both cases." if goal else "")
         + (
-            " *Before R51*: the same command on the whole-file snapshot reader (commit "
+            " *Before R51*: the same measurement on the whole-file snapshot reader (commit "
             "`e2e1584`), which decoded the whole file as one Latin-1 text."
             if before
             else ""
