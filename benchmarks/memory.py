@@ -12,6 +12,13 @@ uses `VmHWM` when it is available.
 - `built in memory`: a `MemoryStore` filled through the engine (rounds with compression
   checks, game-data writes, checkpoints), then a fresh `GameEngine` over it.
 - `reopened from disk`: `FileStore.open` of the same kind of store, then a `GameEngine`.
+- `read`: the snapshot reader alone over that store's snapshot file (decision R51): its
+  throughput (median of 5 reads) and the peak of its Python allocations (`tracemalloc`)
+  over the file's size; a reader that decoded the whole file as text needed over 2x.
+
+The goal (issue 11): peak RSS at most `PEAK_GOAL` times the footprint in both cases.
+`BEFORE_R51` keeps the figures of the whole-file reader (commit e2e1584, this command, the
+same machine) for the side-by-side table.
 """
 
 from __future__ import annotations
@@ -32,6 +39,8 @@ from benchmarks.data import MiB, build_store
 __all__ = ["run"]
 
 ROOT = Path(__file__).resolve().parent.parent
+PEAK_GOAL = 4.0
+BEFORE_R51 = {"built in memory": 3.66, "reopened from disk": 4.53}
 FULL = {"footprint_mib": 29.5}
 QUICK = {"footprint_mib": 0.3}
 
@@ -73,6 +82,8 @@ def _child(argv: list[str]) -> dict[str, Any]:
             store.seed(built.store.image.values_bytes())
             footprint = store.image.footprint()
         return {"mode": mode, "footprint": footprint}
+    elif mode == "read":
+        return _read(argv[1])
     elif mode == "reopen":
         engine = GameEngine(FileStore.open(argv[1]), FakeCompressor(), game_id="bench")
     elif mode != "baseline":
@@ -92,6 +103,39 @@ def _child(argv: list[str]) -> dict[str, Any]:
     if engine is not None:
         engine.close()
     return result
+
+
+def _read(directory: str) -> dict[str, Any]:
+    """Time the snapshot reader over the store's snapshot and trace its allocations."""
+    import statistics
+    import time
+    import tracemalloc
+    import zlib
+
+    from jfsm.stores.snapshot import read_snapshot
+
+    name = next(n for n in sorted(os.listdir(directory)) if n.startswith("snapshot."))
+    path = os.path.join(directory, name)
+    with open(path, "rb") as f:
+        data = f.read()
+    crc = zlib.crc32(data)
+    times = []
+    for _ in range(5):
+        start = time.perf_counter()
+        read_snapshot(path, data, crc)
+        times.append(time.perf_counter() - start)
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    members = read_snapshot(path, data, crc)
+    peak = tracemalloc.get_traced_memory()[1] - before
+    tracemalloc.stop()
+    del members
+    return {
+        "mode": "read",
+        "file_bytes": len(data),
+        "median_s": statistics.median(times),
+        "traced_peak_bytes": peak,
+    }
 
 
 def _spawn(*args: str) -> dict[str, Any]:
@@ -144,6 +188,15 @@ def run(quick: bool = False, log: Any = print) -> dict[str, Any]:
                 }
             )
             log(f"  memory {label}: peak {peak / MiB:.0f} MiB for {fp / MiB:.1f} MiB")
+        read = _spawn("read", directory)
+        size = read["file_bytes"]
+        reader = {
+            "file_mib": round(size / MiB, 2),
+            "median_s": round(read["median_s"], 3),
+            "mib_per_s": round(size / MiB / read["median_s"], 1),
+            "traced_peak_over_file": round(read["traced_peak_bytes"] / size, 2),
+        }
+        log(f"  memory reader: {reader['mib_per_s']} MiB/s")
     finally:
         shutil.rmtree(root, ignore_errors=True)
     return {
@@ -151,7 +204,11 @@ def run(quick: bool = False, log: Any = print) -> dict[str, Any]:
         "parent_rss_mib_at_spawn": round((_rss_now_kib() or 0) / 1024, 1),
         "baseline_peak_rss_mib": round(baseline["peak_rss_kib"] / 1024, 1),
         "baseline_ru_maxrss_mib": round(baseline["ru_maxrss_kib"] / 1024, 1),
+        # Both are about the full size: a quick run's ratios mean nothing.
+        "goal_peak_over_footprint": None if quick else PEAK_GOAL,
+        "before_r51": {} if quick else BEFORE_R51,
         "cases": rows,
+        "reader": reader,
     }
 
 

@@ -3,7 +3,8 @@
 
 # Layout
 
-One directory per store (the bytes of each file: `jfsm.stores.codec`):
+One directory per store (the bytes of each file: `jfsm.stores.codec`, which names the
+modules of the log's records, the snapshot and the windowed reading, decision R51):
 
 - `manifest`: names the live snapshot and log (decision R27, the way LevelDB's `CURRENT`
   names its live files). Rewritten only by a checkpoint, by replacement.
@@ -43,7 +44,8 @@ decided by `jfsm.stores.directory`.
   them to `manifest.tmp`, fsync it and rename it over `manifest`: that rename is the commit
   point, the second directory fsync makes it durable; then the files of g are removed.
 - `open`: read what the manifest names (a directory without one: see
-  `jfsm.stores.directory`); replay the log (read whole: checkpoint to bound it); if
+  `jfsm.stores.directory`); replay the log (its bytes read whole: checkpoint to bound
+  it; parsed in windows, so no second copy of a file is held, decision R51); if
   anything follows the last valid record (zeros left by a session that did not close, or a
   torn tail), truncate the log there and fsync it, so a session starts with nothing
   allocated past its last record and only ever writes into extents it synced itself.
