@@ -42,7 +42,6 @@ from hypothesis.stateful import (
 
 from jfsm.engine import GameEngine
 from jfsm.errors import CompressionPending, InvalidInput, InvalidTransition, QuotaExceeded
-from jfsm.fake_compressor import Reply
 from jfsm.stores.memory import MemoryStore
 
 THRESHOLDS = {"game": 2000, "catalyst": 1000}
@@ -88,19 +87,24 @@ def summary_for(uid: int, chars: int, scene: bool) -> str:
     return (tag + "~" * n)[: n - 1] + "\n"
 
 
+def descriptor(mode: str, uid: int, chars: int, scene: bool) -> dict[str, Any]:
+    """The reply descriptor (`jfsm_conformance.replies`) a `mode` scripts for a request of
+    `chars` code points."""
+    if mode == "ok":
+        return {"reply": "success", "summary": summary_for(uid, chars, scene)}
+    if mode == "refused":
+        return {"reply": "refuse", "code": "policy"}
+    if mode == "transport":
+        return {"reply": "http_status", "status": 503}
+    if mode == "empty":
+        return {"reply": "empty", "summary": " \n\u3000 "}
+    return {"reply": "success", "summary": fill(chars, "😀")}  # not_smaller: as long as the input
+
+
 def make_plan(mode: str, uid: int, hold: bool):  # type: ignore[no-untyped-def]
-    def reply(req) -> Reply:  # type: ignore[no-untyped-def]
-        if mode == "ok":
-            return Reply(
-                summary=summary_for(uid, req.chars, req.catalyst_id is not None), hold=hold
-            )
-        if mode == "refused":
-            return Reply("refused", code="policy", hold=hold)
-        if mode == "transport":
-            return Reply("transport", code="timeout", hold=hold)
-        if mode == "empty":
-            return Reply(summary=" \n\u3000 ", hold=hold)
-        return Reply(summary=fill(req.chars, "😀"), hold=hold)  # not_smaller
+    def reply(req) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+        d = descriptor(mode, uid, req.chars, req.catalyst_id is not None)
+        return {"reply": "hold", "then": d} if hold else d
 
     return reply
 

@@ -14,7 +14,13 @@ in-process `FakeCompressor` takes the same descriptors (`queue({"reply": "refuse
 {"reply": "http_status", "status": 503}               transport failures (retried) ...
 {"reply": "malformed"} {"reply": "wrong_schema"} {"reply": "reset"}
 {"reply": "hold", "then": <descriptor>}               held until released
+{"reply": "default"}                                  the fake's own ok reply (a short hash text)
 ```
+
+`default` is the reply a fake gives when its script is empty; its length is the fake's
+choice, so the suite cannot predict its outcome (`attempt_outcome` refuses it). Tests of the
+in-process fake script it to hold an ordinary reply: `{"reply": "hold", "then": {"reply":
+"default"}}`.
 """
 
 from __future__ import annotations
@@ -184,6 +190,8 @@ def to_outcome(d: dict[str, Any]) -> Outcome:
         return reset()
     if kind == "hold":
         return hold(to_outcome(d["then"]))
+    if kind == "default":
+        return Outcome("default")
     raise ValueError(f"unknown reply descriptor {d!r}")
 
 
@@ -212,9 +220,13 @@ def output_chars(d: dict[str, Any], input_chars: int) -> int | None:
 
 def attempt_outcome(d: dict[str, Any], input_chars: int) -> str:
     """The caller's outcome for one attempt answered with `d`, before stale and quota checks:
-    `valid`, `refused`, `transport`, `empty` or `not_smaller`."""
+    `valid`, `refused`, `transport`, `empty` or `not_smaller`.
+
+    Raises `ValueError` for the `default` reply, whose length only the fake knows."""
     d = settled(d)
     kind = d["reply"]
+    if kind == "default":
+        raise ValueError("the default reply's outcome depends on the fake's summary length")
     if kind in TRANSPORT:
         return "transport"
     if kind == "refuse":
