@@ -179,8 +179,12 @@ class GameModel:
         return {"round": n, "seq": seq}
 
     def start_scene(self, scene: str) -> None:
+        """A scene's epoch starts at the game stack's (R12, JF-CAT-012), so a request of an
+        earlier scene of the same id (freed by a reset, which raised the game's epoch) is stale
+        for the new one."""
         self.scenes[scene] = SceneModel(
-            "created", StackModel(f"{SCENE_PREFIX}{scene}", scene=scene, exists=True)
+            "created",
+            StackModel(f"{SCENE_PREFIX}{scene}", scene=scene, exists=True, epoch=self.game.epoch),
         )
 
     def mark_running(self, scene: str) -> None:
