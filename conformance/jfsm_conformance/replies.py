@@ -209,7 +209,8 @@ def summary_of(d: dict[str, Any], input_chars: int) -> str | None:
 
 
 def output_chars(d: dict[str, Any], input_chars: int) -> int | None:
-    """Code points of the summary the caller received, or None when it received none."""
+    """Code points of the summary the caller received, or None when it received none (or
+    got the fake's `default` reply, whose length the suite does not know)."""
     d = settled(d)
     if d["reply"] in ("success", "empty"):
         return len(d.get("summary", ""))
