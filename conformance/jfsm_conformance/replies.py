@@ -7,7 +7,7 @@ hostile extras a descriptor does not name (`oversized`, `delay`). `jfsm.fake_com
 in-process `FakeCompressor` takes the same descriptors (`queue({"reply": "refuse", ...})`).
 
 ```
-{"reply": "success", "summary": S, "callId": C}      ok reply
+{"reply": "success", "summary": S, "callId": C}      ok reply (callId optional)
 {"reply": "refuse", "code": c, "message": m}          refusal (never retried)
 {"reply": "empty", "summary": "  "}                   ok reply, blank summary
 {"reply": "not_smaller", "extra": k}                  ok reply, input length + k code points
@@ -169,7 +169,7 @@ def to_outcome(d: dict[str, Any]) -> Outcome:
     """The fake's `Outcome` for a descriptor."""
     kind = d["reply"]
     if kind == "success":
-        return success(summary=d["summary"], call_id=d["callId"])
+        return success(summary=d["summary"], call_id=d.get("callId"))  # else the fake's
     if kind == "refuse":
         return refuse(
             d.get("code", "refused"),
