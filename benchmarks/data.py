@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from jfsm.engine import GameEngine
-from jfsm.fake_compressor import FakeCompressor, Reply
+from jfsm.fake_compressor import FakeCompressor
 from jfsm.stores.memory import MemoryStore
 
 __all__ = [
@@ -142,7 +142,7 @@ async def _build(target: int, stack_length: int, seed: int) -> BuiltStore:
     while shaper.index.game.length <= summary_chars + 1 or not shaper.index.game.chunks:
         await shaper.record_round(text(ROUND_INPUT), text(ROUND_OUTPUT))
         rounds += 1
-    fake.queue(Reply(chars=summary_chars))
+    fake.queue({"reply": "success", "summary": "s" * summary_chars})
     report = await shaper.before_generation()
     if report.outcome != "published":
         raise RuntimeError(f"shaping compression failed: {report}")

@@ -5,9 +5,10 @@ answers ok with a short deterministic summary that never quotes the input. A tes
 replies (`script`) and hold a call in flight until `release()`, to append while a compression
 is outstanding. Every request and the beneficiaries it would carry are recorded.
 
-Replies are scripted as `Reply` values or as the conformance suite's reply descriptors
-(`{"reply": "refuse", "code": "policy"}`, see `jfsm_conformance.replies`): one vocabulary for both
-fakes, the in-process one here and the HTTP one of the suite.
+Replies are scripted with the conformance suite's reply descriptors, plain JSON objects
+(`{"reply": "refuse", "code": "policy"}`, `{"reply": "success", "summary": "..."}`,
+`{"reply": "hold", "then": {"reply": "default"}}`, see `jfsm_conformance.replies`): one
+vocabulary for both fakes, the in-process one here and the HTTP one of the suite (R57).
 """
 
 from __future__ import annotations
@@ -27,32 +28,34 @@ from jfsm.compressor import (
     beneficiaries,
 )
 
-__all__ = ["FakeCompressor", "Reply"]
+__all__ = ["FakeCompressor"]
 
 
 @dataclass(frozen=True, slots=True)
-class Reply:
-    """One scripted reply: `ok` (with `summary`, or `chars` of generated text), `refused`
-    (with `code`) or `transport` (with `code`); `hold` keeps it in flight until released."""
+class _Reply:
+    """What a descriptor scripts, as the fake acts on it: `ok` (with `summary`, or `extra`
+    code points over the input, else the default summary), `refused` (with `code`) or
+    `transport` (with `code`); `hold` keeps it in flight until released."""
 
     outcome: str = "ok"
     summary: str | None = None
-    chars: int | None = None
     code: str | None = None
     hold: bool = False
     extra: int | None = None  # ok with a summary of the input's length plus `extra`
     call_id: str | None = None
 
     @classmethod
-    def from_descriptor(cls, d: Mapping[str, Any]) -> Reply:
+    def from_descriptor(cls, d: Mapping[str, Any]) -> _Reply:
         """The reply a suite descriptor scripts (`jfsm_conformance.replies`): a transport failure
         of the HTTP fake becomes a `transport` reply with the code the executor reports.
 
-        Raises `ValueError` for an unknown descriptor."""
+        Raises `ValueError` for an unknown or incomplete descriptor."""
         kind = d.get("reply")
-        if kind == "hold":
+        if kind == "hold" and isinstance(d.get("then"), Mapping):
             return cls.from_descriptor(d["then"]).with_hold()
-        if kind == "success":
+        if kind == "default":
+            return cls()
+        if kind == "success" and isinstance(d.get("summary"), str):
             return cls(summary=d["summary"], call_id=d.get("callId"))
         if kind == "empty":
             return cls(summary=d.get("summary", ""))
@@ -67,10 +70,8 @@ class Reply:
             return cls("transport", code=transport[kind])
         raise ValueError(f"unknown reply descriptor {dict(d)!r}")
 
-    def with_hold(self) -> Reply:
-        return Reply(
-            self.outcome, self.summary, self.chars, self.code, True, self.extra, self.call_id
-        )
+    def with_hold(self) -> _Reply:
+        return _Reply(self.outcome, self.summary, self.code, True, self.extra, self.call_id)
 
 
 def default_summary(request: CompressionRequest, chars: int | None = None) -> str:
@@ -85,16 +86,19 @@ def default_summary(request: CompressionRequest, chars: int | None = None) -> st
 class FakeCompressor:
     """A scripted, recording compressor (see module docs)."""
 
-    script: deque[Reply] = field(default_factory=deque)
+    script: deque[dict[str, Any]] = field(default_factory=deque)  # descriptors, in order
     requests: list[dict[str, Any]] = field(default_factory=list)
     calls: int = 0
     _released: asyncio.Event | None = None
     _held: int = 0
 
-    def queue(self, *replies: Reply | Mapping[str, Any]) -> None:
-        """Append replies (`Reply` values or suite descriptors) to the script (used in order,
-        then the default policy). Raises `ValueError` for an unknown descriptor."""
-        self.script.extend(r if isinstance(r, Reply) else Reply.from_descriptor(r) for r in replies)
+    def queue(self, *replies: Mapping[str, Any]) -> None:
+        """Append reply descriptors to the script (used in order, then the default reply).
+
+        Raises `ValueError` for an unknown descriptor (and queues none of them)."""
+        for reply in replies:
+            _Reply.from_descriptor(reply)
+        self.script.extend(dict(reply) for reply in replies)
 
     @property
     def held(self) -> int:
@@ -118,7 +122,7 @@ class FakeCompressor:
                 "epoch": request.epoch,
             }
         )
-        reply = self.script.popleft() if self.script else Reply()
+        reply = _Reply.from_descriptor(self.script.popleft()) if self.script else _Reply()
         if reply.hold:
             if self._released is None or self._released.is_set():
                 self._released = asyncio.Event()
@@ -133,7 +137,7 @@ class FakeCompressor:
             if summary is None and reply.extra is not None:
                 summary = default_summary(request, request.chars + reply.extra)
             elif summary is None:
-                summary = default_summary(request, reply.chars)
+                summary = default_summary(request)
             attempt = Attempt(1, "ok", call_id, 0.0, output_chars=len(summary))
             return CompressionResult("ok", (attempt,), call_id=call_id, summary=summary)
         if reply.outcome == "refused":

@@ -17,7 +17,7 @@ from typing import Any
 
 from jfsm.compressor import CompressionRequest, CompressionResult, ParticipantSource
 from jfsm.engine import GameEngine
-from jfsm.fake_compressor import FakeCompressor, Reply
+from jfsm.fake_compressor import FakeCompressor
 from jfsm.jcs import canonical_bytes
 from jfsm.projection import Projection
 from jfsm.stores.memory import MemoryStore
@@ -71,17 +71,18 @@ class RecordingStore(MemoryStore):
 class AdaptiveFake(FakeCompressor):
     """A FakeCompressor whose scripted replies may depend on the request.
 
-    `plan(fn, ...)` appends functions `request -> Reply`; each call consumes one (before the
-    plain `script`), so a test can answer, say, "a summary exactly as long as the submitted
-    text" without knowing that length in advance. Everything else (recording, hold and
+    `plan(fn, ...)` appends functions `request -> reply descriptor` (the suite's vocabulary,
+    `jfsm_conformance.replies`); each call consumes one (before the plain `script`), so a test
+    can answer, say, "a summary exactly as long as the submitted text" without knowing that
+    length in advance. Everything else (recording, hold and
     release) is the FakeCompressor's.
     """
 
     def __init__(self) -> None:
         super().__init__()
-        self.plans: deque[Callable[[CompressionRequest], Reply]] = deque()
+        self.plans: deque[Callable[[CompressionRequest], dict[str, Any]]] = deque()
 
-    def plan(self, *fns: Callable[[CompressionRequest], Reply]) -> None:
+    def plan(self, *fns: Callable[[CompressionRequest], dict[str, Any]]) -> None:
         self.plans.extend(fns)
 
     async def compress(

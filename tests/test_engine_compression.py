@@ -30,8 +30,6 @@ from engine_helpers import (
     wait_held,
 )
 
-from jfsm.fake_compressor import Reply
-
 SMALL = {"game": 100, "catalyst": 100}
 ROUND_CANARY = "CANARY-ROUND-7f3a"
 SUMMARY_CANARY = "CANARY-SUMMARY-91bc"
@@ -117,7 +115,7 @@ async def test_summary_alone_above_threshold_is_not_due() -> None:
     """Due needs at least one exact chunk: a long summary alone does not trigger."""
     engine, fake = make_engine(thresholds=SMALL)
     await engine.record_round("u", fill(400))
-    fake.queue(Reply(summary=fill(300, "s")))
+    fake.queue({"reply": "success", "summary": fill(300, "s")})
     assert (await engine.before_generation()).outcome == "published"
     assert engine.index.game.length == 322 > 100 and game_chunks(engine) == []
     assert (await engine.before_generation()).outcome == "not_due"
@@ -150,7 +148,7 @@ async def test_request_text_is_the_canonical_text_with_code_point_count() -> Non
 async def test_second_request_represents_summary_plus_exact_chunks() -> None:
     engine, fake = make_engine(thresholds=SMALL)
     await three_rounds(engine)
-    fake.queue(Reply(summary="first summary  "))
+    fake.queue({"reply": "success", "summary": "first summary  "})
     assert (await engine.before_generation()).outcome == "published"
     await engine.record_round("four", fill(120))
     await engine.record_round("five", "5")
@@ -170,7 +168,7 @@ async def test_publication_record_and_exact_deletes() -> None:
     await three_rounds(engine)
     await engine.checkpoint()
     summary = "  Summary, verbatim:\n keep  spaces\t 😀  "
-    fake.queue(Reply(summary=summary))
+    fake.queue({"reply": "success", "summary": summary})
     report = await engine.before_generation()
     assert report.outcome == "published"
     assert game_summary(engine) == {
@@ -203,7 +201,7 @@ async def test_chunk_appended_while_in_flight_survives_exactly() -> None:
     engine, fake = make_engine(thresholds=SMALL)
     await three_rounds(engine)
     await engine.checkpoint()
-    fake.queue(Reply(hold=True, summary="held summary"))
+    fake.queue({"reply": "hold", "then": {"reply": "success", "summary": "held summary"}})
     task = asyncio.create_task(engine.before_generation())
     await wait_held(fake, 1, task)
     assert (await engine.record_round("late 😀", "suffix stays")) == {"round": 4, "seq": 4}
@@ -236,7 +234,9 @@ async def test_astral_summary_one_code_point_shorter_is_published() -> None:
     UTF-16 units than the request): still smaller, and the stack shrinks by one."""
     engine, fake = make_engine(thresholds=SMALL)
     await engine.record_round("u", fill(200))
-    fake.plan(lambda req: Reply(summary=fill(req.chars - SUMMARY_ENVELOPE - 1, "😀")))
+    fake.plan(
+        lambda req: {"reply": "success", "summary": fill(req.chars - SUMMARY_ENVELOPE - 1, "😀")}
+    )
     report = await engine.before_generation()
     assert report.outcome == "published"
     assert game_summary(engine)["text"] == fill(243 - SUMMARY_ENVELOPE - 1, "😀")
@@ -250,7 +250,7 @@ async def test_summary_whose_block_is_as_long_as_the_request_is_not_smaller() ->
     engine, fake = make_engine(thresholds=SMALL)
     await engine.record_round("u", fill(200))
     before = snapshot(engine)
-    fake.plan(lambda req: Reply(summary=fill(req.chars - SUMMARY_ENVELOPE, "😀")))
+    fake.plan(lambda req: {"reply": "success", "summary": fill(req.chars - SUMMARY_ENVELOPE, "😀")})
     assert (await engine.before_generation()).outcome == "not_smaller"
     assert snapshot(engine) == before
 
@@ -266,19 +266,19 @@ async def test_publication_is_preflighted_on_its_post_state_only() -> None:
     engine, fake = make_engine(thresholds=SMALL, quota=quota)
     await three_rounds(engine)
     assert engine.dump()["footprint"] == quota
-    fake.queue(Reply(summary="short"))
+    fake.queue({"reply": "success", "summary": "short"})
     assert (await engine.before_generation()).outcome == "published"
     assert engine.dump()["footprint"] <= quota
 
 
 # -- failures ----------------------------------------------------------------------------------
 FAILURES = {
-    "refused": [Reply("refused", code="policy")],
-    "transport": [Reply("transport", code="timeout")],
-    "empty": [Reply(summary="   ")],
-    "empty-unicode-space": [Reply(summary=" \n\t\u3000\u00a0\u2028\u0085 ")],
-    "not_smaller-equal": [lambda req: Reply(summary=fill(req.chars, "😀"))],
-    "not_smaller-longer": [lambda req: Reply(summary=fill(req.chars + 5))],
+    "refused": [{"reply": "refuse", "code": "policy"}],
+    "transport": [{"reply": "http_status", "status": 503}],
+    "empty": [{"reply": "empty", "summary": "   "}],
+    "empty-unicode-space": [{"reply": "empty", "summary": " \n\t\u3000\u00a0\u2028\u0085 "}],
+    "not_smaller-equal": [lambda req: {"reply": "success", "summary": fill(req.chars, "😀")}],
+    "not_smaller-longer": [lambda req: {"reply": "success", "summary": fill(req.chars + 5)}],
 }
 
 
@@ -292,7 +292,7 @@ async def test_failure_leaves_memory_byte_identical(case: str) -> None:
     engine, fake = make_engine(thresholds=SMALL)
     await three_rounds(engine)
     for reply in FAILURES[case]:
-        if isinstance(reply, Reply):
+        if isinstance(reply, dict):
             fake.queue(reply)
         else:
             fake.plan(reply)
@@ -318,7 +318,9 @@ async def test_quota_outcome_publishes_nothing() -> None:
     engine, fake = make_engine(thresholds=SMALL, quota=quota)
     await three_rounds(engine)
     # Fewer code points than the request, but 4 UTF-8 bytes each: the post-state is bigger.
-    fake.plan(lambda req: Reply(summary=fill(req.chars - SUMMARY_ENVELOPE - 1, "😀")))
+    fake.plan(
+        lambda req: {"reply": "success", "summary": fill(req.chars - SUMMARY_ENVELOPE - 1, "😀")}
+    )
     before = snapshot(engine)
     report = await engine.before_generation()
     assert report.outcome == "quota"
@@ -332,7 +334,7 @@ async def test_quota_outcome_publishes_nothing() -> None:
 async def test_stale_after_reset_while_in_flight() -> None:
     engine, fake = make_engine(thresholds=SMALL)
     await three_rounds(engine)
-    fake.queue(Reply(hold=True, summary="too late"))
+    fake.queue({"reply": "hold", "then": {"reply": "success", "summary": "too late"}})
     task = asyncio.create_task(engine.before_generation())
     await wait_held(fake, 1, task)
     await engine.reset(3)  # same rounds, but a rebuild: epoch + 1
@@ -351,7 +353,7 @@ async def test_stale_after_reset_while_in_flight() -> None:
 async def test_only_unicode_white_space_counts_as_empty() -> None:
     engine, fake = make_engine(thresholds=SMALL)
     await three_rounds(engine)
-    fake.queue(Reply(summary="\x1c\x1d\x1e\x1f"))
+    fake.queue({"reply": "success", "summary": "\x1c\x1d\x1e\x1f"})
     report = await engine.before_generation()
     assert report.outcome == "published"
     assert game_summary(engine)["text"] == "\x1c\x1d\x1e\x1f"
@@ -363,13 +365,16 @@ async def test_only_unicode_white_space_counts_as_empty() -> None:
 async def test_telemetry_holds_no_exchange_or_summary_text() -> None:
     engine, fake = make_engine(thresholds=SMALL)
     await three_rounds(engine)
-    fake.queue(Reply("refused", code="nope"), Reply(summary=f"{SUMMARY_CANARY} short"))
+    fake.queue(
+        {"reply": "refuse", "code": "nope"},
+        {"reply": "success", "summary": f"{SUMMARY_CANARY} short"},
+    )
     await engine.before_generation()
     assert (await engine.before_generation()).outcome == "published"
     await engine.record_round(f"more {ROUND_CANARY}", fill(100))
-    fake.queue(Reply(summary=f"{SUMMARY_CANARY}     "))
+    fake.queue({"reply": "success", "summary": f"{SUMMARY_CANARY}     "})
     await engine.before_generation()  # the summary is *in* the request now
-    fake.plan(lambda req: Reply(summary=fill(req.chars, SUMMARY_CANARY)))
+    fake.plan(lambda req: {"reply": "success", "summary": fill(req.chars, SUMMARY_CANARY)})
     await engine.record_round("x", fill(100))
     await engine.before_generation()
     assert telemetry_outcomes(engine) == ["refused", "published", "published", "not_smaller"]
@@ -390,7 +395,7 @@ async def test_telemetry_holds_no_exchange_or_summary_text() -> None:
 async def test_at_most_one_compression_in_flight_per_stack() -> None:
     engine, fake = make_engine(thresholds=SMALL)
     await three_rounds(engine)
-    fake.queue(Reply(hold=True))
+    fake.queue({"reply": "hold", "then": {"reply": "default"}})
     task = asyncio.create_task(engine.before_generation())
     await wait_held(fake, 1, task)
     await engine.record_round("while held", fill(200))
@@ -412,7 +417,10 @@ async def test_game_and_scene_compress_independently() -> None:
     await three_rounds(engine)
     await engine.start_scene("s1")
     await engine.record_scene_exchange("s1", "scene u", fill(150))
-    fake.queue(Reply(hold=True), Reply(hold=True))
+    fake.queue(
+        {"reply": "hold", "then": {"reply": "default"}},
+        {"reply": "hold", "then": {"reply": "default"}},
+    )
     game_task = asyncio.create_task(engine.before_generation())
     await wait_held(fake, 1, game_task)
     scene_task = asyncio.create_task(engine.before_generation("s1"))
@@ -441,7 +449,7 @@ async def test_beneficiaries_are_read_at_each_call_and_body_is_closed() -> None:
         ]
     )
     await three_rounds(engine)
-    fake.queue(Reply("refused"))
+    fake.queue({"reply": "refuse"})
     await engine.before_generation()
     engine.set_participants([{"id": "bob", "human": True}, {"id": "watcher", "human": True}])
     await engine.before_generation()

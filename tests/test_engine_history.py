@@ -30,7 +30,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from jfsm.errors import InvalidInput
-from jfsm.fake_compressor import Reply
 from jfsm.jcs import canonical_bytes
 from jfsm.stores.memory import MemoryStore
 
@@ -61,7 +60,7 @@ async def busy_game(engine, fake) -> None:  # type: ignore[no-untyped-def]
     await engine.record_round("i1", "o1")
     await scene(engine, "A", "a closing")
     await engine.start_scene("B")
-    fake.queue(Reply("refused"))
+    fake.queue({"reply": "refuse"})
     await engine.intervene("i2", "o2 hidden", 2)
     await scene(engine, "C", "c closing")
     await engine.publish_scene("B", "b closing", "B event")
@@ -152,7 +151,7 @@ async def test_reset_to_zero_and_after_a_summary() -> None:
     for i in range(3):
         await engine.record_round(f"i{i}", fill(60))
     await scene(engine, "s1", None)
-    fake.queue(Reply(summary="sum"))
+    fake.queue({"reply": "success", "summary": "sum"})
     assert (await engine.before_generation()).outcome == "published"
     assert game_summary(engine) is not None
     await engine.reset(0)
@@ -174,7 +173,7 @@ async def test_running_scenes_survive_a_rebuild(rebuild: str) -> None:
     await engine.record_round("i2", "o2")
     await engine.start_scene("live")
     await engine.record_scene_exchange("live", "u", fill(150))
-    fake.queue(Reply(summary="scene summary"))
+    fake.queue({"reply": "success", "summary": "scene summary"})
     assert (await engine.before_generation("live")).outcome == "published"
     await engine.record_scene_exchange("live", "u2", "a2")
     await engine.start_scene("fresh")  # created, never ran
@@ -200,7 +199,7 @@ async def test_running_scenes_survive_a_rebuild(rebuild: str) -> None:
 async def test_edit_of_intervened_round_clears_flag() -> None:
     engine, fake = make_engine()
     await engine.record_round("i1", "o1")
-    fake.queue(Reply("refused"))
+    fake.queue({"reply": "refuse"})
     await engine.intervene("i2", "o2 rest", 2)
     assert game_meta(engine)["forcedCompression"] is True
     calls = fake.calls
@@ -223,7 +222,7 @@ async def test_edit_of_intervened_round_clears_flag() -> None:
 @async_test
 async def test_edit_of_another_round_keeps_flag() -> None:
     engine, fake = make_engine()
-    fake.queue(Reply("refused"))
+    fake.queue({"reply": "refuse"})
     await engine.intervene("i1", "o1", 1)
     await engine.record_round("i2", "o2")
     await engine.edit_round(2, "x", "y")
@@ -284,7 +283,7 @@ async def test_duplicate_copies_every_key_with_empty_change_log() -> None:
     assert jf_items(dup) == jf_items(engine)
     assert dup.game_id == "g2"
     # The copied flag is live in the new game: its next generation retries the forced one.
-    fake.queue(Reply(summary="dup forced"))
+    fake.queue({"reply": "success", "summary": "dup forced"})
     await dup.before_generation()
     assert fake.requests[-1]["body"]["scope"] == {"gameId": "g2"}
     assert game_meta(dup)["forcedCompression"] is False
@@ -296,7 +295,7 @@ async def test_duplicate_copies_every_key_with_empty_change_log() -> None:
 async def test_duplicate_keeps_summaries() -> None:
     engine, fake = make_engine(thresholds=SMALL)
     await engine.record_round("i", fill(200))
-    fake.queue(Reply(summary="kept summary"))
+    fake.queue({"reply": "success", "summary": "kept summary"})
     await engine.before_generation()
     dup = await engine.duplicate(MemoryStore(), "g2")
     assert game_summary(dup) == game_summary(engine)
@@ -334,7 +333,7 @@ async def test_compression_in_flight_across_a_rebuild_ends_stale(rebuild: str) -
     engine, fake = make_engine(thresholds=SMALL)
     for i in range(3):
         await engine.record_round(f"i{i}", fill(50))
-    fake.queue(Reply(hold=True, summary="stale summary"))
+    fake.queue({"reply": "hold", "then": {"reply": "success", "summary": "stale summary"}})
     task = asyncio.create_task(engine.before_generation())
     await wait_held(fake, 1, task)
     if rebuild == "reset":
@@ -396,7 +395,7 @@ async def feed(steps, to_round: int, *, compress: bool, fail_forced: bool):  # t
         if kind == "round":
             await engine.record_round(a, b)
         elif kind == "intervene":
-            fake.queue(Reply("refused") if fail_forced else Reply(summary="x"))
+            fake.queue({"reply": "refuse"} if fail_forced else {"reply": "success", "summary": "x"})
             await engine.intervene(a, b, len(b) // 2)
         elif kind in ("publish", "cancel"):
             scene_no += 1
@@ -408,7 +407,7 @@ async def feed(steps, to_round: int, *, compress: bool, fail_forced: bool):  # t
             else:
                 await engine.cancel_scene(sid)
         elif kind == "compress" and compress:
-            fake.queue(Reply(summary="s"))
+            fake.queue({"reply": "success", "summary": "s"})
             await engine.before_generation()
     await engine.reset(to_round)
     return engine

@@ -11,6 +11,7 @@ is held in flight.
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 from engine_helpers import (
@@ -30,7 +31,6 @@ from engine_helpers import (
 )
 
 from jfsm.errors import CompressionPending, InvalidInput
-from jfsm.fake_compressor import Reply
 
 DISCARD = "CANARY-DISCARDED-CONTINUATION-3f9e"
 MARKERS = ("interven", "[", "…", "redact", "truncat")
@@ -49,7 +49,7 @@ async def test_only_the_revealed_prefix_is_kept(reply: str) -> None:
     await engine.record_round("r1", "o1")
     prefix = "Révélé 😀𝄞 a\n"
     output = prefix + DISCARD + " 😀 more"
-    fake.queue(Reply(summary="s") if reply == "ok" else Reply("refused"))
+    fake.queue({"reply": "success", "summary": "s"} if reply == "ok" else {"reply": "refuse"})
     commits = len(engine.store.commits)
     result = await engine.intervene("player input", output, len(prefix))
     assert_flag_invariant(engine)
@@ -86,7 +86,7 @@ async def test_only_the_revealed_prefix_is_kept(reply: str) -> None:
 @async_test
 async def test_revealed_counts_code_points(revealed: int) -> None:
     engine, fake = make_engine(flag_checked=True)
-    fake.queue(Reply("refused"))
+    fake.queue({"reply": "refuse"})
     output = "😀é𝄞x"
     await engine.intervene("in", output, revealed)
     assert store(engine)["jfRounds.1"]["output"] == output[:revealed]
@@ -100,7 +100,7 @@ async def test_forced_compression_below_threshold_clears_flag_in_same_projection
     engine, fake = make_engine(recording=True, flag_checked=True)
     await engine.record_round("r1", "o1")
     assert engine.index.game.length < 300_000
-    fake.queue(Reply(summary="forced summary"))
+    fake.queue({"reply": "success", "summary": "forced summary"})
     result = await engine.intervene("in", "out" + DISCARD, 3)
     assert fake.calls == 1
     assert result["compression"]["outcome"] == "published"
@@ -122,14 +122,14 @@ async def test_forced_compression_below_threshold_clears_flag_in_same_projection
 @pytest.mark.parametrize(
     "first, second, cause",
     [
-        (Reply("refused"), Reply("transport"), "transport"),
-        (Reply("transport"), Reply(summary="   "), "empty"),
-        (Reply(summary=""), Reply("refused"), "refused"),
+        ({"reply": "refuse"}, {"reply": "http_status", "status": 503}, "transport"),
+        ({"reply": "http_status", "status": 503}, {"reply": "empty", "summary": "   "}, "empty"),
+        ({"reply": "empty", "summary": ""}, {"reply": "refuse"}, "refused"),
     ],
 )
 @async_test
 async def test_failed_forced_compression_is_retried_then_pending(
-    first: Reply, second: Reply, cause: str
+    first: dict[str, Any], second: dict[str, Any], cause: str
 ) -> None:
     engine, fake = make_engine(flag_checked=True)
     await engine.record_round("r1", "o1")
@@ -150,7 +150,7 @@ async def test_failed_forced_compression_is_retried_then_pending(
     assert_flag_invariant(engine)
     # A catalyst generation is held back the same way, and the retry happens again.
     await engine.start_scene("s1")
-    fake.queue(Reply("refused"))
+    fake.queue({"reply": "refuse"})
     with pytest.raises(CompressionPending):
         await engine.before_generation("s1")
     assert fake.calls == 3
@@ -172,7 +172,7 @@ async def test_failed_forced_compression_is_retried_then_pending(
 async def test_generation_while_forced_compression_held_is_pending_in_flight() -> None:
     engine, fake = make_engine(flag_checked=True)
     await engine.record_round("r1", "o1")
-    fake.queue(Reply(hold=True, summary="held"))
+    fake.queue({"reply": "hold", "then": {"reply": "success", "summary": "held"}})
     task = asyncio.create_task(engine.intervene("in", "shown" + DISCARD, 5))
     await wait_held(fake, 1, task)
     assert_flag_invariant(engine)
@@ -202,7 +202,10 @@ async def test_intervene_during_threshold_compression_is_settled_before_generati
     the threshold compression must not start before the owed forced compression publishes."""
     engine, fake = make_engine(thresholds={"game": 100}, flag_checked=True)
     await engine.record_round("r1", fill(100))
-    fake.queue(Reply(hold=True, summary="threshold summary"), Reply(summary="covers it"))
+    fake.queue(
+        {"reply": "hold", "then": {"reply": "success", "summary": "threshold summary"}},
+        {"reply": "success", "summary": "covers it"},
+    )
     task = asyncio.create_task(engine.before_generation())
     await wait_held(fake, 1, task)
     result = await engine.intervene("in", "kept" + DISCARD, 4)
@@ -226,7 +229,10 @@ async def test_intervene_during_threshold_compression_is_settled_before_generati
 async def test_intervene_during_threshold_compression_then_forced_fails() -> None:
     engine, fake = make_engine(thresholds={"game": 100}, flag_checked=True)
     await engine.record_round("r1", fill(100))
-    fake.queue(Reply(hold=True, summary="threshold summary"), Reply("refused"))
+    fake.queue(
+        {"reply": "hold", "then": {"reply": "success", "summary": "threshold summary"}},
+        {"reply": "refuse"},
+    )
     task = asyncio.create_task(engine.before_generation())
     await wait_held(fake, 1, task)
     await engine.intervene("in", "kept" + DISCARD, 4)
@@ -238,7 +244,7 @@ async def test_intervene_during_threshold_compression_then_forced_fails() -> Non
     assert [c["origin"] for c in game_chunks(engine)] == ["intervene"]
     assert game_summary(engine)["text"] == "threshold summary"
     assert game_meta(engine)["forcedCompression"] is True
-    fake.queue(Reply(summary="later"))
+    fake.queue({"reply": "success", "summary": "later"})
     assert (await engine.before_generation()).forced.outcome == "published"
     assert game_chunks(engine) == [] and game_meta(engine)["forcedCompression"] is False
 
@@ -247,7 +253,7 @@ async def test_intervene_during_threshold_compression_then_forced_fails() -> Non
 @async_test
 async def test_second_intervene_while_forced_in_flight_stays_owed() -> None:
     engine, fake = make_engine(flag_checked=True)
-    fake.queue(Reply(hold=True, summary="first"))
+    fake.queue({"reply": "hold", "then": {"reply": "success", "summary": "first"}})
     task = asyncio.create_task(engine.intervene("a", "b" + DISCARD, 1))
     await wait_held(fake, 1, task)
     second = await engine.intervene("c", "d" + DISCARD, 1)
@@ -257,7 +263,7 @@ async def test_second_intervene_while_forced_in_flight_stays_owed() -> None:
     assert [c["origin"] for c in game_chunks(engine)] == ["intervene"]
     assert game_meta(engine)["forcedCompression"] is True
     assert_flag_invariant(engine)
-    fake.queue(Reply(summary="second"))
+    fake.queue({"reply": "success", "summary": "second"})
     assert (await engine.before_generation()).outcome == "not_due"
     assert game_chunks(engine) == []
     assert_flag_invariant(engine)
@@ -283,7 +289,7 @@ async def test_bad_revealed_count_is_invalid_input(revealed: object) -> None:
 @async_test
 async def test_revealed_equal_to_length_is_accepted() -> None:
     engine, fake = make_engine(flag_checked=True)
-    fake.queue(Reply("refused"))
+    fake.queue({"reply": "refuse"})
     await engine.intervene("in", "a😀𝄞éb", 5)
     assert game_chunks(engine)[0]["assistant"] == "a😀𝄞éb"
     assert_flag_invariant(engine)

@@ -14,7 +14,7 @@ import pytest
 from jfsm.compressor import Attempt, CompressionResult
 from jfsm.engine import GameEngine
 from jfsm.errors import CompressionPending, InvalidInput, StoreUnavailable
-from jfsm.fake_compressor import FakeCompressor, Reply
+from jfsm.fake_compressor import FakeCompressor
 from jfsm.jcs import canonical_bytes
 from jfsm.stores.memory import MemoryStore
 
@@ -52,11 +52,11 @@ def test_no_generation_starts_while_an_intervene_that_landed_during_the_check_is
     async def scenario() -> None:
         e, fake = engine()
         await e.record_round("a" * 20, "b")
-        fake.queue(Reply(hold=True))
+        fake.queue({"reply": "hold", "then": {"reply": "default"}})
         generation = asyncio.create_task(e.before_generation())
         await until_held(fake)
         await e.intervene("stop", "partial output", 4)  # lands while the check is in flight
-        fake.queue(Reply(outcome="refused", code="policy"))
+        fake.queue({"reply": "refuse", "code": "policy"})
         fake.release()
         with pytest.raises(CompressionPending):
             await generation
@@ -70,7 +70,7 @@ def test_generation_settles_the_late_intervene_when_the_service_answers() -> Non
     async def scenario() -> None:
         e, fake = engine()
         await e.record_round("a" * 20, "b")
-        fake.queue(Reply(hold=True))
+        fake.queue({"reply": "hold", "then": {"reply": "default"}})
         generation = asyncio.create_task(e.before_generation())
         await until_held(fake)
         await e.intervene("stop", "partial output", 4)
@@ -87,7 +87,7 @@ def test_a_cancelled_caller_leaves_the_stack_able_to_compress_again() -> None:
     async def scenario() -> None:
         e, fake = engine()
         await e.record_round("a" * 20, "b")
-        fake.queue(Reply(hold=True))
+        fake.queue({"reply": "hold", "then": {"reply": "default"}})
         task = asyncio.create_task(e.before_generation())
         await until_held(fake)
         before = canonical_bytes(e.dump())
@@ -108,7 +108,7 @@ def test_a_cancelled_caller_leaves_the_stack_able_to_compress_again() -> None:
 def test_a_cancelled_forced_compression_is_owed_not_stuck() -> None:
     async def scenario() -> None:
         e, fake = engine(thresholds={"game": 10_000, "catalyst": 10_000})
-        fake.queue(Reply(hold=True))
+        fake.queue({"reply": "hold", "then": {"reply": "default"}})
         task = asyncio.create_task(e.intervene("in", "revealed and hidden", 8))
         await until_held(fake)
         task.cancel()
@@ -172,7 +172,7 @@ def test_a_failing_telemetry_sink_does_not_fail_a_committed_operation() -> None:
 def test_an_unknown_scene_is_refused_before_the_forced_retry_runs() -> None:
     async def scenario() -> None:
         e, fake = engine()
-        fake.queue(Reply(outcome="refused", code="policy"))
+        fake.queue({"reply": "refuse", "code": "policy"})
         await e.intervene("in", "out", 2)
         before = canonical_bytes(e.dump())
         calls = fake.calls
@@ -267,7 +267,7 @@ def test_a_replaying_service_cannot_pin_a_refusal_on_the_forced_compression() ->
     async def scenario() -> None:
         service = ReplayingService()
         e = GameEngine(MemoryStore(), service, game_id="g")
-        service.queue(Reply(outcome="refused", code="busy"))
+        service.queue({"reply": "refuse", "code": "busy"})
         await e.intervene("in", "shown hidden", 5)
         assert flag_invariant(e) == (True, True)
         report = await e.before_generation()  # a new key: not the replayed refusal
@@ -284,7 +284,7 @@ def test_transport_failures_keep_the_key() -> None:
     async def scenario() -> None:
         e, fake = engine()
         await e.record_round("a" * 20, "b")
-        fake.queue(Reply(outcome="transport", code="timeout"))
+        fake.queue({"reply": "http_status", "status": 503})
         assert (await e.before_generation()).outcome == "transport"
         assert (await e.before_generation()).outcome == "published"
         keys = [r["idempotencyKey"] for r in fake.requests]
@@ -318,7 +318,7 @@ def test_machine_errors_say_the_state_after_them() -> None:
             await e.publish_scene("s1", "c", "m")
         assert refused.value.state == "cancelled"
         assert refused.value.to_json()["state"] == "cancelled"
-        fake.queue(Reply(outcome="refused", code="no"), Reply(outcome="refused", code="no"))
+        fake.queue({"reply": "refuse", "code": "no"}, {"reply": "refuse", "code": "no"})
         await e.intervene("in", "out", 1)
         with pytest.raises(CompressionPending) as pending:
             await e.before_generation()

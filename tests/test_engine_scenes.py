@@ -27,7 +27,6 @@ from engine_helpers import (
 )
 
 from jfsm.errors import InvalidInput, InvalidTransition
-from jfsm.fake_compressor import Reply
 
 SMALL = {"game": 100, "catalyst": 100}
 TRANSCRIPT_CANARY = "CANARY-SCENE-TRANSCRIPT-5e1d"
@@ -92,7 +91,7 @@ async def test_scene_compression_kind_scope_and_publication() -> None:
     game_before = game_items(engine)
     await scene_with_exchanges(engine, "s1", 3)
     text = engine.canonical_text("s1")
-    fake.queue(Reply(summary=f"scene summary {SCENE_SUMMARY_CANARY}"))
+    fake.queue({"reply": "success", "summary": f"scene summary {SCENE_SUMMARY_CANARY}"})
     report = await engine.before_generation("s1")
     assert report.outcome == "published"
     [body] = request_bodies(fake)
@@ -125,7 +124,7 @@ async def test_terminal_publication_is_one_projection() -> None:
     await engine.record_round("r1", "o1")
     await engine.record_round("r2", "o2")
     await scene_with_exchanges(engine, "s1", 3)
-    fake.queue(Reply(summary=f"scene summary {SCENE_SUMMARY_CANARY}"))
+    fake.queue({"reply": "success", "summary": f"scene summary {SCENE_SUMMARY_CANARY}"})
     assert (await engine.before_generation("s1")).outcome == "published"
     await engine.record_scene_exchange("s1", "after summary", "still exact")
     scene_keys = set(scene_items(engine, "s1"))
@@ -239,7 +238,7 @@ async def test_reply_for_a_scene_ended_in_flight_is_stale(ended_by: str) -> None
     engine, fake = make_engine(thresholds=SMALL)
     await engine.record_round("r1", "o1")
     await scene_with_exchanges(engine, "s1", 3)
-    fake.queue(Reply(hold=True, summary="late scene summary"))
+    fake.queue({"reply": "hold", "then": {"reply": "success", "summary": "late scene summary"}})
     task = asyncio.create_task(engine.before_generation("s1"))
     await wait_held(fake, 1, task)
     if ended_by == "publish":
@@ -263,7 +262,7 @@ async def test_reply_for_a_scene_ended_then_rolled_back_is_stale() -> None:
     engine, fake = make_engine(thresholds=SMALL)
     await engine.record_round("r1", "o1")
     await scene_with_exchanges(engine, "s1", 3)
-    fake.queue(Reply(hold=True, summary="late scene summary"))
+    fake.queue({"reply": "hold", "then": {"reply": "success", "summary": "late scene summary"}})
     task = asyncio.create_task(engine.before_generation("s1"))
     await wait_held(fake, 1, task)
     await engine.record_round("r2", "o2")
@@ -284,7 +283,7 @@ async def test_old_reply_never_lands_in_a_new_scene_with_the_same_id() -> None:
     await engine.record_round("r1", "o1")
     await engine.start_scene("s1")
     await engine.record_scene_exchange("s1", "OLD scene exchange", fill(120))
-    fake.queue(Reply(hold=True, summary="OLD-SCENE-SUMMARY"))
+    fake.queue({"reply": "hold", "then": {"reply": "success", "summary": "OLD-SCENE-SUMMARY"}})
     old = asyncio.create_task(engine.before_generation("s1"))
     await wait_held(fake, 1, old)
     await engine.record_round("r2", "o2")
@@ -292,7 +291,7 @@ async def test_old_reply_never_lands_in_a_new_scene_with_the_same_id() -> None:
     await engine.reset(1)
     await engine.start_scene("s1")
     await engine.record_scene_exchange("s1", "NEW scene exchange", fill(120))
-    fake.queue(Reply(hold=True, summary="NEW-SCENE-SUMMARY"))
+    fake.queue({"reply": "hold", "then": {"reply": "success", "summary": "NEW-SCENE-SUMMARY"}})
     new = asyncio.create_task(engine.before_generation("s1"))
     await wait_held(fake, 2, new)
     fake.release()
@@ -309,7 +308,7 @@ async def test_scene_private_text_stays_out_of_game_memory() -> None:
     engine, fake = make_engine(thresholds=SMALL)
     await engine.record_round("r1", fill(60))
     await scene_with_exchanges(engine, "s1", 3)
-    fake.queue(Reply(summary=f"{SCENE_SUMMARY_CANARY} summary"))
+    fake.queue({"reply": "success", "summary": f"{SCENE_SUMMARY_CANARY} summary"})
     assert (await engine.before_generation("s1")).outcome == "published"
     await engine.record_scene_exchange("s1", f"late {TRANSCRIPT_CANARY}", REASONING_CANARY)
     await scene_with_exchanges(engine, "s2", 1)
@@ -317,10 +316,10 @@ async def test_scene_private_text_stays_out_of_game_memory() -> None:
     await engine.publish_scene("s1", "public closing", "public event")
     for i in range(3):
         await engine.record_round(f"r{i + 2}", fill(60))
-    fake.queue(Reply(summary="game summary"))
+    fake.queue({"reply": "success", "summary": "game summary"})
     assert (await engine.before_generation()).outcome == "published"
     await engine.record_round("r9", fill(150))
-    fake.queue(Reply("refused"))
+    fake.queue({"reply": "refuse"})
     await engine.before_generation()  # the summary is in this request
 
     game_requests = request_bodies(fake, GAME_KIND)

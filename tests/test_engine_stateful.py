@@ -1,23 +1,25 @@
-"""One Hypothesis state machine over the whole engine, checked against an independent model.
+"""One Hypothesis state machine over the whole engine, checked against the suite's oracle.
 
 Rules interleave rounds, scenes (start, exchange, generate, publish, cancel), intervenes,
 resets, retrospective edits, ordinary writes, checkpoints, duplications and compressions
 whose fake replies succeed, fail in every way, or are held in flight and released later.
 
-The model is deliberately simple: per stack, the expected exact chunks (seq -> stored JSON),
-the expected summary and meta; the canonical rounds; the archives. It predicts every
-compress.v2 request (text, chars, throughSeq, kind, scope) and every outcome except the
-choice between `published` and `quota` for a valid reply (read from telemetry, then checked
-through the state). After every step the invariants compare engine and model and check the
-spec's global properties (no exchange lost or duplicated, quota, footprint, canaries, the
-forced-compression flag rule, the canonical length).
+The model is the conformance suite's own (`jfsm_conformance.oracle.GameModel`, R57): per
+stack the expected exact chunks, summary and meta; the canonical rounds; the archives; the
+game data. Replies are the suite's descriptors (`jfsm_conformance.replies`), whose
+`attempt_outcome` classifies them. The test predicts every compress.v2 request (text, chars,
+throughSeq, kind, scope) and every outcome except the choice between `published` and `quota`
+for a valid reply (read from telemetry, then checked through the state). After every step
+the invariants compare the whole store with the oracle's and check the spec's global
+properties (no exchange lost or duplicated, quota, footprint, the optimized change log,
+canaries, the forced-compression flag rule, the canonical length).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -27,7 +29,6 @@ from engine_helpers import (
     TELEMETRY_MEMBERS,
     AdaptiveFake,
     as_text,
-    expected_text,
     fill,
 )
 from hypothesis import event, settings
@@ -42,8 +43,9 @@ from hypothesis.stateful import (
 
 from jfsm.engine import GameEngine
 from jfsm.errors import CompressionPending, InvalidInput, InvalidTransition, QuotaExceeded
-from jfsm.fake_compressor import Reply
 from jfsm.stores.memory import MemoryStore
+from jfsm_conformance.oracle import GameModel, InFlight, diff_store, normalize
+from jfsm_conformance.replies import attempt_outcome, summary_of
 
 THRESHOLDS = {"game": 2000, "catalyst": 1000}
 QUOTA = 40_000
@@ -88,69 +90,43 @@ def summary_for(uid: int, chars: int, scene: bool) -> str:
     return (tag + "~" * n)[: n - 1] + "\n"
 
 
+def descriptor(mode: str, uid: int, chars: int, scene: bool) -> dict[str, Any]:
+    """The reply descriptor (`jfsm_conformance.replies`) a `mode` scripts for a request of
+    `chars` code points."""
+    if mode == "ok":
+        return {"reply": "success", "summary": summary_for(uid, chars, scene)}
+    if mode == "refused":
+        return {"reply": "refuse", "code": "policy"}
+    if mode == "transport":
+        return {"reply": "http_status", "status": 503}
+    if mode == "empty":
+        return {"reply": "empty", "summary": " \n\u3000 "}
+    return {"reply": "success", "summary": fill(chars, "😀")}  # not_smaller: as long as the input
+
+
 def make_plan(mode: str, uid: int, hold: bool):  # type: ignore[no-untyped-def]
-    def reply(req) -> Reply:  # type: ignore[no-untyped-def]
-        if mode == "ok":
-            return Reply(
-                summary=summary_for(uid, req.chars, req.catalyst_id is not None), hold=hold
-            )
-        if mode == "refused":
-            return Reply("refused", code="policy", hold=hold)
-        if mode == "transport":
-            return Reply("transport", code="timeout", hold=hold)
-        if mode == "empty":
-            return Reply(summary=" \n\u3000 ", hold=hold)
-        return Reply(summary=fill(req.chars, "😀"), hold=hold)  # not_smaller
+    def reply(req) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+        d = descriptor(mode, uid, req.chars, req.catalyst_id is not None)
+        return {"reply": "hold", "then": d} if hold else d
 
     return reply
 
 
-# -- the model -------------------------------------------------------------------------------
-@dataclass
-class StackModel:
-    summary: str | None = None
-    through: int = 0
-    kind: str = GAME_KIND
-    chunks: dict[int, dict[str, Any]] = field(default_factory=dict)
-    next_seq: int = 1
-    epoch: int = 0
-
-    def pairs(self) -> list[tuple[str, str]]:
-        return [(self.chunks[s]["user"], self.chunks[s]["assistant"]) for s in sorted(self.chunks)]
-
-    def text(self) -> str:
-        return expected_text(self.summary, self.pairs())
-
-    def append(self, chunk: dict[str, Any]) -> int:
-        seq = self.next_seq
-        self.chunks[seq] = {"seq": seq, **chunk}
-        self.next_seq += 1
-        return seq
-
-
-@dataclass
-class SceneModel:
-    incarnation: int
-    stack: StackModel
-    state: str = "created"
-
-
+# -- the flights -----------------------------------------------------------------------------
 @dataclass
 class Flight:
-    """A compression request the model expects to be in flight (or settling now)."""
+    """A compression request the test expects to be in flight (or settling now): the oracle's
+    view of the request, the reply scripted for it and the operation awaiting it."""
 
-    target: str | None  # None: game; else scene id
-    incarnation: int  # the scene incarnation (0 for the game)
-    epoch: int
-    through: int
-    represented: frozenset[int]
-    summary_before: str | None
-    chars: int
+    request: InFlight
     mode: str
-    uid: int
-    key: str
+    reply: dict[str, Any]  # the descriptor, without its hold
     task: asyncio.Task[Any] | None = None
     op: str = "generate"  # the operation awaiting it: "generate" or "intervene"
+
+    @property
+    def target(self) -> str | None:  # None: the game; else a scene id
+        return self.request.scene
 
 
 class EngineMachine(RuleBasedStateMachine):
@@ -158,20 +134,11 @@ class EngineMachine(RuleBasedStateMachine):
         super().__init__()
         self.loop = asyncio.new_event_loop()
         self.fake = AdaptiveFake()
-        self.game_id = "g"
+        self.model = GameModel("g")
         self.engine = GameEngine(
-            MemoryStore(quota=QUOTA), self.fake, game_id=self.game_id, thresholds=THRESHOLDS
+            MemoryStore(quota=QUOTA), self.fake, game_id=self.model.game_id, thresholds=THRESHOLDS
         )
         self.base: dict[str, Any] = {}  # the store at the last checkpoint
-        # model
-        self.game = StackModel()
-        self.flag = False
-        self.appended: set[int] = set()  # game seqs appended since the last rebuild
-        self.rounds: dict[int, dict[str, Any]] = {}
-        self.archives: dict[str, dict[str, Any]] = {}
-        self.order = 0
-        self.scenes: dict[str, SceneModel] = {}
-        self.incarnations = 0
         self.flights: list[Flight] = []  # held, oldest first
         self.uid = 0
         self.requests_seen = 0
@@ -217,12 +184,19 @@ class EngineMachine(RuleBasedStateMachine):
         self.fake.script.clear()
         assert len(self.fake.requests) == self.requests_seen, "an unexpected compress.v2 call"
 
-    def stack(self, target: str | None) -> StackModel:
-        return self.game if target is None else self.scenes[target].stack
+    def live(self) -> list[str]:
+        """The ids of the scenes that are running or created (sorted)."""
+        return sorted(sid for sid in self.model.scenes if self.model.stack(sid) is not None)
 
     def in_flight(self, target: str | None) -> bool:
-        inc = 0 if target is None else self.scenes[target].incarnation
-        return any(f.target == target and f.incarnation == inc for f in self.flights)
+        """Whether the stack has a call in flight: the game's, or the live scene's (a call of
+        an earlier scene of the same id has an older epoch, R12)."""
+        stack = self.model.stack(target)
+        assert stack is not None
+        return any(
+            f.target == target and (target is None or f.request.epoch == stack.epoch)
+            for f in self.flights
+        )
 
     def refused(self, exc: BaseException, before: str, status: Any) -> None:
         assert fingerprint(self.engine) == before, f"{type(exc).__name__} wrote something"
@@ -232,77 +206,62 @@ class EngineMachine(RuleBasedStateMachine):
     # -- compression in the model -------------------------------------------------------------
     def expect_request(self, target: str | None, mode: str, uid: int) -> Flight:
         """A request for `target` must have been built now: check it, return its flight."""
-        stack = self.stack(target)
-        text = stack.text()
-        scope = {"gameId": self.game_id}
-        if target is not None:
-            scope["catalystId"] = target
-        assert stack.chunks, "a request for a stack without exact chunks"
-        body = {
-            "kind": GAME_KIND if target is None else CATALYST_KIND,
-            "scope": scope,
-            "input": {"text": text, "chars": len(text), "throughSeq": max(stack.chunks)},
-            "beneficiaries": [],
-        }
+        stack = self.model.stack(target)
+        assert stack is not None and stack.chunks, "a request for a stack without exact chunks"
         assert len(self.fake.requests) > self.requests_seen, f"no request for {target!r}"
         recorded = self.fake.requests[self.requests_seen]
         self.requests_seen += 1
+        request = self.model.flight_for(target, recorded["idempotencyKey"])
+        scope = {"gameId": self.model.game_id}
+        if target is not None:
+            scope["catalystId"] = target
+        body = {
+            "kind": GAME_KIND if target is None else CATALYST_KIND,
+            "scope": scope,
+            "input": {
+                "text": request.text,
+                "chars": len(request.text),
+                "throughSeq": request.through,
+            },
+            "beneficiaries": [],
+        }
         assert recorded["body"] == body
-        return Flight(
-            target=target,
-            incarnation=0 if target is None else self.scenes[target].incarnation,
-            epoch=stack.epoch,
-            through=max(stack.chunks),
-            represented=frozenset(stack.chunks),
-            summary_before=stack.summary,
-            chars=len(text),
-            mode=mode,
-            uid=uid,
-            key=recorded["idempotencyKey"],
-        )
+        reply = descriptor(mode, uid, len(request.text), target is not None)
+        return Flight(request, mode, reply)
 
-    def telemetry_for(self, flight: Flight) -> str:
-        """The outcome of the (one-attempt) call's telemetry event, consumed once."""
+    def telemetry_for(self, flight: Flight) -> dict[str, Any]:
+        """The (one-attempt) call's telemetry event, consumed once."""
         for i, ev in enumerate(self.engine.telemetry):
-            if i not in self.consumed and ev["idempotencyKey"] == flight.key:
+            if i not in self.consumed and ev["idempotencyKey"] == flight.request.key:
                 self.consumed.add(i)
-                return str(ev["outcome"])
-        raise AssertionError(f"no telemetry event for the call {flight.key}")
+                return ev
+        raise AssertionError(f"no telemetry event for the call {flight.request.key}")
 
     def settle(self, flight: Flight) -> str:
         """The engine settled `flight`: check its outcome and apply it to the model."""
-        outcome = self.telemetry_for(flight)
-        live = flight.target is None or (
-            flight.target in self.scenes
-            and self.scenes[flight.target].incarnation == flight.incarnation
-        )
-        stale = not live
-        if live:
-            stack = self.stack(flight.target)
-            stale = (
-                stack.epoch != flight.epoch
-                or stack.summary != flight.summary_before
-                or not flight.represented <= set(stack.chunks)
-            )
-        if stale:
+        ev = self.telemetry_for(flight)
+        outcome = str(ev["outcome"])
+        request = flight.request
+        predicted = attempt_outcome(flight.reply, len(request.text))
+        assert predicted == ("valid" if flight.mode == "ok" else flight.mode), predicted
+        if self.model.is_stale(request):
             assert outcome == "stale", outcome
-        elif flight.mode == "ok":
+        elif predicted == "valid":
             assert outcome in ("published", "quota"), outcome
         else:
-            assert outcome == flight.mode, outcome
+            assert outcome == predicted, outcome
         event(f"outcome: {outcome}")
         if outcome == "published":
-            stack = self.stack(flight.target)
-            stack.summary = summary_for(flight.uid, flight.chars, flight.target is not None)
-            stack.through = flight.through
-            stack.kind = GAME_KIND if flight.target is None else CATALYST_KIND
-            stack.chunks = {s: c for s, c in stack.chunks.items() if s > flight.through}
-            if stack.chunks:
+            call_id = ev["callId"]
+            assert isinstance(call_id, str) and call_id.startswith("fake-"), call_id
+            summary = summary_of(flight.reply, len(request.text))
+            assert summary is not None
+            self.model.publish_summary(request, summary, call_id)
+            stack = self.model.stack(request.scene)
+            if stack is not None and stack.chunks:
                 event("published with an unrepresented suffix")
-            if flight.target is not None:
+            if request.scene is not None:
                 event("a scene summary published")
-            if flight.target is None:
-                self.flag = any(c["origin"] == "intervene" for c in stack.chunks.values())
         return outcome
 
     def compress_now(
@@ -315,43 +274,6 @@ class EngineMachine(RuleBasedStateMachine):
             self.flights.append(flight)
             return None
         return self.settle(flight)
-
-    # -- model rebuild ------------------------------------------------------------------------
-    def rebuild(self) -> None:
-        by_round: dict[int, list[str]] = {}
-        for sid, rec in sorted(self.archives.items(), key=lambda item: item[1]["order"]):
-            if rec["state"] == "published":
-                by_round.setdefault(rec["afterRound"], []).append(sid)
-        epoch = self.game.epoch + 1
-        self.game = StackModel(epoch=epoch)
-
-        def place(after: int) -> None:
-            for sid in by_round.get(after, []):
-                rec = self.archives[sid]
-                rec["outcomeSeq"] = self.game.append(
-                    {
-                        "user": rec["meanwhileEvent"],
-                        "assistant": rec["closingSummary"],
-                        "origin": "catalyst",
-                        "catalystId": sid,
-                    }
-                )
-
-        place(0)
-        for n in sorted(self.rounds):
-            r = self.rounds[n]
-            origin = "intervene" if r["intervened"] else "round"
-            self.game.append(
-                {"user": r["input"], "assistant": r["output"], "origin": origin, "roundId": n}
-            )
-            place(n)
-        self.flag = any(r["intervened"] for r in self.rounds.values())
-        self.appended = set(self.game.chunks)
-
-    def append_game(self, chunk: dict[str, Any]) -> int:
-        seq = self.game.append(chunk)
-        self.appended.add(seq)
-        return seq
 
     # -- rules --------------------------------------------------------------------------------
     @initialize(rounds=st.lists(st.tuples(TEXT, TEXT), max_size=8))
@@ -379,12 +301,12 @@ class EngineMachine(RuleBasedStateMachine):
         else:
             self.record_round(user, assistant)
         for flight in list(self.flights):
-            if flight.target is not None and flight.target in self.scenes:
+            if flight.target is not None and self.model.stack(flight.target) is not None:
                 self.scene_exchange(flight.target, user, assistant)
         if then_release:
             self.release(modes)
 
-    @precondition(lambda self: bool(self.scenes))
+    @precondition(lambda self: bool(self.live()))
     @rule(
         data=st.data(),
         user=TEXT,
@@ -398,12 +320,12 @@ class EngineMachine(RuleBasedStateMachine):
     ) -> None:
         """Exchanges, generations and publication on a running scene (the id-based rules
         mostly probe unknown and ended scenes)."""
-        sid = data.draw(st.sampled_from(sorted(self.scenes)), label="live scene")
+        sid = data.draw(st.sampled_from(self.live()), label="live scene")
         self.scene_exchange(sid, user, assistant)
         self.scene_exchange(sid, assistant, user)
-        if then != "append" and sid in self.scenes:
+        if then != "append" and self.model.stack(sid) is not None:
             self.generate(sid, mode, mode, hold)
-        if then == "generate and publish" and sid in self.scenes:
+        if then == "generate and publish" and self.model.stack(sid) is not None:
             self.end_scene(sid, f"closing {user}", f"meanwhile {assistant}", publish=True)
 
     @rule(user=TEXT, assistant=TEXT)
@@ -413,12 +335,7 @@ class EngineMachine(RuleBasedStateMachine):
             result = self.run(self.engine.record_round(user, assistant))
         except QuotaExceeded as exc:
             return self.refused(exc, before, status)
-        n = max(self.rounds, default=0) + 1
-        self.rounds[n] = {"input": user, "output": assistant, "intervened": False}
-        seq = self.append_game(
-            {"user": user, "assistant": assistant, "origin": "round", "roundId": n}
-        )
-        assert result == {"round": n, "seq": seq}
+        assert result == self.model.record_round(user, assistant)
 
     @rule(
         user=TEXT,
@@ -434,10 +351,7 @@ class EngineMachine(RuleBasedStateMachine):
         if task.done() and isinstance(task.exception(), QuotaExceeded):
             self.unplan()
             return self.refused(task.exception(), before, status)
-        n = max(self.rounds, default=0) + 1
-        self.rounds[n] = {"input": user, "output": shown, "intervened": True}
-        self.append_game({"user": user, "assistant": shown, "origin": "intervene", "roundId": n})
-        self.flag = True
+        n = self.model.intervene(user, shown)["round"]
         if self.in_flight(None):
             outcome = "none"  # the forced compression waits for the one in flight
         else:
@@ -446,7 +360,7 @@ class EngineMachine(RuleBasedStateMachine):
         if task.done():
             result = task.result()
             assert result["round"] == n
-            assert result["forcedCompression"] == self.flag
+            assert result["forcedCompression"] == self.model.game.flag
             if outcome == "none":
                 assert result["compression"] is None
             else:
@@ -455,9 +369,9 @@ class EngineMachine(RuleBasedStateMachine):
     @rule(on=st.sampled_from([None, *SCENE_IDS]), m1=MODE, m2=MODE, hold=HOLD)
     def generate(self, on: str | None, m1: str, m2: str, hold: bool) -> None:
         target = on
-        if target is not None and target not in self.scenes:
+        if target is not None and self.model.stack(target) is None:
             return
-        forced = self.flag and not self.in_flight(None)
+        forced = self.model.game.flag and not self.in_flight(None)
         if forced:
             uid1, uid2 = self.plan((m1, False), (m2, hold))
         else:
@@ -465,7 +379,7 @@ class EngineMachine(RuleBasedStateMachine):
         before, status = fingerprint(self.engine), self.engine.status()
         task = self.start(self.engine.before_generation(target))
         # 1. an owed forced compression of the game stack comes first
-        if self.flag and not forced:
+        if self.model.game.flag and not forced:
             self.unplan()
             exc = task.exception()
             assert isinstance(exc, CompressionPending), exc
@@ -481,20 +395,19 @@ class EngineMachine(RuleBasedStateMachine):
                 assert exc.code == "compression_pending" and exc.details["cause"] == outcome
                 assert fingerprint(self.engine) == before
                 return
-            assert not self.flag
+            assert not self.model.game.flag
         # 2. a catalyst generation marks its scene running
-        if target is not None and self.scenes[target].state == "created":
+        if target is not None and self.model.scenes[target].state == "created":
             if task.done() and isinstance(task.exception(), QuotaExceeded):
                 self.unplan()
                 event("refused: QuotaExceeded")
                 return
-            self.scenes[target].state = "running"
+            self.model.mark_running(target)
         # 3. the stack's own threshold check
-        stack = self.stack(target)
         threshold = THRESHOLDS["game" if target is None else "catalyst"]
         if self.in_flight(target):
             expected = "in_flight"
-        elif len(stack.text()) > threshold and stack.chunks:
+        elif self.model.due(target, threshold):
             expected = self.compress_now(target, m2, uid2, task) or "held"
         else:
             expected = "not_due"
@@ -526,7 +439,7 @@ class EngineMachine(RuleBasedStateMachine):
             if flight.op == "intervene":  # its forced compression was the held call
                 assert result["compression"]["outcome"] == outcome
                 continue
-            if not self.flag:
+            if not self.model.game.flag:
                 assert not isinstance(result, BaseException), result
                 assert result.outcome == outcome
                 continue
@@ -553,11 +466,10 @@ class EngineMachine(RuleBasedStateMachine):
             self.run(self.engine.start_scene(sid))
         except (InvalidInput, QuotaExceeded) as exc:
             if isinstance(exc, InvalidInput):
-                assert sid in self.scenes or sid in self.archives
+                assert sid in self.model.scenes or sid in self.model.archives
             return self.refused(exc, before, status)
-        assert sid not in self.scenes and sid not in self.archives
-        self.incarnations += 1
-        self.scenes[sid] = SceneModel(self.incarnations, StackModel(kind=CATALYST_KIND))
+        assert sid not in self.model.scenes and sid not in self.model.archives
+        self.model.start_scene(sid)
 
     @rule(sid=st.sampled_from(SCENE_IDS), user=TEXT, assistant=TEXT)
     def scene_exchange(self, sid: str, user: str, assistant: str) -> None:
@@ -567,13 +479,12 @@ class EngineMachine(RuleBasedStateMachine):
             seq = self.run(self.engine.record_scene_exchange(sid, user, assistant))
         except (InvalidInput, InvalidTransition, QuotaExceeded) as exc:
             if isinstance(exc, InvalidInput):
-                assert sid not in self.scenes and sid not in self.archives
+                assert sid not in self.model.scenes and sid not in self.model.archives
             elif isinstance(exc, InvalidTransition):
-                assert sid in self.archives
+                assert sid in self.model.archives
             return self.refused(exc, before, status)
-        scene = self.scenes[sid]
-        assert seq == scene.stack.append({"user": user, "assistant": assistant})
-        scene.state = "running"
+        assert self.model.stack(sid) is not None, f"an exchange recorded on {sid!r}"
+        assert seq == self.model.scene_exchange(sid, user, assistant)
 
     @rule(sid=st.sampled_from(SCENE_IDS), closing=TEXT, meanwhile=TEXT, publish=st.booleans())
     def end_scene(self, sid: str, closing: str, meanwhile: str, publish: bool) -> None:
@@ -587,55 +498,45 @@ class EngineMachine(RuleBasedStateMachine):
             record = self.run(op)
         except (InvalidInput, InvalidTransition, QuotaExceeded) as exc:
             if isinstance(exc, InvalidInput):
-                assert sid not in self.scenes and sid not in self.archives
+                assert sid not in self.model.scenes and sid not in self.model.archives
             elif isinstance(exc, InvalidTransition):
-                state = self.archives[sid]["state"]
+                state = self.model.archives[sid]["state"]
                 assert state == ("cancelled" if publish else "published")
             return self.refused(exc, before, status)
-        if sid in self.archives:  # a repeated terminal event: nothing written
+        if sid in self.model.archives:  # a repeated terminal event: nothing written
             assert fingerprint(self.engine) == before
-            assert self.archives[sid]["state"] == ("published" if publish else "cancelled")
+            assert self.model.archives[sid]["state"] == ("published" if publish else "cancelled")
             return
-        if publish and self.scenes[sid].stack.summary is not None:
+        scene = self.model.stack(sid)
+        assert scene is not None, f"{sid!r} ended but was never started"
+        if publish and scene.summary is not None:
             event("a scene with a summary published")
-        del self.scenes[sid]
-        self.order += 1
-        rec: dict[str, Any] = {
-            "state": "published" if publish else "cancelled",
-            "afterRound": max(self.rounds, default=0),
-            "order": self.order,
-        }
         if publish:
-            rec["closingSummary"], rec["meanwhileEvent"] = closing, meanwhile
-            rec["outcomeSeq"] = self.append_game(
-                {"user": meanwhile, "assistant": closing, "origin": "catalyst", "catalystId": sid}
-            )
-        self.archives[sid] = rec
+            rec = self.model.end_scene(sid, closing, meanwhile)
+        else:
+            rec = self.model.end_scene(sid, None, None)
         assert record["state"] == rec["state"]
 
     @rule(data=st.data())
     def reset(self, data: st.DataObject) -> None:
-        n = data.draw(st.integers(0, max(self.rounds, default=0)), label="reset to")
+        n = data.draw(st.integers(0, self.model.last_round()), label="reset to")
         before, status = fingerprint(self.engine), self.engine.status()
         try:
             self.run(self.engine.reset(n))
         except QuotaExceeded as exc:
             return self.refused(exc, before, status)
-        self.rounds = {k: v for k, v in self.rounds.items() if k <= n}
-        self.archives = {s: r for s, r in self.archives.items() if r["afterRound"] <= n}
-        self.rebuild()
+        self.model.reset(n)
 
-    @precondition(lambda self: bool(self.rounds))
+    @precondition(lambda self: bool(self.model.rounds))
     @rule(data=st.data(), user=TEXT, assistant=TEXT)
     def edit(self, data: st.DataObject, user: str, assistant: str) -> None:
-        n = data.draw(st.sampled_from(sorted(self.rounds)), label="edit round")
+        n = data.draw(st.sampled_from(sorted(self.model.rounds)), label="edit round")
         before, status = fingerprint(self.engine), self.engine.status()
         try:
             self.run(self.engine.edit_round(n, user, assistant))
         except QuotaExceeded as exc:
             return self.refused(exc, before, status)
-        self.rounds[n] = {"input": user, "output": assistant, "intervened": False}
-        self.rebuild()
+        self.model.edit_round(n, user, assistant)
 
     @rule(
         key=st.sampled_from(["d0", "d1", "jfForged", "jfGameStack.meta"]),
@@ -655,6 +556,10 @@ class EngineMachine(RuleBasedStateMachine):
             assert isinstance(exc, QuotaExceeded) or key.startswith("jf")
             return self.refused(exc, before, status)
         assert not key.startswith("jf")
+        if delete:
+            self.model.data.pop(key, None)
+        else:
+            self.model.data[key] = value
 
     @rule()
     def checkpoint(self) -> None:
@@ -665,14 +570,15 @@ class EngineMachine(RuleBasedStateMachine):
     @precondition(lambda self: not self.flights)
     @rule()
     def duplicate(self) -> None:
-        self.game_id = f"g{len(self.game_id)}"
-        dup = self.run(self.engine.duplicate(MemoryStore(quota=QUOTA), self.game_id))
+        game_id = f"g{len(self.model.game_id)}"
+        dup = self.run(self.engine.duplicate(MemoryStore(quota=QUOTA), game_id))
         source = self.engine.dump()["store"]
         assert dup.dump()["store"] == source
         assert dup.dump()["changeLog"] == []
         assert len(self.fake.requests) == self.requests_seen
         assert len(self.consumed) == len(self.engine.telemetry)
         self.engine, self.base, self.consumed = dup, source, set()
+        self.model = self.model.clone(game_id)
         self.telemetry_checked = 0
 
     # -- invariants ------------------------------------------------------------------------------
@@ -704,66 +610,13 @@ class EngineMachine(RuleBasedStateMachine):
         assert log == expected
 
     def check_memory(self, current: dict[str, Any]) -> None:
-        """Every jf key is exactly what the model expects."""
-        jf = {k: v for k, v in current.items() if k.startswith("jf")}
-        expected: dict[str, Any] = {}
-        game = self.game
-        if game.chunks or game.summary is not None or game.next_seq > 1 or game.epoch:
-            expected["jfGameStack.meta"] = {
-                "nextSeq": self.game.next_seq,
-                "epoch": self.game.epoch,
-                "forcedCompression": self.flag,
-            }
-        for seq, chunk in self.game.chunks.items():
-            expected[f"jfGameStack.chunk.{seq}"] = chunk
-        for n, r in self.rounds.items():
-            expected[f"jfRounds.{n}"] = r
-        for sid, scene in self.scenes.items():
-            prefix = f"jfCatalystStack.{sid}."
-            expected[prefix + "meta"] = {"nextSeq": scene.stack.next_seq, "state": scene.state}
-            for seq, chunk in scene.stack.chunks.items():
-                expected[f"{prefix}chunk.{seq}"] = chunk
-        if self.archives:
-            expected["jfCatalystArchives"] = self.archives
-        summaries = {}
-        if self.game.summary is not None:
-            summaries["jfGameStack.summary"] = self.game
-        for sid, scene in self.scenes.items():
-            if scene.stack.summary is not None:
-                summaries[f"jfCatalystStack.{sid}.summary"] = scene.stack
-        wanted = set(expected) | set(summaries)
-        assert set(jf) == wanted, set(jf) ^ wanted
-        for key, stack in summaries.items():
-            got = jf[key]
-            assert (got["text"], got["throughSeq"], got["kind"]) == (
-                stack.summary,
-                stack.through,
-                stack.kind,
-            )
-            assert got["compressionCallId"].startswith("fake-")
-        fields = ("state", "afterRound", "closingSummary", "meanwhileEvent", "outcomeSeq")
-        for key, value in expected.items():
-            got = jf[key]
-            if key.startswith("jfCatalystStack.") and key.endswith(".meta"):
-                assert (got["nextSeq"], got["state"]) == (value["nextSeq"], value["state"])
-            elif key.startswith("jfCatalystStack."):
-                assert (got["seq"], got["user"], got["assistant"]) == (
-                    value["seq"],
-                    value["user"],
-                    value["assistant"],
-                )
-            elif key == "jfCatalystArchives":
-                assert set(got) == set(value)
-                for sid, rec in value.items():
-                    assert {f: got[sid].get(f) for f in fields} == {f: rec.get(f) for f in fields}
-            elif key.startswith("jfRounds."):
-                assert (got["input"], got["output"], bool(got.get("intervened"))) == (
-                    value["input"],
-                    value["output"],
-                    value["intervened"],
-                )
-            else:
-                assert got == value, key
+        """The whole store (every jf key, member by member, and the game data) is exactly
+        the oracle's; every summary names the fake's call."""
+        diffs = diff_store(self.model.store(), normalize(current))
+        assert not diffs, "\n".join(d.describe() for d in diffs)
+        for key, value in current.items():
+            if key.startswith("jf") and key.endswith(".summary"):
+                assert value["compressionCallId"].startswith("fake-")
 
     def check_no_exchange_lost(self, current: dict[str, Any]) -> None:
         """Summary-represented seqs and exact seqs partition every seq appended since the last
@@ -771,9 +624,10 @@ class EngineMachine(RuleBasedStateMachine):
         exact = {v["seq"] for k, v in current.items() if k.startswith("jfGameStack.chunk.")}
         summary = current.get("jfGameStack.summary")
         through = 0 if summary is None else summary["throughSeq"]
-        represented = {s for s in self.appended if s <= through}
+        appended = set(range(1, self.model.game.next_seq))  # seqs restart at 1 on a rebuild
+        represented = {s for s in appended if s <= through}
         assert not exact & represented, "an exchange is both summarized and exact"
-        assert exact | represented == self.appended, "an exchange was lost or invented"
+        assert exact | represented == appended, "an exchange was lost or invented"
 
     def check_flag(self, current: dict[str, Any]) -> None:
         """D14: forcedCompression iff an exact game chunk has origin intervene."""
@@ -787,10 +641,10 @@ class EngineMachine(RuleBasedStateMachine):
 
     def check_canonical_length(self) -> None:
         text = self.engine.canonical_text()
-        assert text == self.game.text()
+        assert text == self.model.game.text()
         assert self.engine.index.game.length == len(text)
-        for sid, scene in self.scenes.items():
-            assert self.engine.canonical_text(sid) == scene.stack.text()
+        for sid in self.live():
+            assert self.engine.canonical_text(sid) == self.model.scenes[sid].stack.text()
 
     def check_canaries_and_telemetry(self, current: dict[str, Any], log: list[Any]) -> None:
         game_memory = as_text(

@@ -10,6 +10,9 @@ that survived its publication JF-COMP-005, and so on).
 Every member is compared exactly, as the catalog spells the records out (JF-STORE-001 to
 JF-STORE-007): scene metas with `state`, scene exchanges with `origin` = `catalyst` and their
 scene id, archive records with their `order`.
+
+The engine's own stateful test (`tests/test_engine_stateful.py`) predicts memory with this
+model too (R57): one expected memory for the engine's tests and for the suite.
 """
 
 from __future__ import annotations
@@ -179,8 +182,12 @@ class GameModel:
         return {"round": n, "seq": seq}
 
     def start_scene(self, scene: str) -> None:
+        """A scene's epoch starts at the game stack's (R12, JF-CAT-012), so a request of an
+        earlier scene of the same id (freed by a reset, which raised the game's epoch) is stale
+        for the new one."""
         self.scenes[scene] = SceneModel(
-            "created", StackModel(f"{SCENE_PREFIX}{scene}", scene=scene, exists=True)
+            "created",
+            StackModel(f"{SCENE_PREFIX}{scene}", scene=scene, exists=True, epoch=self.game.epoch),
         )
 
     def mark_running(self, scene: str) -> None:

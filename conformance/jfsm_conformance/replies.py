@@ -7,14 +7,20 @@ hostile extras a descriptor does not name (`oversized`, `delay`). `jfsm.fake_com
 in-process `FakeCompressor` takes the same descriptors (`queue({"reply": "refuse", ...})`).
 
 ```
-{"reply": "success", "summary": S, "callId": C}      ok reply
+{"reply": "success", "summary": S, "callId": C}      ok reply (callId optional)
 {"reply": "refuse", "code": c, "message": m}          refusal (never retried)
 {"reply": "empty", "summary": "  "}                   ok reply, blank summary
 {"reply": "not_smaller", "extra": k}                  ok reply, input length + k code points
 {"reply": "http_status", "status": 503}               transport failures (retried) ...
 {"reply": "malformed"} {"reply": "wrong_schema"} {"reply": "reset"}
 {"reply": "hold", "then": <descriptor>}               held until released
+{"reply": "default"}                                  the fake's own ok reply (a short hash text)
 ```
+
+`default` is the reply a fake gives when its script is empty; its length is the fake's
+choice, so the suite cannot predict its outcome (`attempt_outcome` refuses it). Tests of the
+in-process fake script it to hold an ordinary reply: `{"reply": "hold", "then": {"reply":
+"default"}}`.
 """
 
 from __future__ import annotations
@@ -163,7 +169,7 @@ def to_outcome(d: dict[str, Any]) -> Outcome:
     """The fake's `Outcome` for a descriptor."""
     kind = d["reply"]
     if kind == "success":
-        return success(summary=d["summary"], call_id=d["callId"])
+        return success(summary=d["summary"], call_id=d.get("callId"))  # else the fake's
     if kind == "refuse":
         return refuse(
             d.get("code", "refused"),
@@ -184,6 +190,8 @@ def to_outcome(d: dict[str, Any]) -> Outcome:
         return reset()
     if kind == "hold":
         return hold(to_outcome(d["then"]))
+    if kind == "default":
+        return Outcome("default")
     raise ValueError(f"unknown reply descriptor {d!r}")
 
 
@@ -201,7 +209,8 @@ def summary_of(d: dict[str, Any], input_chars: int) -> str | None:
 
 
 def output_chars(d: dict[str, Any], input_chars: int) -> int | None:
-    """Code points of the summary the caller received, or None when it received none."""
+    """Code points of the summary the caller received, or None when it received none (or
+    got the fake's `default` reply, whose length the suite does not know)."""
     d = settled(d)
     if d["reply"] in ("success", "empty"):
         return len(d.get("summary", ""))
@@ -212,9 +221,13 @@ def output_chars(d: dict[str, Any], input_chars: int) -> int | None:
 
 def attempt_outcome(d: dict[str, Any], input_chars: int) -> str:
     """The caller's outcome for one attempt answered with `d`, before stale and quota checks:
-    `valid`, `refused`, `transport`, `empty` or `not_smaller`."""
+    `valid`, `refused`, `transport`, `empty` or `not_smaller`.
+
+    Raises `ValueError` for the `default` reply, whose length only the fake knows."""
     d = settled(d)
     kind = d["reply"]
+    if kind == "default":
+        raise ValueError("the default reply's outcome depends on the fake's summary length")
     if kind in TRANSPORT:
         return "transport"
     if kind == "refuse":

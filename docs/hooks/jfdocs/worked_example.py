@@ -19,7 +19,7 @@ from typing import Any
 
 from jfdocs.render import json_text
 from jfsm.engine import GameEngine
-from jfsm.fake_compressor import FakeCompressor, Reply
+from jfsm.fake_compressor import FakeCompressor
 from jfsm.jcs import canonicalize
 from jfsm.records import Participant
 from jfsm.stores import MemoryStore
@@ -94,7 +94,10 @@ async def step_compress(engine: GameEngine, fake: FakeCompressor) -> Any:
         "The raid succeeds; Orrin's reeve swears vengeance and rides for the capital.",
     )
     fake.queue(
-        Reply(summary="The army crossed the northern pass before the snow and raided Orrin.")
+        {
+            "reply": "success",
+            "summary": "The army crossed the northern pass before the snow and raided Orrin.",
+        }
     )
     report = await engine.before_generation()
     return report.to_json()
@@ -127,7 +130,7 @@ async def step_intervene(engine: GameEngine, fake: FakeCompressor) -> Any:
     (origin `intervene`) and sets `forcedCompression`. The forced compression then runs
     whatever the length; here the fake service refuses it, so the exact sanitized exchange
     and the flag stay durable. The discarded continuation is stored nowhere."""
-    fake.queue(Reply(outcome="refused", code="busy"))  # the next call will be refused
+    fake.queue({"reply": "refuse", "code": "busy"})  # the next call will be refused
     return await engine.intervene(
         "Ambush the riders at the ford.",
         "The ambush is set at the ford. But the marshal, warned by a shepherd, ...",
@@ -142,7 +145,12 @@ async def step_retry(engine: GameEngine, fake: FakeCompressor) -> Any:
     with the retryable error `compression_pending`. The report returned is that of the
     stack's own threshold check, which runs after the forced compression (see the
     telemetry for the forced one)."""
-    fake.queue(Reply(summary="Orrin raided; the queen's marshal rides north; ambush set."))
+    fake.queue(
+        {
+            "reply": "success",
+            "summary": "Orrin raided; the queen's marshal rides north; ambush set.",
+        }
+    )
     report = await engine.before_generation()
     return {"report": report.to_json(), "intervene machine": engine.status()["game"]["intervene"]}
 
