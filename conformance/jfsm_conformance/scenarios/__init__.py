@@ -17,4 +17,6 @@ from jfsm_conformance.scenarios.registry import SCENARIOS, Scenario
 
 __all__ = ["SCENARIOS", "Scenario"]
 
-_AREAS = (compression, history, store, durability)  # imported for their registrations
+# the areas in the order their scenarios run (each module's scenarios in their own order)
+AREAS = [module.__name__ for module in (compression, history, store, durability)]
+SCENARIOS.sort(key=lambda scenario: AREAS.index(scenario.run.__module__))
