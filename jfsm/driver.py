@@ -78,7 +78,8 @@ class ReferenceDriver:
     `compressor_factory` builds the compressor from hello's `compressUrl` (default: the
     HTTP transport); `engine_class` is the engine each game runs (a seam for mutants).
     `skipped` lists the entries of the state directory the last scan could not serve (also
-    returned by `hello` and written to stderr).
+    returned by `hello` and written to stderr). `crash_injection` (file stores only, for
+    in-process use by the suite) offers the `crash` op (`jfsm.driver_crash`).
     """
 
     def __init__(
@@ -88,6 +89,7 @@ class ReferenceDriver:
         compressor_factory: Callable[[str], Compressor] | None = None,
         engine_class: type[GameEngine] = GameEngine,
         store: str | None = None,
+        crash_injection: bool = False,
     ) -> None:
         self.state_dir = None if state_dir is None else Path(state_dir)
         self.store = store  # a postgresql:// URL: game memory there, side files in state_dir
@@ -101,7 +103,8 @@ class ReferenceDriver:
         self._compressor_factory = compressor_factory
         self._engine_class = engine_class
         # file stores open over a crash switch: the `crash` op (capability crashInjection)
-        self._fs = CrashSwitch() if state_dir is not None and store is None else None
+        crashable = crash_injection and state_dir is not None and store is None
+        self._fs = CrashSwitch() if crashable else None
         self._ops: dict[str, Handler] = {
             name[3:]: getattr(self, name) for name in dir(self) if name.startswith("op_")
         }
@@ -425,4 +428,4 @@ def durable_reference_driver() -> ReferenceDriver:
 
     state = tempfile.mkdtemp(prefix="jfsm-driver-")
     atexit.register(shutil.rmtree, state, True)
-    return ReferenceDriver(state)
+    return ReferenceDriver(state, crash_injection=True)

@@ -2,7 +2,8 @@
 
 Over stdio the conformance suite proves crash atomicity (JF-ATOM-004, JF-ATOM-008) by
 killing the driver process with SIGKILL. In process there is no process to kill, so the
-durable reference driver opens every `FileStore` over a `CrashSwitch`: a file system
+durable reference driver (`ReferenceDriver(..., crash_injection=True)`, as
+`durable_reference_driver` builds it) opens every `FileStore` over a `CrashSwitch`: a file system
 (`jfsm.stores.fsio.FileSystem`, the seam the store's own crash tests use) that forwards to
 the real one and numbers the boundaries of every durable write: before and after each
 create, extend, fsync, fdatasync, truncate, rename, remove and directory fsync, and before,

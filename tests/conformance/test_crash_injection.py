@@ -28,13 +28,12 @@ def _hello(driver: ReferenceDriver) -> dict[str, Any]:
     return dict(reply["result"]["capabilities"])
 
 
-def test_only_a_driver_with_file_stores_offers_crash_injection(tmp_path: Path) -> None:
-    durable = ReferenceDriver(tmp_path)
+def test_crash_injection_is_offered_on_request_over_file_stores(tmp_path: Path) -> None:
+    durable = ReferenceDriver(tmp_path / "a", crash_injection=True)
     assert _hello(durable)["crashInjection"] is True
-    memory = ReferenceDriver()
-    assert _hello(memory)["crashInjection"] is False
-    refused = _call(memory, "crash", at=0)
-    assert refused["error"]["code"] == "invalid_input"
+    for plain in (ReferenceDriver(), ReferenceDriver(tmp_path / "b")):  # stdio, HTTP: SIGKILL
+        assert _hello(plain)["crashInjection"] is False
+        assert _call(plain, "crash", at=0)["error"]["code"] == "invalid_input"
     for bad in (-1, True, "3"):
         assert _call(durable, "crash", at=bad)["error"]["code"] == "invalid_input"
 
@@ -46,7 +45,7 @@ def test_a_crash_at_each_boundary_reopens_before_or_after(tmp_path: Path) -> Non
     whenever it answered the round before it died."""
     seen: dict[int, set[int]] = {}
     for at in range(12):
-        driver = ReferenceDriver(tmp_path / f"state-{at}")
+        driver = ReferenceDriver(tmp_path / f"state-{at}", crash_injection=True)
         _hello(driver)
         assert _call(driver, "create_game", game="g")["ok"]
         assert _call(driver, "record_round", game="g", input="one", output="first")["ok"]

@@ -68,7 +68,7 @@ def _durable_stack(stack_cls: type[StackCompression]) -> ReferenceDriver:
     state = tempfile.mkdtemp(prefix="jfsm-mutant-")
     atexit.register(shutil.rmtree, state, True)
     engine = type("Engine", (GameEngine,), {"stack_compression": stack_cls})
-    return ReferenceDriver(state, engine_class=engine)
+    return ReferenceDriver(state, engine_class=engine, crash_injection=True)
 
 
 def _compressor_driver(compressor_cls: type[HttpCompressor]) -> ReferenceDriver:
