@@ -93,7 +93,7 @@ class DurabilitySteps(SessionBase):
             time.sleep(0.01)
         w.restart_driver()
         ids = ("JF-ATOM-004", "JF-ATOM-001")
-        if self._reopened(game, model, after, "round", ids, acked) == "after":
+        if self._reopened(game, model, after, "round", ids, acked, at) == "after":
             w.games[game] = model = after
         self._resume(game, model, ("JF-ATOM-004",))
 
@@ -132,7 +132,8 @@ class DurabilitySteps(SessionBase):
         w.script([])
         w.cursor = len(w.fake.requests)
         ids = ("JF-ATOM-008", "JF-ATOM-004", "JF-ATOM-003", "JF-CAT-004")
-        if self._reopened(game, model, after, "publication", ids, acked) == "after":
+        how = f"{delay_ms:g} ms into it" if self.kill_mode == "stdio" else None
+        if self._reopened(game, model, after, "publication", ids, acked, at, how) == "after":
             w.games[game] = model = after
         self._resume(game, model, ("JF-ATOM-008", "JF-ATOM-004", "JF-ATOM-003"))
 
@@ -160,19 +161,23 @@ class DurabilitySteps(SessionBase):
         what: str,
         ids: tuple[str, ...],
         acked: bool,
+        at: int,
+        how: str | None = None,
     ) -> str:
-        """Judge the reopened store: "before" or "after" (counted), or a failure."""
+        """Judge the reopened store: "before" or "after" (counted), or a failure. `how`
+        says when the kill came (default: right after the operation was sent, over stdio)."""
         store = normalize(self._dump(game)["store"])
         before_ok = not diff_store(before.store(), store)
         after_ok = not diff_store(after.store(), store)
         outcome = "before" if before_ok else "after" if after_ok else "neither"
         exercise.record("kill", f"{what}: {outcome}")
-        how = "a crash injected" if self.kill_mode == "crash" else "a kill"
+        if self.kill_mode == "crash":
+            how = f"a crash injected at its write boundary {at}"
         self.ledger.expect(
             C.DURABILITY,
             before_ok or after_ok,
-            f"after {how} during the {what}, the store is neither the state before the "
-            f"{what} nor the state after it",
+            f"after a kill during the {what} ({how or 'SIGKILL'}), the store is neither the "
+            f"state before the {what} nor the state after it",
             ids=ids,
         )
         self.ledger.expect(
