@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -100,3 +101,24 @@ def test_a_driver_without_crash_injection_skips_the_kills(tmp_path: Path) -> Non
     )
     assert result.exit_code == 0
     assert "crashInjection" in " ".join(result.skipped.values()), result.skipped
+
+
+def test_a_stdio_driver_is_still_killed_with_sigkill(tmp_path: Path) -> None:
+    """Over stdio the kills stay real: the process group gets SIGKILL (the driver there
+    offers no crash op), and the outcomes are counted the same way."""
+    jfsm = Path(sys.executable).with_name("jfsm")
+    result = run(
+        Options(
+            driver=f"stdio:{jfsm} driver --state {tmp_path / 'state'}",
+            scenarios=["kill-mid-operation"],
+            machines=False,
+            report_dir=tmp_path / "report",
+            progress=lambda line: None,
+        )
+    )
+    assert result.harness_error is None
+    assert result.exit_code == 0
+    assert result.capabilities.get("crashInjection") is False
+    kills = result.exercised["kill"]
+    assert sum(kills.values()) == 3, kills
+    assert not [name for name in kills if name.endswith("neither")]
