@@ -28,6 +28,7 @@ from typing import Any
 
 from jfsm import __version__
 from jfsm.compressor import Compressor
+from jfsm.driver_crash import CrashSwitch
 from jfsm.driver_http import serve_http
 from jfsm.driver_state import GameFolder, Skipped, StateDamaged, StateDirectory
 from jfsm.driver_stdio import serve_stdio
@@ -77,7 +78,8 @@ class ReferenceDriver:
     `compressor_factory` builds the compressor from hello's `compressUrl` (default: the
     HTTP transport); `engine_class` is the engine each game runs (a seam for mutants).
     `skipped` lists the entries of the state directory the last scan could not serve (also
-    returned by `hello` and written to stderr).
+    returned by `hello` and written to stderr). `crash_injection` (file stores only, for
+    in-process use by the suite) offers the `crash` op (`jfsm.driver_crash`).
     """
 
     def __init__(
@@ -87,6 +89,7 @@ class ReferenceDriver:
         compressor_factory: Callable[[str], Compressor] | None = None,
         engine_class: type[GameEngine] = GameEngine,
         store: str | None = None,
+        crash_injection: bool = False,
     ) -> None:
         self.state_dir = None if state_dir is None else Path(state_dir)
         self.store = store  # a postgresql:// URL: game memory there, side files in state_dir
@@ -99,6 +102,9 @@ class ReferenceDriver:
         self._compressor: Compressor | None = None
         self._compressor_factory = compressor_factory
         self._engine_class = engine_class
+        # file stores open over a crash switch: the `crash` op (capability crashInjection)
+        crashable = crash_injection and state_dir is not None and store is None
+        self._fs = CrashSwitch() if crashable else None
         self._ops: dict[str, Handler] = {
             name[3:]: getattr(self, name) for name in dir(self) if name.startswith("op_")
         }
@@ -125,6 +131,8 @@ class ReferenceDriver:
             if op != "hello" and self._compressor is None:
                 raise InvalidInput("the first message must be hello")
             result = await handler(args)
+            if self._fs is not None and self._fs.dead and op != "restart":
+                return error_reply(msg_id, "internal_error", self._fs.where + ": restart me")
             return {"id": msg_id, "ok": True, "result": result}
         except JfsmError as exc:
             return {"id": msg_id, "ok": False, "error": exc.to_json()}
@@ -154,7 +162,7 @@ class ReferenceDriver:
         if self.store is None:
             from jfsm.stores.file import FileStore
 
-            return FileStore.open(folder.store)
+            return FileStore.open(folder.store, fs=self._fs)
         from jfsm.stores.location import open_store
 
         folder.store.mkdir(exist_ok=True)  # marks the folder as a game's (memory in the database)
@@ -177,8 +185,9 @@ class ReferenceDriver:
         state = self.state
         if state is None:
             return None
-        folder = state.folder(game_id)
-        return lambda event: state.append_telemetry(folder, event)
+        folder, fs = state.folder(game_id), self._fs
+        # a crashed driver writes nothing more (its telemetry neither)
+        return lambda event: None if fs and fs.dead else state.append_telemetry(folder, event)
 
     def _reopen_all(self) -> None:
         if self.state is None:
@@ -203,7 +212,12 @@ class ReferenceDriver:
         self.skipped = skipped
 
     def restart(self) -> None:
-        """Close every store and reopen the durable games (in-process restart)."""
+        """Close every store and reopen the durable games (in-process restart). After a
+        `crash` op the restart is a kill: every engine is abandoned as it is."""
+        if self._fs is not None and self._fs.used:
+            self._fs.abandon()
+            self._fs = CrashSwitch()
+            self.games.clear()
         self.close()
         self._reopen_all()
 
@@ -260,6 +274,7 @@ class ReferenceDriver:
                 "durableRestart": self.state_dir is not None,
                 "concurrent": True,
                 "thresholdOverride": True,
+                "crashInjection": self._fs is not None,
             },
             "skipped": [entry.to_json() for entry in self.skipped],
         }
@@ -385,6 +400,16 @@ class ReferenceDriver:
         self.restart()
         return {}
 
+    async def op_crash(self, args: Mapping[str, Any]) -> Any:
+        """Arm a crash at the `at`-th durable write boundary from now (`jfsm.driver_crash`)."""
+        at = _arg(args, "at")
+        if self._fs is None:
+            raise InvalidInput("this driver offers no crash injection (no file stores)")
+        if not isinstance(at, int) or isinstance(at, bool) or at < 0:
+            raise InvalidInput("at must be an integer >= 0", field="at")
+        self._fs.arm(at)
+        return {}
+
     async def op_shutdown(self, args: Mapping[str, Any]) -> Any:
         self.close()
         return {}
@@ -403,4 +428,4 @@ def durable_reference_driver() -> ReferenceDriver:
 
     state = tempfile.mkdtemp(prefix="jfsm-driver-")
     atexit.register(shutil.rmtree, state, True)
-    return ReferenceDriver(state)
+    return ReferenceDriver(state, crash_injection=True)

@@ -146,9 +146,10 @@ DETERMINISM = _declare(
 )
 DURABILITY = _declare(
     "restart-before-or-after",
-    "ATOM-004",
-    "After a kill and restart the store equals the state just before or just after the "
-    "operation in flight, never a mix.",
+    "ATOM-004 ATOM-008",
+    "After a kill and restart (SIGKILL over stdio, an injected crash at a chosen write "
+    "boundary in process) the store equals the state just before or just after the "
+    "operation or publication in flight, never a mix; after it if the operation answered.",
 )
 
 

@@ -34,6 +34,7 @@ EXERCISE_KINDS = {
     "step": "session steps run (scenarios and machines)",
     "reply": "compress.v2 replies served by the fake",
     "outcome": "compressions settled, by outcome",
+    "kill": "kills (SIGKILL or an injected crash), by the state reopened",
 }
 FAKE_NOTE = (
     "The fake compress.v2 refuses, fails, holds and garbles replies on purpose; log lines "
@@ -159,7 +160,7 @@ def write_report(result: RunResult, directory: Path) -> tuple[Path, Path]:
 def summary_lines(result: RunResult) -> list[str]:
     counts = Counter(v["verdict"] for v in result.verdicts)
     out = ["", "Verdicts: " + ", ".join(f"{k} {n}" for k, n in sorted(counts.items()))]
-    for kind in ("rule", "outcome"):
+    for kind in ("rule", "outcome", "kill"):
         got = result.exercised.get(kind) or {}
         if got:
             out.append(

@@ -163,6 +163,8 @@ def _needs_met(scenario: Scenario, session: Session) -> str | None:
     for need in filter(None, scenario.needs.split("+")):
         if need == "stdio" and not session.driver_spec.startswith("stdio:"):
             return "needs a stdio driver (the runner kills the process mid-operation)"
+        if need == "kill" and session.kill_mode is None:
+            return "needs a stdio driver or capabilities.crashInjection (to kill it mid-operation)"
         if need == "durableRestart" and not session.capabilities.get("durableRestart"):
             return "the driver does not declare capabilities.durableRestart"
     return None

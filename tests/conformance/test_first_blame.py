@@ -25,6 +25,8 @@ CASES = [
     (MUTANT + "intervene_full_output", ["intervene-forced"], "JF-INT-002"),
     # a repeated publication that appends again is JF-CAT-006 first
     (MUTANT + "republish_appends", ["scene-lifecycle"], "JF-CAT-006"),
+    # a publication in two commits: a crash between them, in process (crashInjection)
+    (MUTANT + "publication_in_two_commits", ["kill-mid-publication"], "JF-ATOM-008"),
 ]
 
 

@@ -25,6 +25,7 @@ KILLS: dict[str, tuple[list[str], set[str]]] = {
     "keep_represented": (["threshold-boundary"], {"JF-COMP-005", "JF-ATOM-003"}),
     "delete_too_few": (["threshold-boundary"], {"JF-COMP-005", "JF-ATOM-003"}),
     "delete_too_many": (["suffix-survives"], {"JF-COMP-005", "JF-ATOM-003"}),
+    "publication_in_two_commits": (["kill-mid-publication"], {"JF-ATOM-008"}),
     "summary_trimmed": (["threshold-boundary"], {"JF-TEXT-002", "JF-COMP-004"}),
     "call_id_is_idempotency_key": (["threshold-boundary"], {"JF-COMP-004", "JF-STORE-002"}),
     "no_call_id": (["threshold-boundary"], {"JF-COMP-004", "JF-STORE-002"}),

@@ -23,9 +23,12 @@ The reference modules are never patched.
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import itertools
 import json
+import shutil
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -38,7 +41,7 @@ from jfsm.image import StoreImage
 from jfsm.layout import ARCHIVES, GAME
 from jfsm.memory_index import StackState
 from jfsm.projection import Projection
-from jfsm.records import ArchiveRecord, Chunk, Round
+from jfsm.records import ArchiveRecord, Chunk, Record, Round
 from jfsm.scene import Scene
 from jfsm.stack_compression import CompressionReport, InFlight, Sets, StackCompression
 from jfsm.stores.base import Store
@@ -57,6 +60,15 @@ def _engine_driver(engine_cls: type[GameEngine]) -> ReferenceDriver:
 def _with_stack(stack_cls: type[StackCompression]) -> ReferenceDriver:
     """A reference engine whose stacks compress with `stack_cls`."""
     return _engine_driver(type("Engine", (GameEngine,), {"stack_compression": stack_cls}))
+
+
+def _durable_stack(stack_cls: type[StackCompression]) -> ReferenceDriver:
+    """`_with_stack` over durable file stores in a fresh temporary directory (removed when
+    the process exits): for mutants only a restart or a crash can tell apart."""
+    state = tempfile.mkdtemp(prefix="jfsm-mutant-")
+    atexit.register(shutil.rmtree, state, True)
+    engine = type("Engine", (GameEngine,), {"stack_compression": stack_cls})
+    return ReferenceDriver(state, engine_class=engine, crash_injection=True)
 
 
 def _compressor_driver(compressor_cls: type[HttpCompressor]) -> ReferenceDriver:
@@ -229,6 +241,21 @@ def delete_too_many() -> ReferenceDriver:
         return plan[0], plan[1] | extra
 
     return _planning(change)
+
+
+class _TwoCommits(StackCompression):
+    def on_publish(self, sets: Sets, deletes: set[str]) -> None:
+        # the quota is judged on the whole publication's post-state, as it must be; only
+        # the writing is split: the represented chunks go, then the summary comes
+        records = {key: value.jcs() for key, value in sets.items() if isinstance(value, Record)}
+        self.memory.store.image.check(Projection.encoded(records, deletes, label="publish"))
+        self.memory.commit({}, deletes, label="publish_summary")
+        self.memory.commit(sets, (), label="publish_summary")
+
+
+@mutant("publishes a summary in two commits: the represented chunks go first (durable)")
+def publication_in_two_commits() -> ReferenceDriver:
+    return _durable_stack(_TwoCommits)
 
 
 @mutant("stores the published summary trimmed of white space")

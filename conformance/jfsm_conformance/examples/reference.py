@@ -29,4 +29,8 @@ def durable_without_backoff() -> ReferenceDriver:
     when the process exits) whose compressor retries transport failures at once."""
     state = tempfile.mkdtemp(prefix="jfsm-driver-")
     atexit.register(shutil.rmtree, state, True)
-    return ReferenceDriver(state, compressor_factory=lambda url: HttpCompressor(url, backoff=0.0))
+    return ReferenceDriver(
+        state,
+        compressor_factory=lambda url: HttpCompressor(url, backoff=0.0),
+        crash_injection=True,
+    )
