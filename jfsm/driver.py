@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from jfsm import __version__
+from jfsm._version import __version__
 from jfsm.compressor import Compressor
 from jfsm.driver_crash import CrashSwitch
 from jfsm.driver_http import serve_http

@@ -13,7 +13,7 @@ The game stack's forced-compression machine listens through a `CompressionListen
 told when a forced compression could not start, chooses the forced flag a publication
 writes, and is told when an attempt ended without publishing.
 
-Seams (decision R32; the example mutants of `jfsm_conformance/examples/mutants.py` break one
+Seams (decision R32; the example mutants of `jfsm_conformance/examples/mutants/` break one
 policy each through them): the guards `due` and `has_chunks`, `prefix` (what a request
 represents), `text` (what it submits), `call` (the await), `judge`, the handler
 `on_plan_publication`, and `events` (telemetry). A subclass is installed with

@@ -1,5 +1,5 @@
 """Mutation testing of the conformance suite: every mutant of the reference engine in
-`jfsm_conformance/examples/mutants.py` differs from it in one plausible way, and the suite must
+`jfsm_conformance/examples/mutants/` differs from it in one plausible way, and the suite must
 fail it with a requirement ID that names that way.
 
 Each mutant runs only the scenarios that reach its mutation (no state machines), so the

@@ -1,0 +1,129 @@
+"""Mutants that bend the driver's messages or replies (a protocol-level wrapper), and
+telemetry."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jfsm.compressor import CompressionRequest, CompressionResult
+from jfsm.driver import ReferenceDriver
+from jfsm.stack_compression import StackCompression
+from jfsm_conformance.examples.mutants.seams import (
+    _with_stack,
+    _WrapperBase,
+    mutant,
+)
+
+# -- protocol-level wrappers ---------------------------------------------------------------------
+
+
+__all__ = [
+    "change_log_unsorted",
+    "history_compresses",
+    "intervene_full_output",
+    "intervene_marker",
+    "pending_not_retryable",
+    "telemetry_no_key",
+    "telemetry_with_summary",
+]
+
+
+class _ChangeLogReversed(_WrapperBase):
+    async def bend_dump(self, message: dict[str, Any]) -> dict[str, Any]:
+        reply = await self.inner.handle(message)
+        if reply.get("ok"):
+            reply["result"]["changeLog"].reverse()
+        return reply
+
+
+@mutant("the change log is not in key order")
+def change_log_unsorted() -> _WrapperBase:
+    return _ChangeLogReversed()
+
+
+class _StaleTelemetry(_WrapperBase):
+    async def bend_telemetry(self, message: dict[str, Any]) -> dict[str, Any]:
+        reply = await self.inner.handle(message)
+        if reply.get("ok"):
+            for event in reply["result"]:
+                event.pop("idempotencyKey", None)
+        return reply
+
+
+@mutant("telemetry events lack the idempotency key")
+def telemetry_no_key() -> _WrapperBase:
+    return _StaleTelemetry()
+
+
+class _SummaryInTelemetry(StackCompression):
+    def events(
+        self, request: CompressionRequest, result: CompressionResult, outcome: str
+    ) -> list[dict[str, Any]]:
+        events = super().events(request, result, outcome)
+        if outcome == "published" and result.summary is not None:
+            events = [{**e, "detail": "summary: " + result.summary[:200]} for e in events]
+        return events
+
+
+@mutant("telemetry carries the published summary text")
+def telemetry_with_summary() -> ReferenceDriver:
+    return _with_stack(_SummaryInTelemetry)
+
+
+class _NotRetryable(_WrapperBase):
+    async def handle(self, message: dict[str, Any]) -> dict[str, Any]:
+        reply = await self.inner.handle(message)
+        error = reply.get("error")
+        if isinstance(error, dict) and error.get("code") == "compression_pending":
+            error.pop("retryable", None)
+        return reply
+
+
+@mutant("compression_pending is not marked retryable")
+def pending_not_retryable() -> _WrapperBase:
+    return _NotRetryable()
+
+
+class _InterveneMarker(_WrapperBase):
+    async def bend_intervene(self, message: dict[str, Any]) -> dict[str, Any]:
+        args = dict(message.get("args") or {})
+        output, revealed = args.get("output"), args.get("revealed")
+        if isinstance(output, str) and isinstance(revealed, int) and 0 <= revealed <= len(output):
+            args["output"] = output[:revealed] + " [intervened]"
+            args["revealed"] = revealed + len(" [intervened]")
+        return await self.inner.handle({**message, "args": args})
+
+
+@mutant("intervene stores the revealed prefix with an '[intervened]' marker")
+def intervene_marker() -> _WrapperBase:
+    return _InterveneMarker()
+
+
+class _InterveneFull(_WrapperBase):
+    async def bend_intervene(self, message: dict[str, Any]) -> dict[str, Any]:
+        args = dict(message.get("args") or {})
+        output, revealed = args.get("output"), args.get("revealed")
+        if isinstance(output, str) and isinstance(revealed, int) and 0 <= revealed <= len(output):
+            args["revealed"] = len(output)
+        return await self.inner.handle({**message, "args": args})
+
+
+@mutant("intervene stores the full output, discarded continuation included")
+def intervene_full_output() -> _WrapperBase:
+    return _InterveneFull()
+
+
+class _ResetCompresses(_WrapperBase):
+    async def _then_generate(self, message: dict[str, Any]) -> dict[str, Any]:
+        reply = await self.inner.handle(message)
+        if reply.get("ok"):
+            await self.call("generate", {"game": message["args"]["game"]})
+        return reply
+
+    bend_reset = _then_generate
+    bend_edit_round = _then_generate
+
+
+@mutant("reset and edit run the compression check (a compress.v2 request) after rebuilding")
+def history_compresses() -> _WrapperBase:
+    return _ResetCompresses()
