@@ -32,7 +32,10 @@ jfsm conformance --driver python:jfsm_conformance.examples.broken:drop_suffix
 from __future__ import annotations
 
 import itertools
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from jfsm.driver import ReferenceDriver
 
 __all__ = [
     "BrokenDriver",
@@ -57,12 +60,17 @@ def _utf16(text: str) -> int:
 
 
 class BrokenDriver:
-    """The reference driver behind a protocol-level wrapper; subclasses bend one behaviour."""
+    """The reference driver behind a protocol-level wrapper; subclasses bend one behaviour.
 
-    def __init__(self) -> None:
+    An op `x` goes to the subclass's `bend_x(message)` if it has one, else to `inner` (by
+    default a reference driver over memory stores) as it is; `call` sends `inner` an op of
+    the wrapper's own. The mutants' protocol-level wrappers (`mutants.seams`) are these too.
+    """
+
+    def __init__(self, inner: ReferenceDriver | None = None) -> None:
         from jfsm.driver import reference_driver
 
-        self.inner = reference_driver()
+        self.inner = inner if inner is not None else reference_driver()
         self._ids = itertools.count(10**9)
 
     async def call(self, op: str, args: dict[str, Any]) -> dict[str, Any]:
@@ -72,7 +80,8 @@ class BrokenDriver:
         bend = getattr(self, "bend_" + str(message.get("op")), None)
         if bend is None:
             return await self.inner.handle(message)
-        return await bend(message)
+        reply: dict[str, Any] = await bend(message)
+        return reply
 
     def close(self) -> None:
         self.inner.close()

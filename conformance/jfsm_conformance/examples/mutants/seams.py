@@ -5,7 +5,6 @@ stack, store or compressor class, a store wrapper, a protocol-level wrapper, and
 from __future__ import annotations
 
 import atexit
-import itertools
 import shutil
 import tempfile
 from collections.abc import Callable, Mapping
@@ -18,6 +17,7 @@ from jfsm.projection import Projection
 from jfsm.stack_compression import StackCompression
 from jfsm.stores.base import Store
 from jfsm.transport import HttpCompressor
+from jfsm_conformance.examples.broken import BrokenDriver
 
 __all__ = [
     "MUTANTS",
@@ -87,25 +87,8 @@ def _with_store(wrapper: Callable[[Store], Store]) -> ReferenceDriver:
     return _engine_driver(Engine)
 
 
-class _WrapperBase:
-    """The reference driver behind a protocol-level wrapper (as in `broken.py`)."""
-
-    def __init__(self, inner: ReferenceDriver | None = None) -> None:
-        self.inner = inner if inner is not None else ReferenceDriver()
-        self._ids = itertools.count(10**9)
-
-    async def call(self, op: str, args: dict[str, Any]) -> dict[str, Any]:
-        return await self.inner.handle({"id": next(self._ids), "op": op, "args": args})
-
-    async def handle(self, message: dict[str, Any]) -> dict[str, Any]:
-        bend = getattr(self, "bend_" + str(message.get("op")), None)
-        if bend is None:
-            return await self.inner.handle(message)
-        reply: dict[str, Any] = await bend(message)
-        return reply
-
-    def close(self) -> None:
-        self.inner.close()
+# the protocol-level wrapper: the one of `broken.py`, under the name the mutants use
+_WrapperBase = BrokenDriver
 
 
 def mutant(doc: str) -> Callable[[Callable[[], Any]], Callable[[], Any]]:
