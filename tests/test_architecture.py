@@ -40,6 +40,7 @@ LAYERS: dict[int, tuple[str, ...]] = {
         "stores.codec",
         "stores.directory",
         "stores.file",
+        "stores.crashfs",
         "stores.memory",
         "stores.pg_schema",
         "stores.pg_fencing",

@@ -34,7 +34,6 @@ import sys
 import textwrap
 import time
 import zlib
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +53,7 @@ from jfsm.stores.codec import (
     encode_record,
     log_header,
 )
+from jfsm.stores.crashfs import CrashingFileSystem, SimulatedCrash
 from jfsm.stores.fsio import OsFileSystem
 
 QUOTA = 4_000_000
@@ -68,132 +68,9 @@ def state_of(image: StoreImage) -> State:
 
 
 # -- file-system layers -------------------------------------------------------------------
-class SimulatedCrash(Exception):
-    """The process died here."""
-
-
-class CrashingFileSystem:
-    """Wraps a file system, numbers the boundaries around mutating calls, crashes at one.
-
-    After the crash every call raises: the process is dead. Its open handles are closed,
-    which releases the lock as the kernel would.
-    """
-
-    def __init__(self, inner: Any, crash_at: int | None = None) -> None:
-        self.inner = inner
-        self.crash_at = crash_at
-        self.boundaries = 0
-        self.labels: list[str] = []
-        self.dead = False
-        self._handles: set[int] = set()
-        self._locks: set[int] = set()
-
-    def _boundary(self, label: str) -> None:
-        self._alive()
-        index = self.boundaries
-        self.boundaries += 1
-        self.labels.append(label)
-        if index == self.crash_at:
-            self.dead = True
-            for handle in self._handles:
-                self.inner.close(handle)
-            for lock in self._locks:
-                self.inner.unlock(lock)
-            raise SimulatedCrash(f"crash at boundary {index}: {label}")
-
-    def _alive(self) -> None:
-        if self.dead:
-            raise SimulatedCrash("the process is dead")
-
-    def _mutate(self, label: str, call: Callable[[], Any]) -> Any:
-        self._boundary(f"before {label}")
-        result = call()
-        self._boundary(f"after {label}")
-        return result
-
-    def makedirs(self, path: str) -> None:
-        self._alive()
-        self.inner.makedirs(path)
-
-    def listdir(self, path: str) -> list[str]:
-        self._alive()
-        return list(self.inner.listdir(path))
-
-    def read(self, path: str) -> bytes:
-        self._alive()
-        return bytes(self.inner.read(path))
-
-    def create(self, path: str) -> int:
-        def create() -> int:
-            handle = int(self.inner.create(path))
-            self._handles.add(handle)
-            return handle
-
-        return int(self._mutate(f"create {os.path.basename(path)}", create))
-
-    def open_write(self, path: str) -> int:
-        self._alive()
-        handle = int(self.inner.open_write(path))
-        self._handles.add(handle)
-        return handle
-
-    def write(self, handle: int, data: bytes) -> None:
-        self._boundary("before write")
-        if self.crash_at == self.boundaries:
-            self.inner.write(handle, data[: len(data) // 2])
-        self._boundary("mid write")
-        self.inner.write(handle, data)
-        self._boundary("after write")
-
-    def pwrite(self, handle: int, data: bytes, offset: int) -> None:
-        self._boundary("before pwrite")
-        if self.crash_at == self.boundaries:
-            self.inner.pwrite(handle, data[: len(data) // 2], offset)
-        self._boundary("mid pwrite")
-        self.inner.pwrite(handle, data, offset)
-        self._boundary("after pwrite")
-
-    def extend(self, handle: int, start: int, end: int) -> None:
-        self._boundary("before extend")
-        if self.crash_at == self.boundaries:
-            self.inner.extend(handle, start, start + (end - start) // 2)
-        self._boundary("mid extend")
-        self.inner.extend(handle, start, end)
-        self._boundary("after extend")
-
-    def fsync(self, handle: int) -> None:
-        self._mutate("fsync", lambda: self.inner.fsync(handle))
-
-    def fdatasync(self, handle: int) -> None:
-        self._mutate("fdatasync", lambda: self.inner.fdatasync(handle))
-
-    def truncate(self, handle: int, size: int) -> None:
-        self._mutate("truncate", lambda: self.inner.truncate(handle, size))
-
-    def close(self, handle: int) -> None:
-        self._alive()
-        self._handles.discard(handle)
-        self.inner.close(handle)
-
-    def rename(self, src: str, dst: str) -> None:
-        self._mutate(f"rename to {os.path.basename(dst)}", lambda: self.inner.rename(src, dst))
-
-    def remove(self, path: str) -> None:
-        self._mutate(f"remove {os.path.basename(path)}", lambda: self.inner.remove(path))
-
-    def fsync_dir(self, path: str) -> None:
-        self._mutate("fsync dir", lambda: self.inner.fsync_dir(path))
-
-    def lock(self, path: str) -> int:
-        self._alive()
-        handle = int(self.inner.lock(path))
-        self._locks.add(handle)
-        return handle
-
-    def unlock(self, handle: int) -> None:
-        self._alive()
-        self._locks.discard(handle)
-        self.inner.unlock(handle)
+# The crashing layer is the product's (`jfsm.stores.crashfs`, also the in-process driver's
+# `crash` op): it numbers every boundary around a mutating call and, given `crash_at`, dies
+# there, closing its handles and releasing the lock as the kernel would.
 
 
 class UnsyncedOsFileSystem(OsFileSystem):
@@ -498,7 +375,7 @@ def test_every_crash_point_on_disk_reopens_to_before_or_after(
 ) -> None:
     ops = build_workload(big=4000)
     states = expected_states(ops)
-    counter = CrashingFileSystem(UnsyncedOsFileSystem())
+    counter = CrashingFileSystem(UnsyncedOsFileSystem(), keep_labels=True)
     assert run_workload(str(tmp_path / "full"), counter, ops, store_cls) is None
     with store_cls.open(tmp_path / "full", quota=QUOTA) as store:
         assert state_of(store.image) == states[-1]
@@ -572,7 +449,7 @@ def test_every_crash_point_of_a_migration_reopens_to_the_same_store(tmp_path: Pa
     (directory / "snapshot.00000000.tmp").write_bytes(b"{")
     boundaries = crash_during_recovery(str(directory), [expected], 1)
     assert boundaries >= 10
-    labels = CrashingFileSystem(UnsyncedOsFileSystem())
+    labels = CrashingFileSystem(UnsyncedOsFileSystem(), keep_labels=True)
     copy = shutil.copytree(directory, tmp_path / "probe")
     FileStore.open(copy, quota=QUOTA, fs=labels).close()
     assert {"before rename to manifest", "before truncate"} <= set(labels.labels)
@@ -590,7 +467,7 @@ def test_every_crash_point_with_power_loss_keeps_what_was_returned(
     ops = build_workload(big=400)
     states = expected_states(ops)
     directory = "/simulated/store"
-    counter = CrashingFileSystem(SimulatedDisk())
+    counter = CrashingFileSystem(SimulatedDisk(), keep_labels=True)
     assert run_workload(directory, counter, ops, store_cls) is None
     total = counter.boundaries
     outcomes = [0, 0]

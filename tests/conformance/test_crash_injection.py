@@ -14,6 +14,10 @@ from typing import Any
 import pytest
 
 from jfsm.driver import ReferenceDriver
+from jfsm.driver_crash import CrashSwitch
+from jfsm.projection import Projection
+from jfsm.stores import FileStore
+from jfsm.stores.crashfs import CrashingFileSystem
 from jfsm_conformance.runner import Options, run
 
 _ids = itertools.count(1)
@@ -64,6 +68,26 @@ def test_a_crash_at_each_boundary_reopens_before_or_after(tmp_path: Path) -> Non
         assert _call(driver, "record_round", game="g", input="three", output="after")["ok"]
         driver.close()
     assert set(seen) == {1, 2}, seen  # both outcomes occur
+
+
+def test_the_switch_numbers_a_commit_as_the_suite_lays_out_its_crash_points(
+    tmp_path: Path,
+) -> None:
+    """`scenarios/durability.py` places its crash points over this numbering: after a
+    reopen a commit is an extension and its fsync (0-3), a pwrite (4-6) and its fdatasync
+    (7-8); the next one a pwrite and its fdatasync (0-4). The store's own crash tests also
+    tear the extension (one boundary more)."""
+    with FileStore.open(tmp_path) as store:
+        store.commit(Projection.of({"a": 1}))
+    for fs, extension in ((CrashSwitch(), 4), (CrashingFileSystem(), 5)):
+        with FileStore.open(tmp_path, fs=fs) as store:
+            counts = []
+            for value in (2, 3):
+                start = fs.boundaries
+                store.commit(Projection.of({"a": value}))
+                counts.append(fs.boundaries - start)
+        assert counts == [extension + 5, 5], (type(fs).__name__, counts)
+        assert not fs.dead and fs.where == ""
 
 
 def test_kill_scenarios_run_in_process_and_count_outcomes(tmp_path: Path) -> None:
