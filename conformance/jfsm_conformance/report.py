@@ -8,6 +8,7 @@ session step, compress.v2 reply and compression outcome happened), so a pass is 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 from collections import Counter
@@ -15,7 +16,12 @@ from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree as ET
 
-from jfsm_conformance.runner import RunResult, implementation_label
+from jfsm_conformance.runner import (
+    DEFAULT_DRIVER,
+    DEFAULT_DRIVER_NOTE,
+    RunResult,
+    implementation_label,
+)
 
 __all__ = [
     "EXERCISE_KINDS",
@@ -57,6 +63,8 @@ def to_json(result: RunResult) -> dict[str, Any]:
         "implementation_label": implementation_label(result.implementation),
         "capabilities": result.capabilities,
         "exit_code": result.exit_code,
+        "partial": result.partial,
+        "phase": result.phase,
         "harness_error": result.harness_error,
         "counts": dict(counts),
         "durations_s": {k: round(v, 2) for k, v in result.durations.items()},
@@ -79,6 +87,14 @@ def to_markdown(result: RunResult) -> str:
         "- verdicts: " + ", ".join(f"{k} {n}" for k, n in sorted(counts.items())),
         f"- exit code: {result.exit_code}",
     ]
+    if result.options.driver == DEFAULT_DRIVER:
+        lines.append(f"- note: {DEFAULT_DRIVER_NOTE}")
+    if result.partial:
+        lines += [
+            "",
+            f"**Partial report**: the run has not finished (last phase reached: {result.phase}). "
+            "Requirements not reached yet read `not covered`.",
+        ]
     if result.harness_error:
         lines += ["", "## Harness error", "", "```", result.harness_error, "```"]
     failing = [v for v in result.verdicts if v["verdict"] in ("fail", "xfail")]
@@ -146,14 +162,20 @@ def exercised_markdown(result: RunResult) -> list[str]:
 
 
 def write_report(result: RunResult, directory: Path) -> tuple[Path, Path]:
+    """Write `report.json` and `report.md` atomically (a temporary file renamed over the old
+    one), so a reader, or a run killed mid-write, never sees half a report."""
     directory.mkdir(parents=True, exist_ok=True)
     json_path = directory / "report.json"
     md_path = directory / "report.md"
-    json_path.write_text(
-        json.dumps(to_json(result), ensure_ascii=False, indent=1), encoding="utf-8"
-    )
-    md_path.write_text(to_markdown(result), encoding="utf-8")
+    _atomic_write(json_path, json.dumps(to_json(result), ensure_ascii=False, indent=1))
+    _atomic_write(md_path, to_markdown(result))
     return json_path, md_path
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temporary.write_text(text, encoding="utf-8")
+    os.replace(temporary, path)
 
 
 def summary_lines(result: RunResult) -> list[str]:
