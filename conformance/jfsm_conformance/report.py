@@ -37,6 +37,7 @@ __all__ = [
 
 EXERCISE_KINDS = {
     "rule": "machine rules called",
+    "rule_idle": "machine rules that found nothing to do (no step ran; among the calls above)",
     "step": "session steps run (scenarios and machines)",
     "reply": "compress.v2 replies served by the fake",
     "outcome": "compressions settled, by outcome",
@@ -148,6 +149,7 @@ def exercised_markdown(result: RunResult) -> list[str]:
     lines = ["", "## What was exercised", ""]
     if not any(result.exercised.values()):
         lines.append("Nothing: no step ran, so no verdict above rests on an observation.")
+    lines += rule_table(result.exercised)
     for kind, title in EXERCISE_KINDS.items():
         counts = result.exercised.get(kind) or {}
         if not counts:
@@ -159,6 +161,22 @@ def exercised_markdown(result: RunResult) -> list[str]:
         lines += ["Skipped:", ""]
         lines += [f"- {what}: {why}" for what, why in sorted(result.skipped.items())]
     return lines
+
+
+def rule_table(exercised: dict[str, dict[str, int]]) -> list[str]:
+    """Markdown table: per machine rule, how often it was called, ran (did a step) and its
+    share of the rules that ran."""
+    called = exercised.get("rule") or {}
+    if not called:
+        return []
+    idle = exercised.get("rule_idle") or {}
+    ran = {name: n - idle.get(name, 0) for name, n in called.items()}
+    total = sum(ran.values()) or 1
+    lines = ["Machine rules (a rule that ran did one verified step):", ""]
+    lines += ["| rule | called | ran | share of steps |", "|---|---|---|---|"]
+    for name, n in called.items():
+        lines.append(f"| `{name}` | {n} | {ran[name]} | {100 * ran[name] / total:.1f}% |")
+    return [*lines, ""]
 
 
 def write_report(result: RunResult, directory: Path) -> tuple[Path, Path]:
