@@ -39,6 +39,7 @@ EXERCISE_KINDS = {
     "rule": "machine rules called",
     "rule_idle": "machine rules that found nothing to do (no step ran; among the calls above)",
     "step": "session steps run (scenarios and machines)",
+    "message": "protocol messages sent to the driver, by op",
     "reply": "compress.v2 replies served by the fake",
     "outcome": "compressions settled, by outcome",
 }
