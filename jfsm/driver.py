@@ -19,8 +19,9 @@ database instead (`PostgresStore`) and the folder keeps only the driver's side f
 With a state directory at most `max_open` games are open at once (decision R56): the least
 recently used idle game is closed and reopened from its folder when an op names it again.
 A game is idle when no op on it is running and nothing about it lives only in memory (no
-compression in flight, no retry count kept for a completed-but-unpublished reply). Memory
-stores keep every game: closing one would lose it.
+compression in flight, no retry count kept for a completed-but-unpublished reply). An
+in-process `restart()` reopens the games that were open at once and the others when named.
+Memory stores keep every game: closing one would lose it.
 """
 
 from __future__ import annotations
@@ -235,12 +236,12 @@ class ReferenceDriver:
         folder = state.folder(game_id)
         return lambda event: state.append_telemetry(folder, event)
 
-    def _reopen_all(self) -> None:
+    def _reopen_all(self, only: list[str] | None = None) -> None:
         if self.state is None:
             return
         folders, skipped = self.state.scan()
         for folder in folders:
-            if folder.game_id in self.games:
+            if folder.game_id in self.games or (only is not None and folder.game_id not in only):
                 continue
             try:
                 participants = self.state.load_participants(folder)
@@ -259,9 +260,11 @@ class ReferenceDriver:
         self.skipped = skipped
 
     def restart(self) -> None:
-        """Close every store and reopen the durable games (in-process restart)."""
+        """Close every store and reopen the durable games (in-process restart): the games
+        open before reopen now, the others when an op names them (R56)."""
+        was_open = list(self.games)
         self.close()
-        self._reopen_all()
+        self._reopen_all(only=was_open)
 
     def close(self) -> None:
         """Close every game's store."""

@@ -175,6 +175,11 @@ def test_durable_driver_keeps_few_games_open_and_reopens_the_others(tmp_path: Pa
     assert len(driver.games) == 2 and "g0" in driver.games
     refused = asyncio.run(driver.handle({"id": 2, "op": "create_game", "args": {"game": "g1"}}))
     assert refused["error"]["code"] == "invalid_input"  # a closed game still exists
+    was_open = list(driver.games)
+    driver.restart()  # reopens the open games now, the others when named
+    assert list(driver.games) == was_open
+    again = _call(driver, "dump", game="g2")
+    assert any("hi g2" in json.dumps(v) for v in again.values())
     driver.close()
 
 
