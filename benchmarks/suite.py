@@ -308,6 +308,7 @@ def _profile_run(
             text=True,
             timeout=3600,
             env=env,
+            cwd=report_dir,  # not the checkout: `-c` puts the working directory first
         )
         with open(out_path, encoding="utf-8") as f:
             got = json.load(f)
