@@ -418,6 +418,14 @@ class MemoryMachine(RuleBasedStateMachine):
         self._settle()
         self.s.restart()
 
+    # Weights: Hypothesis picks among the rules uniformly (its first rule aside, see
+    # `advance`); each alias is one more entry for the same rule (counted under its name).
+    generate_2 = generate
+    record_round_2 = record_round
+    release_2 = release
+    generate_while_held_2 = generate_while_held
+    hold_generate_2 = hold_generate
+
 
 def machine_factory(session: Session) -> type[MemoryMachine]:
     """A `MemoryMachine` subclass bound to `session` (Hypothesis instantiates it per example)."""
