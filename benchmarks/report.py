@@ -329,7 +329,7 @@ def _profiles(su: dict[str, Any]) -> list[str]:
         "`jfsm conformance --profile P` in a fresh subprocess, the code before (commit "
         "`e2e1584`, its default driver `python:jfsm.driver:durable_reference_driver`: the "
         "reference engine with its retry backoff, every game kept open) and after (this "
-        "commit, default driver: the reference engine without backoff, at most 16 durable "
+        "commit, default driver: the reference engine without backoff, at most 8 durable "
         "games open), one after the other in this run. Peak RSS is the suite's process "
         "(suite, fake compress.v2 and the in-process driver). Steps are verified session "
         "steps (scenarios and machines); messages are protocol messages sent to the driver.",

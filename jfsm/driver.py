@@ -57,7 +57,7 @@ __all__ = [
 ]
 
 PROTOCOL_VERSION = 1
-MAX_OPEN = 16  # open games of a driver with a state directory (R56)
+MAX_OPEN = 8  # open games of a driver with a state directory (R56)
 
 Handler = Callable[[Mapping[str, Any]], Awaitable[Any]]
 
