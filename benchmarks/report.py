@@ -318,23 +318,94 @@ def _suite(su: dict[str, Any]) -> list[str]:
             ],
         )
     out.append("")
-    for key, name in (("quick_profile", "Quick"), ("standard_profile", "Standard")):
+    out += _profiles(su)
+    return out
+
+
+def _profiles(su: dict[str, Any]) -> list[str]:
+    out = [
+        "### Profiles before and after (speed and memory, decisions R54-R56)",
+        "",
+        "`jfsm conformance --profile P` in a fresh subprocess, the code before (commit "
+        "`e2e1584`, its default driver `python:jfsm.driver:durable_reference_driver`: the "
+        "reference engine with its retry backoff, every game kept open) and after (this "
+        "commit, default driver: the reference engine without backoff, at most 8 durable "
+        "games open), one after the other in this run. Peak RSS is the suite's process "
+        "(suite, fake compress.v2 and the in-process driver). Steps are verified session "
+        "steps (scenarios and machines); messages are protocol messages sent to the driver.",
+        "",
+    ]
+    rows = []
+    notes = []
+    for key, name in (("quick_profile", "quick"), ("standard_profile", "standard")):
         qp = su.get(key, {})
-        if qp.get("available") is False:
-            out.append(f"{name} profile: {qp['reason']}")
-        elif not qp.get("run"):
-            out.append(f"{name} profile: {qp.get('reason')}")
-        else:
-            slow = ", ".join(f"{k} {v:.1f} s" for k, v in qp["slowest_parts_s"].items())
-            rss = qp.get("peak_rss_mib")
-            out.append(
-                f"{name} profile (`jfsm conformance --profile {name.lower()}`, in process): "
-                f"**{qp['wall_s']:.1f} s** wall"
-                + (f", peak RSS **{rss:.0f} MiB**" if rss is not None else "")
-                + f", exit code {qp['exit_code']}, verdicts {qp['counts']}. Slowest parts: "
-                f"{slow}."
+        if not qp.get("run"):
+            notes.append(f"{name} profile: {qp.get('reason')}")
+            continue
+        for when in ("before", "after"):
+            r = qp.get(when, {})
+            if not r.get("run"):
+                notes.append(f"{name} profile {when}: {r.get('reason')}")
+                continue
+            rows.append(
+                [
+                    name,
+                    f"{when} ({r['code']})",
+                    f"{r['wall_s']:.1f}",
+                    f"{r['peak_rss_mib']:.0f}",
+                    _fmt(r.get("steps")),
+                    _fmt(r.get("steps_per_s")),
+                    _fmt(r.get("messages")),
+                    _fmt(r.get("messages_per_s")),
+                    str(r["exit_code"]),
+                    ", ".join(f"{k} {v}" for k, v in sorted(r["counts"].items())),
+                ]
             )
-            out.append("")
+        if qp.get("wall_ratio") is not None:
+            notes.append(
+                f"{name} profile: before / after wall time **{qp['wall_ratio']}×**, "
+                f"peak RSS {qp['rss_ratio']}×."
+            )
+    if rows:
+        out += _table(
+            [
+                "Profile",
+                "Run",
+                "Wall s",
+                "Peak RSS MiB",
+                "Steps",
+                "Steps/s",
+                "Messages",
+                "Messages/s",
+                "Exit",
+                "Verdicts",
+            ],
+            rows,
+        )
+        out.append("")
+    out += [f"- {n}" for n in notes]
+    th = su.get("thorough_profile", {})
+    if th.get("run"):
+        samples = th.get("rss_mib_samples") or []
+        shown = ", ".join(f"{t:.0f} s {m:.0f}" for t, m in samples[::6])
+        out += [
+            "",
+            f"Thorough profile (this commit), stopped by SIGTERM after {th['wall_s']:.0f} s: "
+            f"exit code {th['exit_code']}, partial report {th.get('partial')} (phase "
+            f"`{th.get('phase')}`), peak RSS **{th['peak_rss_mib']:.0f} MiB**, "
+            f"{_fmt(th.get('steps_per_s'))} steps/s. RSS (MiB) every 30 s: {shown}.",
+        ]
+    after = (su.get("quick_profile") or {}).get("after") or {}
+    if after.get("rules"):
+        idle = after.get("rules_idle") or {}
+        ran = {k: v - idle.get(k, 0) for k, v in after["rules"].items()}
+        out += [
+            "",
+            "Machine rules that ran (a verified step) in the quick profile, after: "
+            + ", ".join(f"`{k}` {v}" for k, v in ran.items())
+            + ".",
+        ]
+    out.append("")
     return out
 
 

@@ -7,9 +7,15 @@
   over a `Session`, at the spec thresholds and at the small thresholds the quick profile
   also uses, in process and over stdio, interleaved run by run. A step is one `Session`
   operation (each verifies the whole observable state against the oracle).
-- The quick and standard profiles' wall time and peak RSS: `jfsm conformance --profile P` in
-  a fresh subprocess (the suite's process: suite, fake compress.v2 and the in-process
-  reference driver), under a small wrapper that reads the child's `ru_maxrss`.
+- The quick and standard profiles before and after issue 14's speed and memory round, one
+  after the other in the same run: `jfsm conformance --profile P` in a fresh subprocess (the
+  suite's process: suite, fake compress.v2 and the in-process reference driver) with the
+  code of commit `BEFORE_COMMIT` (extracted with `git archive`, put first on `PYTHONPATH`)
+  and its default driver, then with this commit and its default driver (decision R54).
+  Reported: wall time, peak RSS of that process (`ru_maxrss`), verified steps and protocol
+  messages per second (messages counted by wrapping `DriverClient.start` in the child).
+- The thorough profile (this commit), stopped by SIGTERM after `THOROUGH_LIMIT_S` seconds:
+  its RSS sampled every 5 s (flat, or not) and the partial report it leaves (R55).
 
 Everything is imported defensively: when the suite (or a part of it) is missing, the
 section says "suite not available" with the reason instead of numbers.
@@ -222,45 +228,120 @@ def _machine_runs(cfg: dict[str, Any]) -> dict[str, Any]:
     return {"runs": out, "errors": errors}
 
 
+BEFORE_COMMIT = "e2e1584"  # the suite before issue 14's speed and memory round (R54-R56)
+BEFORE_DRIVER = "python:jfsm.driver:durable_reference_driver"  # its default driver
+THOROUGH_LIMIT_S = 240.0  # the thorough profile is stopped (SIGTERM) after this long
+
+# Runs the suite's CLI in this (child) process, counting the protocol messages the suite
+# sends (`DriverClient.start`, the same in old and new code) and sampling VmRSS; writes one
+# JSON object to the file named by JFSM_BENCH_OUT. With JFSM_BENCH_LIMIT, SIGTERM after that
+# many seconds (the CLI writes a partial report and exits 2).
 _WRAPPER = """
-import resource, subprocess, sys, time
+import json, os, resource, signal, sys, threading, time
+from jfsm_conformance import driver_client
+messages = [0]
+start = driver_client.DriverClient.start
+def counted(self, op, args):
+    messages[0] += 1
+    return start(self, op, args)
+driver_client.DriverClient.start = counted
+samples = []
 t0 = time.monotonic()
-code = subprocess.run(sys.argv[1:]).returncode
+def sample():
+    while True:
+        with open("/proc/self/status") as f:
+            rss = next(int(l.split()[1]) for l in f if l.startswith("VmRSS:"))
+        samples.append([round(time.monotonic() - t0, 1), round(rss / 1024, 1)])
+        time.sleep(5)
+threading.Thread(target=sample, daemon=True).start()
+limit = float(os.environ.get("JFSM_BENCH_LIMIT") or 0)
+if limit:
+    threading.Timer(limit, os.kill, (os.getpid(), signal.SIGTERM)).start()
+from jfsm.cli import main
+code = main(sys.argv[1:])
 wall = time.monotonic() - t0
-print(code, round(wall, 2), resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+with open(os.environ["JFSM_BENCH_OUT"], "w") as f:
+    json.dump({"code": code, "wall": wall, "peak_kib": peak, "messages": messages[0],
+               "rss": samples}, f)
+os._exit(code)
 """
 
 
-def _profile_run(profile: str) -> dict[str, Any]:
-    """`jfsm conformance --profile PROFILE` in a fresh subprocess: wall time, peak RSS."""
+def _before_tree() -> tuple[str | None, str]:
+    """The suite at `BEFORE_COMMIT` (`git archive` into a temporary directory), or None and
+    why not."""
+    import subprocess
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    tree = tempfile.mkdtemp(prefix="jfsm-bench-before-")
+    try:
+        archive = subprocess.run(
+            ["git", "-C", root, "archive", BEFORE_COMMIT], capture_output=True, check=True
+        )
+        subprocess.run(["tar", "-x", "-C", tree], input=archive.stdout, check=True)
+    except (OSError, subprocess.CalledProcessError) as exc:
+        shutil.rmtree(tree, ignore_errors=True)
+        return None, f"git archive {BEFORE_COMMIT} failed: {exc}"
+    return tree, ""
+
+
+def _profile_run(
+    profile: str, driver: str | None = None, tree: str | None = None, limit: float = 0.0
+) -> dict[str, Any]:
+    """`jfsm conformance --profile PROFILE` in a fresh subprocess (the code of `tree` when
+    given): wall time, peak RSS of the suite's process, steps and messages per second."""
     import subprocess
 
     report_dir = tempfile.mkdtemp(prefix="jfsm-bench-conformance-")
-    argv = [sys.executable, "-m", "jfsm.cli", "conformance", "--profile", profile]
-    argv += ["--report-dir", report_dir]
+    out_path = os.path.join(report_dir, "bench.json")
+    argv = ["conformance", "--profile", profile, "--report-dir", report_dir]
+    if driver:
+        argv += ["--driver", driver]
+    env = dict(os.environ, JFSM_BENCH_OUT=out_path, JFSM_BENCH_LIMIT=str(limit or ""))
+    if tree is not None:
+        env["PYTHONPATH"] = os.pathsep.join([tree, os.path.join(tree, "conformance")])
     try:
         done = subprocess.run(
             [sys.executable, "-c", _WRAPPER, *argv],
             capture_output=True,
             text=True,
             timeout=3600,
+            env=env,
+            cwd=report_dir,  # not the checkout: `-c` puts the working directory first
         )
-        code, wall, rss_kib = done.stdout.split()[-3:]
+        with open(out_path, encoding="utf-8") as f:
+            got = json.load(f)
         durations: dict[str, float] = {}
         counts: dict[str, Any] = {}
+        steps = None
+        report: dict[str, Any] = {}
         path = os.path.join(report_dir, "report.json")
         if os.path.exists(path):
             with open(path, encoding="utf-8") as f:
                 report = json.load(f)
             durations = report.get("durations_s") or {}
             counts = report.get("counts") or {}
+            steps = sum((report.get("exercised") or {}).get("step", {}).values())
+        wall = float(got["wall"])
         top = sorted(durations.items(), key=lambda kv: -kv[1])[:5]
         return {
             "run": True,
-            "exit_code": int(code),
-            "wall_s": float(wall),
-            "peak_rss_mib": round(int(rss_kib) / 1024, 1),
+            "driver": driver or "(default)",
+            "code": f"commit {BEFORE_COMMIT}" if tree else "this commit",
+            "exit_code": int(got["code"]),
+            "wall_s": round(wall, 2),
+            "peak_rss_mib": round(int(got["peak_kib"]) / 1024, 1),
+            "steps": steps,
+            "messages": got["messages"],
+            "steps_per_s": round(steps / wall, 1) if steps else None,
+            "messages_per_s": round(got["messages"] / wall, 1),
+            "rss_mib_samples": got["rss"],
+            "partial": report.get("partial"),
+            "phase": report.get("phase"),
             "counts": counts,
+            "rules": (report.get("exercised") or {}).get("rule", {}),
+            "rules_idle": (report.get("exercised") or {}).get("rule_idle", {}),
             "slowest_parts_s": {k: round(v, 2) for k, v in top},
             "stderr_tail": done.stderr.splitlines()[-3:],
         }
@@ -268,16 +349,43 @@ def _profile_run(profile: str) -> dict[str, Any]:
         shutil.rmtree(report_dir, ignore_errors=True)
 
 
+def _before_after(profile: str) -> dict[str, Any]:
+    """The profile before (`BEFORE_COMMIT`, its default driver) and after (this commit, the
+    default driver), one after the other in this run."""
+    tree, why = _before_tree()
+    out: dict[str, Any] = {"run": True}
+    try:
+        if tree is None:
+            out["before"] = {"run": False, "reason": why}
+        else:
+            out["before"] = _profile_run(profile, BEFORE_DRIVER, tree)
+        out["after"] = _profile_run(profile)
+    finally:
+        if tree is not None:
+            shutil.rmtree(tree, ignore_errors=True)
+    before, after = out["before"], out["after"]
+    if before.get("run") and after.get("run"):
+        out["wall_ratio"] = ratio(before["wall_s"], after["wall_s"])
+        out["rss_ratio"] = ratio(before["peak_rss_mib"], after["peak_rss_mib"])
+    return out
+
+
 def _quick_profile(cfg: dict[str, Any]) -> dict[str, Any]:
     if not cfg["quick_profile"]:
         return {"run": False, "reason": "not run with --quick (it takes tens of seconds)"}
-    return _profile_run("quick")
+    return _before_after("quick")
 
 
 def _standard_profile(cfg: dict[str, Any]) -> dict[str, Any]:
     if not cfg["standard_profile"]:
         return {"run": False, "reason": "not run with --quick (it takes minutes)"}
-    return _profile_run("standard")
+    return _before_after("standard")
+
+
+def _thorough_profile(cfg: dict[str, Any]) -> dict[str, Any]:
+    if not cfg["standard_profile"]:
+        return {"run": False, "reason": "not run with --quick (it takes minutes)"}
+    return _profile_run("thorough", limit=THOROUGH_LIMIT_S)
 
 
 def run(quick: bool = False, log: Any = print) -> dict[str, Any]:
@@ -292,6 +400,7 @@ def run(quick: bool = False, log: Any = print) -> dict[str, Any]:
         ("machines", _machine_runs),
         ("quick_profile", _quick_profile),
         ("standard_profile", _standard_profile),
+        ("thorough_profile", _thorough_profile),
     ):
         try:
             with _quiet_logging():

@@ -15,6 +15,13 @@ a durable `FileStore` inside its folder (`jfsm.driver_state`), and a restarted d
 reopens every game found there, skipping and reporting what it cannot open. With `store`
 (`jfsm driver --store postgresql://... --state DIR`) each game's memory lives in that
 database instead (`PostgresStore`) and the folder keeps only the driver's side files.
+
+With a state directory at most `max_open` games are open at once (decision R56): the least
+recently used idle game is closed and reopened from its folder when an op names it again.
+A game is idle when no op on it is running and nothing about it lives only in memory (no
+compression in flight, no retry count kept for a completed-but-unpublished reply). An
+in-process `restart()` reopens the games that were open at once and the others when named.
+Memory stores keep every game: closing one would lose it.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from __future__ import annotations
 import errno
 import sys
 import tempfile
+from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -50,6 +58,7 @@ __all__ = [
 ]
 
 PROTOCOL_VERSION = 1
+MAX_OPEN = 8  # open games of a driver with a state directory (R56)
 
 Handler = Callable[[Mapping[str, Any]], Awaitable[Any]]
 
@@ -90,11 +99,14 @@ class ReferenceDriver:
         engine_class: type[GameEngine] = GameEngine,
         store: str | None = None,
         crash_injection: bool = False,
+        max_open: int = MAX_OPEN,
     ) -> None:
         self.state_dir = None if state_dir is None else Path(state_dir)
         self.store = store  # a postgresql:// URL: game memory there, side files in state_dir
         self.state = None if state_dir is None else StateDirectory(state_dir)
-        self.games: dict[str, GameEngine] = {}
+        self.games: OrderedDict[str, GameEngine] = OrderedDict()  # least recently used first
+        self.max_open = max_open
+        self._busy: Counter[str] = Counter()  # ops running per game (never closed meanwhile)
         self.skipped: list[Skipped] = []
         self._creating: set[str] = set()
         self._compress_url: str | None = None
@@ -130,7 +142,17 @@ class ReferenceDriver:
                 return error_reply(msg_id, "unsupported_op", f"unknown op {_shown(op)}")
             if op != "hello" and self._compressor is None:
                 raise InvalidInput("the first message must be hello")
-            result = await handler(args)
+            names = [v for k in ("game", "into") if isinstance(v := args.get(k), str)]
+            self._busy.update(names)
+            try:
+                result = await handler(args)
+            finally:
+                for name in names:
+                    self._busy[name] -= 1
+                    if self._busy[name] <= 0:
+                        del self._busy[name]
+                if self._fs is None or not self._fs.dead:  # a dead driver closes nothing
+                    self._close_idle()
             if self._fs is not None and self._fs.dead and op != "restart":
                 return error_reply(msg_id, "internal_error", self._fs.where + ": restart me")
             return {"id": msg_id, "ok": True, "result": result}
@@ -142,13 +164,48 @@ class ReferenceDriver:
     def _game(self, args: Mapping[str, Any]) -> GameEngine:
         game_id = _arg(args, "game")
         engine = self.games.get(game_id) if isinstance(game_id, str) else None
+        if engine is None and isinstance(game_id, str):
+            engine = self._reopen(game_id)
         if engine is None:
             raise InvalidInput(f"unknown game {_shown(game_id)}", field="game")
+        self.games.move_to_end(engine.game_id)
         return engine
+
+    def _reopen(self, game_id: str) -> GameEngine | None:
+        """A game closed to bound memory, opened again from its folder (None: no such game)."""
+        if self.state is None or game_id in self._creating or not self.state.exists(game_id):
+            return None
+        folder = self.state.folder(game_id)
+        try:
+            participants = self.state.load_participants(folder)
+            store = self._open_store(folder)
+        except (JfsmError, OSError, StateDamaged):  # listed in hello's skipped: not served
+            return None
+        try:
+            self.games[game_id] = self._engine(game_id, store, participants)
+        except BaseException:
+            store.close()
+            raise
+        return self.games[game_id]
+
+    def _close_idle(self) -> None:
+        """Close least recently used idle games until at most `max_open` are open (only with
+        a state directory, from which they reopen)."""
+        if self.state is None or len(self.games) <= self.max_open:
+            return
+        for game_id in list(self.games):
+            if len(self.games) <= self.max_open:
+                break
+            engine = self.games[game_id]
+            if self._busy[game_id] <= 0 and _reopenable(engine):
+                del self.games[game_id]
+                engine.close()
 
     def _new_id(self, args: Mapping[str, Any], name: str) -> str:
         game_id = validate_id(_arg(args, name), name)
         if game_id in self.games or game_id in self._creating:
+            raise InvalidInput(f"game {game_id!r} already exists", field=name)
+        if self.state is not None and self._reopen(game_id) is not None:
             raise InvalidInput(f"game {game_id!r} already exists", field=name)
         if self.state is not None and self.state.exists(game_id):
             raise InvalidInput(
@@ -189,12 +246,12 @@ class ReferenceDriver:
         # a crashed driver writes nothing more (its telemetry neither)
         return lambda event: None if fs and fs.dead else state.append_telemetry(folder, event)
 
-    def _reopen_all(self) -> None:
+    def _reopen_all(self, only: list[str] | None = None) -> None:
         if self.state is None:
             return
         folders, skipped = self.state.scan()
         for folder in folders:
-            if folder.game_id in self.games:
+            if folder.game_id in self.games or (only is not None and folder.game_id not in only):
                 continue
             try:
                 participants = self.state.load_participants(folder)
@@ -207,19 +264,22 @@ class ReferenceDriver:
             except BaseException:
                 store.close()
                 raise
+            self._close_idle()
         for entry in skipped:
             print(f"jfsm driver: skipped {entry.entry}: {entry.reason}", file=sys.stderr)
         self.skipped = skipped
 
     def restart(self) -> None:
-        """Close every store and reopen the durable games (in-process restart). After a
-        `crash` op the restart is a kill: every engine is abandoned as it is."""
+        """Close every store and reopen the durable games (in-process restart): the games
+        open before reopen now, the others when an op names them (R56). After a `crash` op
+        the restart is a kill: every engine is abandoned as it is."""
+        was_open = list(self.games)
         if self._fs is not None and self._fs.used:
             self._fs.abandon()
             self._fs = CrashSwitch()
             self.games.clear()
         self.close()
-        self._reopen_all()
+        self._reopen_all(only=was_open)
 
     def close(self) -> None:
         """Close every game's store."""
@@ -413,6 +473,15 @@ class ReferenceDriver:
     async def op_shutdown(self, args: Mapping[str, Any]) -> Any:
         self.close()
         return {}
+
+
+def _reopenable(engine: GameEngine) -> bool:
+    """Whether closing `engine` and reopening it from its store loses nothing: no stack has a
+    compression in flight or a retry count (kept in memory only, JF-CALL-004)."""
+    stacks = [engine._game] + [s.stack for s in engine._scenes.values() if s.stack is not None]
+    return all(
+        getattr(stack, "_retry", None) is None and stack.state != "in_flight" for stack in stacks
+    )
 
 
 def reference_driver() -> ReferenceDriver:

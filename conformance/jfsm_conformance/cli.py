@@ -14,8 +14,12 @@ writes one JUnit test case per requirement; when `GITHUB_ACTIONS` is set, each f
 requirement is also printed as a GitHub `::error` annotation.
 
 Exit codes: 0 every covered requirement passed, 1 a requirement failed (or a trace still
-fails), 2 harness error (the driver could not be started, died or stopped answering) or
-bad usage (an unknown option, a `--select` prefix that matches no requirement ID).
+fails), 2 harness error (the driver could not be started, died or stopped answering), an
+interrupted run (Ctrl-C or SIGTERM) or bad usage (an unknown option, a `--select` prefix
+that matches no requirement ID).
+
+The report is written as the run goes (atomically, `"partial": true` and the `phase`
+reached), so a run killed even by SIGKILL leaves a partial report (decision R55).
 """
 
 from __future__ import annotations
@@ -23,9 +27,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import tomllib
 from pathlib import Path
+from types import FrameType
 
 __all__ = ["load_expected_failures", "main", "skeleton_path"]
 
@@ -112,16 +118,26 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError) as exc:
         print(f"jfsm conformance: {exc}", file=sys.stderr)
         return 2
+    report_dir = Path(args.report_dir)
     options = Options(
         driver=args.driver,
         profile=args.profile,
         select=args.select,
         expected_failures=expected,
-        report_dir=Path(args.report_dir),
+        report_dir=report_dir,
         seed=args.seed,
         shrink=args.shrink,
+        checkpoint=lambda partial: write_report(partial, report_dir),
     )
-    result = run(options)
+    try:
+        previous = signal.signal(signal.SIGTERM, _interrupt)
+    except ValueError:  # not the main thread (an embedding): SIGTERM keeps its handler
+        previous = None
+    try:
+        result = run(options)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     json_path, md_path = write_report(result, options.report_dir)
     for line in summary_lines(result):
         print(line, file=sys.stderr)
@@ -133,6 +149,11 @@ def main(argv: list[str] | None = None) -> int:
         for line in github_annotations(result):
             print(line, flush=True)
     return result.exit_code
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM ends the run like Ctrl-C: a partial report, exit 2."""
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def _replay(argv: list[str]) -> int:

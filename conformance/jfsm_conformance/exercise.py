@@ -15,7 +15,9 @@ counts.table()                # {"rule": {"generate": 41, ...}, "outcome": {...}
 ```
 
 `record` outside `counting()` does nothing. Kinds in use: `rule` (a machine rule called),
-`step` (a session step run), `reply` (what the fake answered an attempt: success, refuse,
+`rule_idle` (a machine rule that found nothing to do in the suite's model: no step),
+`step` (a session step run), `message` (a protocol message sent to the driver, by op),
+`reply` (what the fake answered an attempt: success, refuse,
 empty, not_smaller, http_status, malformed, hold, replay...), `outcome` (how a compression
 ended: published, refused, transport, empty, not_smaller, stale, quota...). Never raises.
 """

@@ -111,9 +111,15 @@ class _Tracker:
     """Counts rules and examples, prints progress, remembers failures by rule sequence."""
 
     def __init__(
-        self, session: Session, label: str, examples: int, progress: Callable[[str], None]
+        self,
+        session: Session,
+        label: str,
+        examples: int,
+        progress: Callable[[str], None],
+        checkpoint: Callable[[str], None] | None = None,
     ) -> None:
         self.session = session
+        self.checkpoint = checkpoint
         self.label = label
         self.examples = examples
         self.progress = progress
@@ -144,6 +150,8 @@ class _Tracker:
         elif 0 < done < self.examples:
             line += f", about {elapsed / done * (self.examples - done):.0f} s left"
         self.progress(line)
+        if self.checkpoint is not None:
+            self.checkpoint(f"{done}/{self.examples} sequences, {self.run_steps} steps")
 
     def wrap(self, function: Callable[..., Any]) -> Callable[..., Any]:
         name = function.__name__
@@ -251,9 +259,11 @@ def explore(
     seed: int | None,
     shrink: bool,
     progress: Callable[[str], None],
+    checkpoint: Callable[[str], None] | None = None,
 ) -> Outcome:
-    """Run the state machine `examples` times; see the module docs for what is returned."""
-    tracker = _Tracker(session, label, examples, progress)
+    """Run the state machine `examples` times; see the module docs for what is returned.
+    `checkpoint` gets a short status (sequences and steps done) with each progress line."""
+    tracker = _Tracker(session, label, examples, progress, checkpoint)
     session.trace_start = len(session.client.transcript)
     lines: list[str] = []
     conf = settings(

@@ -14,6 +14,17 @@ brings the game stack to the threshold plus a small delta (-1, 0, +1, +2...), so
 spec thresholds reach the exact boundary in one step. The runner also runs the machine at
 small overridden thresholds when the driver supports it, in addition to (never instead of)
 the spec thresholds.
+
+Data is drawn independently of the implementation's answers (issue 14, item 5): no
+precondition reads anything a reply can change (only the rule's own bookkeeping and the
+hello capabilities, fixed for a run), every argument is drawn before the rule acts, and a
+rule that finds nothing to do in the suite's own model (nothing held, no scene alive...)
+returns without a step and counts as `rule_idle`. A replayed sequence therefore draws the
+same data whatever the implementation answered, so an implementation that misbehaves
+cannot make Hypothesis raise a flaky-strategy error. The rules that act on a compression
+held in flight first hold one when none is (making the game stack due with one long round
+if needed), and the rules that cannot run while one is held (duplicate, convert, restart)
+first release it, so each rule runs a fair share of the steps (`exercise` counts them).
 """
 
 from __future__ import annotations
@@ -23,6 +34,7 @@ from typing import Any
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
+from jfsm_conformance import exercise
 from jfsm_conformance.session import Session
 from jfsm_conformance.texts import FLAVOURS, canary, make_text
 
@@ -94,9 +106,53 @@ class MemoryMachine(RuleBasedStateMachine):
             return [{"reply": "malformed"}, success]
         return [success]
 
+    def _idle(self, rule: str) -> None:
+        """Count a rule that found nothing to do in the suite's model (no step ran)."""
+        exercise.record("rule_idle", rule)
+
+    def _hold(self, kind: str, ratio: float) -> bool:
+        """Hold a compression of the game stack in flight, unless one is held already; when
+        the stack is not due, one long round makes it due first. False when the suite's model
+        says none can be held now (an owed forced compression, or this logical compression
+        was completed before and would be replayed)."""
+        if self.s.held is not None:
+            return self.s.held.game == self.g
+        model = self._model()
+        threshold = self._threshold(False)
+        if model.game.flag:
+            return False
+        if not model.due(None, threshold):
+            need = threshold + 1 - model.game.length() - 42 - 1
+            self.s.record_round(self.g, "H", make_text(max(need, 0), "mixed", self._tag()))
+        if not model.due(None, threshold) or not self.s.can_hold(self.g, None):
+            return False
+        first, *rest = self._replies(kind, model.game.length(), ratio)
+        self.s.hold_generate(self.g, None, first)
+        self.pending_retries = rest
+        return True
+
+    def _release(self, kind: str) -> None:
+        model = self._model()
+        then = self._replies(kind, model.game.length(), 0.3) if model.game.flag else []
+        self.s.release(retries=getattr(self, "pending_retries", []), then=then)
+        self.pending_retries = []
+
+    def _settle(self) -> None:
+        """Release the compression held in flight, if any (every later attempt succeeds)."""
+        if self.s.held is not None:
+            self._release("success")
+
     def _scene_alive(self) -> list[str]:
         model = self._model()
         return [s for s in self.scenes if model.stack(s) is not None]
+
+    def _pick_scene(self, pick: int) -> str | None:
+        """A scene alive in the game (starting one when none is and fewer than 4 were)."""
+        alive = self._scene_alive()
+        if not alive and len(self.scenes) < 4:
+            self._start_scene()
+            alive = self._scene_alive()
+        return alive[pick % len(alive)] if alive else None
 
     # -- rules ---------------------------------------------------------------------------
     @initialize(people=participants_st)
@@ -104,6 +160,20 @@ class MemoryMachine(RuleBasedStateMachine):
         self.g = self.s.fresh("hyp-")
         self.s.new_game(self.g)
         self.s.set_participants(self.g, people)
+
+    @rule()
+    def advance(self) -> None:
+        """An ordinary round of a twelfth of the game threshold, then a generation whose
+        compressions all succeed: the game's ordinary life. Hypothesis picks its first rule
+        (fewest arguments, then by name) most often, whole simple sequences of it, so that
+        rule is this one rather than, say, `checkpoint`."""
+        size = self._threshold(False) // 12
+        self.s.record_round(self.g, "A", make_text(size, "mixed", self._tag()))
+        model = self._model()
+        replies = self._replies("success", model.game.length(), 0.3)
+        if model.game.flag:  # an owed forced compression runs first, with its own reply
+            replies = self._replies("success", model.game.length(), 0.3) + replies
+        self.s.generate(self.g, replies=replies)
 
     @rule(people=participants_st)
     def change_participants(self, people: list[dict[str, Any]]) -> None:
@@ -115,7 +185,6 @@ class MemoryMachine(RuleBasedStateMachine):
             self.g, make_text(a, flavour, self._tag()), make_text(b, flavour, self._tag())
         )
 
-    @precondition(lambda self: self.g)
     @rule(delta=st.sampled_from([-1, 0, 1, 2, 300]), flavour=flavour_st)
     def big_round(self, delta: int, flavour: str) -> None:
         """One round that brings the game stack to threshold + delta (if still below)."""
@@ -123,32 +192,25 @@ class MemoryMachine(RuleBasedStateMachine):
         need = target - self._model().game.length() - 42 - 1
         if need >= 0:
             self.s.record_round(self.g, "B", make_text(need, flavour, self._tag()))
+        else:
+            self._idle("big_round")
 
     @rule(kind=reply_kind_st, ratio=st.sampled_from([0.001, 0.1, 0.5, 0.99]))
     def generate(self, kind: str, ratio: float) -> None:
         self.s.generate(self.g, replies=self._replies(kind, self._model().game.length(), ratio))
 
-    @precondition(lambda self: self.s.held is None)
     @rule(kind=reply_kind_st, ratio=st.sampled_from([0.01, 0.5]))
     def hold_generate(self, kind: str, ratio: float) -> None:
-        model = self._model()
-        if (
-            model.game.flag
-            or not model.due(None, self._threshold(False))
-            or not self.s.can_hold(self.g, None)
-        ):
-            return
-        first, *rest = self._replies(kind, model.game.length(), ratio)
-        self.s.hold_generate(self.g, None, first)
-        self.pending_retries = rest
+        if self.s.held is not None or not self._hold(kind, ratio):
+            self._idle("hold_generate")
 
-    @precondition(lambda self: self.s.held is not None)
     @rule(kind=reply_kind_st)
     def release(self, kind: str) -> None:
-        model = self._model()
-        then = self._replies(kind, model.game.length(), 0.3) if model.game.flag else []
-        self.s.release(retries=getattr(self, "pending_retries", []), then=then)
-        self.pending_retries = []
+        """Release the held compression (holding one first when none is)."""
+        if self._hold(kind, 0.5):
+            self._release(kind)
+        else:
+            self._idle("release")
 
     @rule(
         a=size_st,
@@ -172,12 +234,16 @@ class MemoryMachine(RuleBasedStateMachine):
             self.g, make_text(a, flavour, self._tag()), output, revealed, replies=replies
         )
 
-    @precondition(lambda self: self.s.held is not None)
     @rule(kind=reply_kind_st)
     def generate_while_held(self, kind: str) -> None:
+        """A generation while a compression is held (holding one first when none is)."""
+        if not self._hold(kind, 0.5):
+            self._idle("generate_while_held")
+            return
         held = self.s.held
         model = self._model()
         if held is None or held.game != self.g:
+            self._idle("generate_while_held")
             return
         if held.flight.scene is None:  # the game stack's own compression is in flight
             if model.game.flag:
@@ -189,19 +255,24 @@ class MemoryMachine(RuleBasedStateMachine):
         forced = self._replies(kind, model.game.length(), 0.3) if model.game.flag else []
         self.s.generate(self.g, replies=forced + self._replies(kind, model.game.length(), 0.3))
 
-    @precondition(lambda self: len(self.scenes) < 4)
-    @rule()
-    def start_scene(self) -> None:
+    def _start_scene(self) -> None:
         scene = f"s{len(self.scenes) + 1}"
         self.scenes.append(scene)
         self.s.start_scene(self.g, scene)
 
+    @rule()
+    def start_scene(self) -> None:
+        if len(self.scenes) < 4:
+            self._start_scene()
+        else:
+            self._idle("start_scene")
+
     @rule(pick=st.integers(0, 3), a=size_st, big=st.booleans())
     def scene_exchange(self, pick: int, a: int, big: bool) -> None:
-        alive = self._scene_alive()
-        if not alive:
+        scene = self._pick_scene(pick)
+        if scene is None:
+            self._idle("scene_exchange")
             return
-        scene = alive[pick % len(alive)]
         stack = self._model().stack(scene)
         size = a
         if big:
@@ -216,10 +287,10 @@ class MemoryMachine(RuleBasedStateMachine):
 
     @rule(pick=st.integers(0, 3), kind=reply_kind_st, hold=st.booleans())
     def generate_scene(self, pick: int, kind: str, hold: bool) -> None:
-        alive = self._scene_alive()
-        if not alive:
+        scene = self._pick_scene(pick)
+        if scene is None:
+            self._idle("generate_scene")
             return
-        scene = alive[pick % len(alive)]
         model = self._model()
         stack = model.stack(scene)
         if (
@@ -239,11 +310,11 @@ class MemoryMachine(RuleBasedStateMachine):
 
     @rule(pick=st.integers(0, 3), cancel=st.booleans(), again=st.booleans())
     def end_scene(self, pick: int, cancel: bool, again: bool) -> None:
-        if not self.scenes:
-            return
-        scene = self.scenes[pick % len(self.scenes)]
-        state = self._model().scenes.get(scene)
+        alive = self._pick_scene(pick)
+        scene = alive or (self.scenes[pick % len(self.scenes)] if self.scenes else "")
+        state = self._model().scenes.get(scene) if scene else None
         if state is None:
+            self._idle("end_scene")
             return
         if state.state in ("created", "running"):
             if cancel:
@@ -260,10 +331,14 @@ class MemoryMachine(RuleBasedStateMachine):
             self.s.publish_scene(self.g, scene, record["closingSummary"], record["meanwhileEvent"])
         elif again:
             self.s.cancel_scene(self.g, scene)
+        else:
+            self._idle("end_scene")
 
-    @precondition(lambda self: self.s.held is None or self.s.held.game == self.g)
     @rule(back=st.integers(0, 3))
     def reset(self, back: int) -> None:
+        if self.s.held is not None and self.s.held.game != self.g:
+            self._idle("reset")
+            return
         last = self._model().last_round()
         self.s.reset(self.g, max(0, last - back))
 
@@ -273,16 +348,17 @@ class MemoryMachine(RuleBasedStateMachine):
         if rounds:
             n = rounds[pick % len(rounds)]
             self.s.edit_round(self.g, n, f"edited {n}", make_text(a, flavour, self._tag()))
+        else:
+            self._idle("edit_round")
 
-    @precondition(lambda self: self.s.held is None)
     @rule(people=participants_st)
     def duplicate(self, people: list[dict[str, Any]]) -> None:
+        self._settle()
         into = self.s.fresh("hyp-copy-")
         self.s.duplicate(self.g, into)
         self.s.set_participants(into, people)
         self.g = into
 
-    @precondition(lambda self: self.s.held is None)
     @rule(
         sizes=st.lists(size_st, min_size=1, max_size=4),
         delta=st.sampled_from([None, -1, 0, 1, 2]),
@@ -291,6 +367,7 @@ class MemoryMachine(RuleBasedStateMachine):
     def convert(self, sizes: list[int], delta: int | None, flavour: str) -> None:
         """Convert a simple game into a new live game and go on with it; with `delta`, its
         rebuilt stack is the threshold + delta long (long games are the ones converted)."""
+        self._settle()
         into = self.s.fresh("hyp-conv-")
         self.s.new_game(into)
         self.s.set_participants(into, self._model().participants)
@@ -335,10 +412,19 @@ class MemoryMachine(RuleBasedStateMachine):
         args[field] = "bad \udc00"
         self.s.invalid(self.g, "record_round", args, "invalid_input", ["JF-TEXT-001"])
 
-    @precondition(lambda self: self.s.held is None and self.s.capabilities.get("durableRestart"))
+    @precondition(lambda self: self.s.capabilities.get("durableRestart"))  # fixed by hello
     @rule()
     def restart(self) -> None:
+        self._settle()
         self.s.restart()
+
+    # Weights: Hypothesis picks among the rules uniformly (its first rule aside, see
+    # `advance`); each alias is one more entry for the same rule (counted under its name).
+    generate_2 = generate
+    record_round_2 = record_round
+    release_2 = release
+    generate_while_held_2 = generate_while_held
+    hold_generate_2 = hold_generate
 
 
 def machine_factory(session: Session) -> type[MemoryMachine]:

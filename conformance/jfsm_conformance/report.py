@@ -8,6 +8,7 @@ session step, compress.v2 reply and compression outcome happened), so a pass is 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 from collections import Counter
@@ -15,7 +16,12 @@ from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree as ET
 
-from jfsm_conformance.runner import RunResult, implementation_label
+from jfsm_conformance.runner import (
+    DEFAULT_DRIVER,
+    DEFAULT_DRIVER_NOTE,
+    RunResult,
+    implementation_label,
+)
 
 __all__ = [
     "EXERCISE_KINDS",
@@ -31,7 +37,9 @@ __all__ = [
 
 EXERCISE_KINDS = {
     "rule": "machine rules called",
+    "rule_idle": "machine rules that found nothing to do (no step ran; among the calls above)",
     "step": "session steps run (scenarios and machines)",
+    "message": "protocol messages sent to the driver, by op",
     "reply": "compress.v2 replies served by the fake",
     "outcome": "compressions settled, by outcome",
     "kill": "kills (SIGKILL or an injected crash), by the state reopened",
@@ -58,6 +66,8 @@ def to_json(result: RunResult) -> dict[str, Any]:
         "implementation_label": implementation_label(result.implementation),
         "capabilities": result.capabilities,
         "exit_code": result.exit_code,
+        "partial": result.partial,
+        "phase": result.phase,
         "harness_error": result.harness_error,
         "counts": dict(counts),
         "durations_s": {k: round(v, 2) for k, v in result.durations.items()},
@@ -80,6 +90,14 @@ def to_markdown(result: RunResult) -> str:
         "- verdicts: " + ", ".join(f"{k} {n}" for k, n in sorted(counts.items())),
         f"- exit code: {result.exit_code}",
     ]
+    if result.options.driver == DEFAULT_DRIVER:
+        lines.append(f"- note: {DEFAULT_DRIVER_NOTE}")
+    if result.partial:
+        lines += [
+            "",
+            f"**Partial report**: the run has not finished (last phase reached: {result.phase}). "
+            "Requirements not reached yet read `not covered`.",
+        ]
     if result.harness_error:
         lines += ["", "## Harness error", "", "```", result.harness_error, "```"]
     failing = [v for v in result.verdicts if v["verdict"] in ("fail", "xfail")]
@@ -133,6 +151,7 @@ def exercised_markdown(result: RunResult) -> list[str]:
     lines = ["", "## What was exercised", ""]
     if not any(result.exercised.values()):
         lines.append("Nothing: no step ran, so no verdict above rests on an observation.")
+    lines += rule_table(result.exercised)
     for kind, title in EXERCISE_KINDS.items():
         counts = result.exercised.get(kind) or {}
         if not counts:
@@ -146,15 +165,37 @@ def exercised_markdown(result: RunResult) -> list[str]:
     return lines
 
 
+def rule_table(exercised: dict[str, dict[str, int]]) -> list[str]:
+    """Markdown table: per machine rule, how often it was called, ran (did a step) and its
+    share of the rules that ran."""
+    called = exercised.get("rule") or {}
+    if not called:
+        return []
+    idle = exercised.get("rule_idle") or {}
+    ran = {name: n - idle.get(name, 0) for name, n in called.items()}
+    total = sum(ran.values()) or 1
+    lines = ["Machine rules (a rule that ran did one verified step):", ""]
+    lines += ["| rule | called | ran | share of steps |", "|---|---|---|---|"]
+    for name, n in called.items():
+        lines.append(f"| `{name}` | {n} | {ran[name]} | {100 * ran[name] / total:.1f}% |")
+    return [*lines, ""]
+
+
 def write_report(result: RunResult, directory: Path) -> tuple[Path, Path]:
+    """Write `report.json` and `report.md` atomically (a temporary file renamed over the old
+    one), so a reader, or a run killed mid-write, never sees half a report."""
     directory.mkdir(parents=True, exist_ok=True)
     json_path = directory / "report.json"
     md_path = directory / "report.md"
-    json_path.write_text(
-        json.dumps(to_json(result), ensure_ascii=False, indent=1), encoding="utf-8"
-    )
-    md_path.write_text(to_markdown(result), encoding="utf-8")
+    _atomic_write(json_path, json.dumps(to_json(result), ensure_ascii=False, indent=1))
+    _atomic_write(md_path, to_markdown(result))
     return json_path, md_path
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temporary.write_text(text, encoding="utf-8")
+    os.replace(temporary, path)
 
 
 def summary_lines(result: RunResult) -> list[str]:

@@ -4,6 +4,12 @@
 of a check becomes a `Failure` with the requirement IDs it blames and a language-neutral trace
 (the session's steps plus every protocol message) written next to the report. A driver that
 cannot be started, dies or stops answering is a `HarnessError`: the run stops (exit 2).
+
+`Options.checkpoint`, if set, is called with a partial `RunResult` (`partial=True`, `phase`
+the last phase reached) after the handshake, after each scenario, every few seconds of a
+machine phase and after each machine phase; the CLI writes it as the report, so a run killed
+by SIGKILL (the OOM killer) still leaves one. A `KeyboardInterrupt` (Ctrl-C, or SIGTERM,
+which the CLI turns into one) ends the run with a partial result and exit 2 (decision R55).
 """
 
 from __future__ import annotations
@@ -45,7 +51,12 @@ __all__ = [
     "run",
 ]
 
-DEFAULT_DRIVER = "python:jfsm.driver:durable_reference_driver"
+# The reference engine over durable file stores, without its retry backoff (decision R54).
+DEFAULT_DRIVER = "python:jfsm_conformance.examples.reference:durable_without_backoff"
+DEFAULT_DRIVER_NOTE = (
+    "the default driver is the reference engine with its compress.v2 retry backoff scaled to "
+    "zero: the suite cannot judge the backoff (JF-CALL-008), so it does not wait for it"
+)
 SYNTHETIC_ROWS = {
     PROTOCOL_ROW: "Replies follow driver protocol v1",
     NONDETERMINISM_ROW: "The implementation answers a replayed sequence of operations as before",
@@ -83,6 +94,7 @@ class Options:
     scenarios: list[str] | None = None  # run only these scenarios (None: all)
     machines: bool = True  # run the state machines (only with no narrowing --select)
     shrink: bool | None = None  # shrink machine failures (None: not in the quick profile)
+    checkpoint: Callable[[RunResult], object] | None = None  # gets partial results (R55)
 
 
 @dataclass
@@ -106,6 +118,8 @@ class RunResult:
     driver_log: str = ""
     exercised: dict[str, dict[str, int]] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
+    partial: bool = False  # the run has not finished (or was interrupted): see `phase`
+    phase: str = "finished"  # the last phase reached
 
     @property
     def exit_code(self) -> int:
@@ -180,6 +194,44 @@ class _Run:
         self.durations: dict[str, float] = {}
         self.traces = TraceDir(options.report_dir / "traces")
         self.shrink = options.shrink if options.shrink is not None else options.profile != "quick"
+        self.catalog = load_catalog()
+        self.implementation: dict[str, Any] = {}
+        self.capabilities: dict[str, Any] = {}
+        self.counts = exercise.Counts()
+        self.phase = "starting"
+
+    def result(
+        self, harness_error: str | None, driver_log: str = "", *, partial: bool
+    ) -> RunResult:
+        verdicts = judge(
+            self.catalog,
+            self.ledger,
+            self.failures,
+            self.o,
+            self.unsupported,
+            self.skipped,
+            self.capabilities,
+        )
+        return RunResult(
+            self.o,
+            verdicts,
+            list(self.failures),
+            harness_error,
+            self.implementation,
+            self.capabilities,
+            dict(self.durations),
+            driver_log,
+            self.counts.table(),
+            dict(self.skipped),
+            partial=partial,
+            phase=self.phase,
+        )
+
+    def reached(self, phase: str) -> None:
+        """Record the phase reached and hand a partial result to `Options.checkpoint`."""
+        self.phase = phase
+        if self.o.checkpoint is not None:
+            self.o.checkpoint(self.result(None, partial=True))
 
     def record_failure(
         self, source: str, found: Found, session: Session, hypothesis_report: str = ""
@@ -257,6 +309,7 @@ class _Run:
             if i < len(chosen) and estimate >= 5:
                 left = f", about {estimate:.0f} s of scenarios left"
             self.o.progress(f"[{i}/{len(chosen)}] {scenario.name}: {status} ({took:.1f}s{left})")
+            self.reached(f"scenario {scenario.name} ({i}/{len(chosen)} scenarios)")
 
     def machine(self, session: Session, label: str, examples: int, steps: int) -> None:
         if examples <= 0:
@@ -271,6 +324,7 @@ class _Run:
             seed=self.o.seed,
             shrink=self.shrink,
             progress=self.o.progress,
+            checkpoint=lambda done: self.reached(f"machine {label}: {done}"),
         )
         status = outcome.status
         if outcome.status == "unsupported" and outcome.unsupported:
@@ -284,6 +338,7 @@ class _Run:
         self.o.progress(
             f"machine {label}: {status.upper() if status == 'fail' else status} ({took:.1f}s)"
         )
+        self.reached(f"machine {label}: done")
 
 
 def run(options: Options) -> RunResult:
@@ -294,29 +349,32 @@ def run(options: Options) -> RunResult:
     if options.profile not in PROFILES:
         raise ValueError(f"unknown profile {options.profile!r}; choose from {sorted(PROFILES)}")
     profile = PROFILES[options.profile]
-    catalog = load_catalog()
     r = _Run(options)
     r.traces.clear()
+    r.reached("starting")  # replaces a report left by an earlier run at once
     capture = _LogCapture()
     logging.getLogger().addHandler(capture)
-    harness_error = select_error(options.select, catalog)
-    implementation: dict[str, Any] = {}
-    capabilities: dict[str, Any] = {}
+    harness_error = select_error(options.select, r.catalog)
     driver_log = ""
     session = None
-    counts = exercise.Counts()
+    interrupted = False
     try:
-        with exercise.counting() as counts:
+        with exercise.counting() as r.counts:
             if harness_error is None:
                 options.progress(
                     f"jfsm conformance: driver {options.driver}, profile {profile.name}"
                 )
+                if options.driver == DEFAULT_DRIVER:
+                    options.progress(f"({DEFAULT_DRIVER_NOTE})")
                 session = Session(options.driver, r.ledger)
-                implementation, capabilities = session.implementation, session.capabilities
+                r.implementation, r.capabilities = session.implementation, session.capabilities
+                capabilities = r.capabilities
                 flags = ", ".join(k for k, v in sorted(capabilities.items()) if v) or "none"
                 options.progress(
-                    f"implementation {implementation_label(implementation)}; capabilities: {flags}"
+                    f"implementation {implementation_label(r.implementation)}; "
+                    f"capabilities: {flags}"
                 )
+                r.reached("handshake")
                 r.scenarios(session)
                 broad = options.machines and options.select in ("", "J", "JF", "JF-")
                 if broad:
@@ -350,25 +408,22 @@ def run(options: Options) -> RunResult:
         options.progress(f"HARNESS ERROR: {exc}")
         if session is not None:
             driver_log = session.client.stderr_tail()
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM turned into one by the CLI (R55)
+        interrupted = True
+        harness_error = (
+            f"interrupted after {r.phase}: the run did not finish; the verdicts cover only "
+            "what ran before"
+        )
+        options.progress(f"INTERRUPTED after {r.phase}")
     finally:
         if session is not None:
             with contextlib.suppress(Exception):
                 session.close()
         logging.getLogger().removeHandler(capture)
     driver_log = "\n".join(filter(None, [driver_log, "\n".join(capture.lines[-40:])]))
-    verdicts = judge(catalog, r.ledger, r.failures, options, r.unsupported, r.skipped, capabilities)
-    return RunResult(
-        options,
-        verdicts,
-        r.failures,
-        harness_error,
-        implementation,
-        capabilities,
-        r.durations,
-        driver_log,
-        counts.table(),
-        dict(r.skipped),
-    )
+    if not interrupted:
+        r.phase = "finished"
+    return r.result(harness_error, driver_log, partial=interrupted)
 
 
 def judge(

@@ -116,6 +116,7 @@ class World:
         args: dict[str, Any] = {"protocol": 1, "compressUrl": self.fake.url}
         if self.override:
             args["thresholds"] = self.override
+        exercise.record("message", "hello")
         reply = self.client.call("hello", args, timeout=60)
         if not reply.ok:
             raise HarnessError(f"hello refused: {reply['error']}")
@@ -126,13 +127,14 @@ class World:
         return dict(caps)
 
     def start(self, op: str, args: dict[str, Any]) -> Any:
+        exercise.record("message", op)
         return self.client.start(op, args)
 
     def call(self, op: str, args: dict[str, Any]) -> Reply:
         """Send one operation and wait for its reply. While a compression is held, an
         operation that does not answer within `IN_FLIGHT_TIMEOUT` is reported to
         `on_blocked` (the verifier's JF-CONC-002 check), then a `HarnessError`."""
-        future = self.client.start(op, args)
+        future = self.start(op, args)
         if self.held is not None and not self.client.done(future, IN_FLIGHT_TIMEOUT):
             if self.on_blocked is not None:
                 self.on_blocked(op, IN_FLIGHT_TIMEOUT)

@@ -1,0 +1,196 @@
+"""Speed and memory (issue 14): every machine rule runs a fair share of the quick profile,
+the machines draw data independently of the implementation's answers, the report survives a
+killed run, and the in-process durable driver bounds the games it keeps open."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from jfsm.driver import ReferenceDriver
+from jfsm_conformance.cli import main
+from jfsm_conformance.machines import MemoryMachine
+from jfsm_conformance.report import to_markdown
+from jfsm_conformance.runner import DEFAULT_DRIVER, Options, run
+
+# Verified steps per rule in the quick profile. Hypothesis's choice of rules is derandomized
+# but not the same in every context (it differs between a script, the CLI and pytest), so the
+# bound is low; the share bound below catches a rule that swamps the others.
+MIN_RUNS = 1
+
+
+def _rules() -> dict[str, Any]:
+    """name -> Hypothesis rule object, for every rule of the machine (initialize excluded)."""
+    out = {}
+    for _, member in inspect.getmembers(MemoryMachine):
+        rule = getattr(member, "hypothesis_stateful_rule", None)
+        if rule is not None:  # an alias (a weight) is the same rule under its own name
+            out[rule.function.__name__] = rule
+    return out
+
+
+def test_every_machine_rule_runs_in_the_quick_profile(tmp_path: Path) -> None:
+    """The quick profile exactly as `jfsm conformance --profile quick` runs it."""
+    assert main(["--profile", "quick", "--report-dir", str(tmp_path)]) == 0
+    report = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))
+    assert report["partial"] is False and report["phase"] == "finished"
+    called = report["exercised"]["rule"]
+    idle = report["exercised"].get("rule_idle", {})
+    ran = {name: called.get(name, 0) - idle.get(name, 0) for name in _rules()}
+    assert len(ran) >= 20
+    assert all(n >= MIN_RUNS for n in ran.values()), json.dumps(ran)
+    # no rule takes the lion's share
+    assert max(ran.values()) <= 0.3 * sum(ran.values()), json.dumps(ran)
+    # the scripted outcomes each happened
+    outcomes = report["exercised"]["outcome"]
+    for outcome in ("published", "refused", "transport", "empty", "not_smaller", "stale"):
+        assert outcomes.get(outcome, 0) >= 1, outcomes
+    assert sum(report["exercised"]["message"].values()) > sum(report["exercised"]["step"].values())
+    markdown = (tmp_path / "report.md").read_text(encoding="utf-8")
+    assert "| rule | called | ran | share of steps |" in markdown
+    assert "| `release` |" in markdown
+
+
+@pytest.mark.parametrize("held", [None, object()])
+def test_preconditions_never_read_what_a_reply_can_change(held: object) -> None:
+    """Which rules Hypothesis may draw must not depend on the implementation: a
+    precondition may read the hello capabilities (fixed for a run), never the compression
+    held, the games or the models the replies update."""
+    rules = _rules()
+    assert "release" in rules and "generate_while_held" in rules
+    for caps in ({"durableRestart": True}, {}):
+        quiet = SimpleNamespace(
+            s=SimpleNamespace(held=None, games={}, capabilities=caps), g="g", scenes=[]
+        )
+        busy = SimpleNamespace(
+            s=SimpleNamespace(held=held, games={"x": 1}, capabilities=caps),
+            g="g",
+            scenes=["s1"],
+        )
+        for name, rule in rules.items():
+            for condition in rule.preconditions:
+                assert bool(condition(quiet)) == bool(condition(busy)), name
+
+
+def _report(path: Path) -> dict[str, Any] | None:
+    try:
+        return dict(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError):
+        return None
+
+
+def _start_cli(tmp_path: Path) -> tuple[subprocess.Popen[bytes], Path]:
+    report_dir = tmp_path / "report"
+    argv = [sys.executable, "-m", "jfsm.cli", "conformance", "--profile", "quick"]
+    argv += ["--report-dir", str(report_dir)]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return proc, report_dir / "report.json"
+
+
+def _wait_for(path: Path, proc: subprocess.Popen[bytes], phase_prefix: str) -> dict[str, Any]:
+    """Poll until the report exists with a phase starting with `phase_prefix` (no timing is
+    asserted: the loop ends when the child does)."""
+    while proc.poll() is None:
+        report = _report(path)
+        if report is not None and str(report.get("phase", "")).startswith(phase_prefix):
+            return report
+        time.sleep(0.05)
+    raise AssertionError(f"the run ended (exit {proc.returncode}) before phase {phase_prefix}")
+
+
+def test_a_run_killed_by_sigkill_leaves_a_partial_report(tmp_path: Path) -> None:
+    proc, path = _start_cli(tmp_path)
+    try:
+        _wait_for(path, proc, "scenario")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == -signal.SIGKILL
+    report = _report(path)
+    assert report is not None  # parses: written atomically, never half a file
+    assert report["partial"] is True
+    assert report["phase"].startswith("scenario ")
+    assert report["verdicts"] and report["format"] == "jfsm-conformance-report/1"
+    markdown = (path.parent / "report.md").read_text(encoding="utf-8")
+    assert "Partial report" in markdown
+    assert not [p for p in os.listdir(path.parent) if p.endswith(".tmp")]
+
+
+def test_sigterm_writes_a_partial_report_and_exits_2(tmp_path: Path) -> None:
+    proc, path = _start_cli(tmp_path)
+    try:
+        _wait_for(path, proc, "scenario")
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert code == 2
+    report = _report(path)
+    assert report is not None
+    assert report["partial"] is True and report["exit_code"] == 2
+    assert "interrupted after scenario" in report["harness_error"]
+
+
+def test_a_finished_run_is_not_partial(tmp_path: Path) -> None:
+    result = run(
+        Options(
+            scenarios=["summary-alone"],
+            machines=False,
+            report_dir=tmp_path,
+            progress=lambda line: None,
+        )
+    )
+    assert result.exit_code == 0
+    assert result.partial is False and result.phase == "finished"
+    assert result.options.driver == DEFAULT_DRIVER
+    assert "retry backoff scaled to zero" in to_markdown(result)
+
+
+def _call(driver: ReferenceDriver, op: str, **args: Any) -> dict[str, Any]:
+    reply = asyncio.run(driver.handle({"id": 1, "op": op, "args": args}))
+    assert reply["ok"], reply
+    return dict(reply["result"])
+
+
+def test_durable_driver_keeps_few_games_open_and_reopens_the_others(tmp_path: Path) -> None:
+    driver = ReferenceDriver(tmp_path / "state", max_open=2)
+    _call(driver, "hello", protocol=1, compressUrl="http://127.0.0.1:9")
+    games = [f"g{i}" for i in range(5)]
+    for game in games:
+        _call(driver, "create_game", game=game)
+        _call(driver, "record_round", game=game, input=f"hi {game}", output="hello")
+    assert len(driver.games) == 2
+    assert list(driver.games) == games[-2:]  # the most recently used
+    dump = _call(driver, "dump", game="g0")  # closed: reopened from its folder
+    assert any("hi g0" in json.dumps(v) for v in dump.values())
+    assert len(driver.games) == 2 and "g0" in driver.games
+    refused = asyncio.run(driver.handle({"id": 2, "op": "create_game", "args": {"game": "g1"}}))
+    assert refused["error"]["code"] == "invalid_input"  # a closed game still exists
+    was_open = list(driver.games)
+    driver.restart()  # reopens the open games now, the others when named
+    assert list(driver.games) == was_open
+    again = _call(driver, "dump", game="g2")
+    assert any("hi g2" in json.dumps(v) for v in again.values())
+    driver.close()
+
+
+def test_memory_driver_keeps_every_game(tmp_path: Path) -> None:
+    driver = ReferenceDriver(max_open=2)
+    _call(driver, "hello", protocol=1, compressUrl="http://127.0.0.1:9")
+    for i in range(4):
+        _call(driver, "create_game", game=f"g{i}")
+    assert len(driver.games) == 4  # closing a memory store would lose the game
