@@ -234,13 +234,19 @@ def chars_in_utf8() -> ReferenceDriver:
     return _compressor_driver(_Utf8Chars)
 
 
+def _bent_body(
+    request: CompressionRequest, participants: Any, bend: Callable[[dict[str, Any]], None]
+) -> bytes:
+    """The reference request body, decoded, changed in place by `bend`, encoded again."""
+    body = json.loads(HttpCompressor._encode(request, participants))
+    bend(body)
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
 class _ModelField(HttpCompressor):
     @staticmethod
     def _encode(request: CompressionRequest, participants: Any) -> bytes:
-
-        body = json.loads(HttpCompressor._encode(request, participants))
-        body["model"] = "gpt-large"
-        return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        return _bent_body(request, participants, lambda body: body.update(model="gpt-large"))
 
 
 @mutant("adds a model field to the compress.v2 body")
@@ -251,10 +257,10 @@ def model_in_body() -> ReferenceDriver:
 class _UnsortedBeneficiaries(HttpCompressor):
     @staticmethod
     def _encode(request: CompressionRequest, participants: Any) -> bytes:
+        def reverse(body: dict[str, Any]) -> None:
+            body["beneficiaries"].reverse()
 
-        body = json.loads(HttpCompressor._encode(request, participants))
-        body["beneficiaries"] = list(reversed(body["beneficiaries"]))
-        return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        return _bent_body(request, participants, reverse)
 
 
 @mutant("beneficiaries in reverse order")
