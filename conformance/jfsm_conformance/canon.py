@@ -73,7 +73,9 @@ def utf16_key(key: str) -> bytes:
     return key.encode("utf-16-be", "surrogatepass")
 
 
-_LONG: dict[str, str] = {}
+_LONG: dict[str, str] = {}  # JCS texts of long strings, recently seen (a verify reads each twice)
+_LONG_LIMIT = 1 << 25  # code points held in _LONG, keys and texts together: the cache stays small
+_long_size = 0
 
 
 def _string(value: str) -> str:
@@ -81,11 +83,17 @@ def _string(value: str) -> str:
     # the short forms for \b \t \n \f \r and lower-case \u00xx otherwise: JCS's rule.
     if len(value) < 65536:
         return json.dumps(value, ensure_ascii=False)
+    global _long_size
     found = _LONG.get(value)
     if found is None:
-        if len(_LONG) > 64:
+        found = json.dumps(value, ensure_ascii=False)
+        size = len(value) + len(found)
+        if _long_size + size > _LONG_LIMIT:
             _LONG.clear()
-        found = _LONG[value] = json.dumps(value, ensure_ascii=False)
+            _long_size = 0
+        if size <= _LONG_LIMIT:
+            _LONG[value] = found
+            _long_size += size
     return found
 
 

@@ -39,6 +39,7 @@ from collections import deque
 from typing import Any
 
 from jfsm_conformance.protocol import ProtocolViolation, protocol
+from jfsm_conformance.traces import Transcript
 
 __all__ = ["DriverClient", "HarnessError", "ProtocolViolation", "Reply", "UnsupportedOp"]
 
@@ -299,14 +300,14 @@ class _Http:
 class DriverClient:
     """A blocking client over one driver, running its transport on a private loop thread.
 
-    `transcript` records every message sent and received (for traces).
+    `transcript` records the messages sent and received, compacted and bounded (for traces).
     """
 
     def __init__(self, spec: str, *, timeout: float = DEFAULT_TIMEOUT) -> None:
         self.spec = spec
         self.timeout = timeout
         self.protocol = protocol()
-        self.transcript: list[dict[str, Any]] = []
+        self.transcript = Transcript()
         self._ids = 0
         self._lock = threading.Lock()
         self._loop = asyncio.new_event_loop()

@@ -45,7 +45,6 @@ from jfsm_conformance.checks import ConformanceFailure
 from jfsm_conformance.driver_client import HarnessError, ProtocolViolation, UnsupportedOp
 from jfsm_conformance.machines import machine_factory
 from jfsm_conformance.session import Session
-from jfsm_conformance.traces import compact_messages
 
 __all__ = ["NONDETERMINISM_ROW", "PROTOCOL_ROW", "Found", "Outcome", "explore", "unsupported_in"]
 
@@ -89,7 +88,7 @@ class Outcome:
 
 def unsupported_in(session: Session) -> str | None:
     """The op whose `unsupported_op` reply is the last message received, if it is one."""
-    for entry in reversed(session.client.transcript[-3:]):
+    for entry in list(reversed(session.client.transcript))[:3]:
         got = entry.get("recv")
         if isinstance(got, dict):
             error = got.get("error") if got.get("ok") is False else None
@@ -179,7 +178,7 @@ class _Tracker:
             self.final_calls = calls
             return
         s = self.session
-        found = Found(exc, list(s.steps), compact_messages(s.client.transcript[s.trace_start :]))
+        found = Found(exc, list(s.steps), s.client.transcript.since(s.trace_start))
         self.found[calls] = found
         self.found.move_to_end(calls)
         while len(self.found) > _KEEP_FOUND:
@@ -264,7 +263,7 @@ def explore(
     """Run the state machine `examples` times; see the module docs for what is returned.
     `checkpoint` gets a short status (sequences and steps done) with each progress line."""
     tracker = _Tracker(session, label, examples, progress, checkpoint)
-    session.trace_start = len(session.client.transcript)
+    session.trace_start = session.client.transcript.mark()
     lines: list[str] = []
     conf = settings(
         max_examples=examples,
@@ -290,7 +289,7 @@ def explore(
         original = tracker.found.get(tracker.final_calls) if tracker.final_calls else None
         if original is None or original.same_as(exc):
             s = session
-            here = Found(exc, list(s.steps), compact_messages(s.client.transcript[s.trace_start :]))
+            here = Found(exc, list(s.steps), s.client.transcript.since(s.trace_start))
             return Outcome("fail", [here], hypothesis_report=report)
         original.note = (
             f"on replay of the same sequence the implementation failed differently: {exc}"

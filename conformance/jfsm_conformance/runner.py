@@ -35,7 +35,7 @@ from jfsm_conformance.explore import (
 )
 from jfsm_conformance.scenarios import SCENARIOS, Scenario
 from jfsm_conformance.session import Session
-from jfsm_conformance.traces import TRACE_FORMAT, TraceDir, compact_messages
+from jfsm_conformance.traces import TRACE_FORMAT, TraceDir
 
 __all__ = [
     "PROFILES",
@@ -189,7 +189,7 @@ class _Run:
                 self.o.progress(f"[{i}/{len(chosen)}] {scenario.name}: skipped ({reason})")
                 continue
             session.steps = []
-            start = len(session.client.transcript)
+            start = session.client.transcript.mark()
             session.trace_start = start
             began = time.monotonic()
             try:
@@ -203,7 +203,7 @@ class _Run:
                     found = Found(
                         exc,
                         list(session.steps),
-                        compact_messages(session.client.transcript[start:]),
+                        session.client.transcript.since(start),
                     )
                     self.record_failure(f"scenario {scenario.name}", found, session)
                     status = "FAIL"
@@ -299,7 +299,9 @@ def run(options: Options) -> RunResult:
                     try:
                         r.machine(
                             small,
-                            f"at small thresholds {SMALL_THRESHOLDS}",
+                            "at small thresholds ("
+                            + ", ".join(f"{k} {v}" for k, v in SMALL_THRESHOLDS.items())
+                            + ")",
                             profile.small_examples,
                             profile.small_steps,
                         )

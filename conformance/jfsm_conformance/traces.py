@@ -16,10 +16,20 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections import deque
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["MESSAGE_LIMIT", "TEXT_LIMIT", "TRACE_FORMAT", "TraceDir", "compact", "slug"]
+__all__ = [
+    "MESSAGE_LIMIT",
+    "TEXT_LIMIT",
+    "TRACE_FORMAT",
+    "TraceDir",
+    "Transcript",
+    "compact",
+    "slug",
+]
 
 TRACE_FORMAT = "jfsm-conformance-trace/1"
 TEXT_LIMIT = 2000
@@ -55,6 +65,48 @@ def compact_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     if dropped:
         kept.insert(0, {"note": f"{dropped} earlier message(s) left out of this trace"})
     return kept
+
+
+class Transcript:
+    """The protocol messages of a run, as a trace shows them: each entry compacted when it
+    is recorded, and only the last `MESSAGE_LIMIT` kept.
+
+    A run's memory thus stays bounded whatever the driver answers: a dump of a 30 MiB store
+    is held as a few KiB (decision R58). `mark()` numbers the next entry; `since(mark)` gives
+    the entries recorded after it, with a note naming how many were left out."""
+
+    def __init__(self, limit: int = MESSAGE_LIMIT) -> None:
+        self._entries: deque[dict[str, Any]] = deque(maxlen=limit)
+        self._total = 0
+
+    def append(self, entry: dict[str, Any]) -> None:
+        self._entries.append(compact(entry))
+        self._total += 1
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+    def mark(self) -> int:
+        """The number the next entry will have."""
+        return self._total
+
+    def since(self, mark: int) -> list[dict[str, Any]]:
+        """The entries from `mark` on that are still held, after a note for those that are not."""
+        wanted = self._total - mark
+        kept = list(self._entries)[-wanted:] if wanted > 0 else []
+        if wanted > len(kept):
+            left_out = wanted - len(kept)
+            kept.insert(0, {"note": f"{left_out} earlier message(s) left out of this trace"})
+        return kept
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return iter(self._entries)
+
+    def __reversed__(self) -> Iterator[dict[str, Any]]:
+        return reversed(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
 
 
 class TraceDir:

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+import tracemalloc
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -23,6 +24,9 @@ from jfsm_conformance.cli import main
 from jfsm_conformance.machines import MemoryMachine
 from jfsm_conformance.report import to_markdown
 from jfsm_conformance.runner import DEFAULT_DRIVER, Options, run
+from jfsm_conformance.scenarios.registry import game as new_game
+from jfsm_conformance.session import Session
+from jfsm_conformance.traces import MESSAGE_LIMIT, TEXT_LIMIT, Transcript
 
 # Verified steps per rule in the quick profile. Hypothesis's choice of rules is derandomized
 # but not the same in every context (it differs between a script, the CLI and pytest), so the
@@ -194,3 +198,48 @@ def test_memory_driver_keeps_every_game(tmp_path: Path) -> None:
     for i in range(4):
         _call(driver, "create_game", game=f"g{i}")
     assert len(driver.games) == 4  # closing a memory store would lose the game
+
+
+def test_the_transcript_holds_a_bounded_compacted_tail() -> None:
+    """The protocol transcript keeps what a trace shows, no more (R58): each entry compacted
+    when recorded, at most `MESSAGE_LIMIT` of them, and a note for what was left out."""
+    transcript = Transcript()
+    big = "x" * (TEXT_LIMIT * 100)
+    mark = transcript.mark()
+    for i in range(MESSAGE_LIMIT + 50):
+        transcript.append({"recv": {"id": i, "result": {"store": {"big": big}}}})
+    assert len(transcript) == MESSAGE_LIMIT and transcript.mark() == mark + MESSAGE_LIMIT + 50
+    held = list(transcript)
+    assert all(len(e["recv"]["result"]["store"]["big"]) < TEXT_LIMIT + 100 for e in held)
+    assert held[0]["recv"]["id"] == 50 and held[-1]["recv"]["id"] == MESSAGE_LIMIT + 49
+    since = transcript.since(mark)
+    assert since[0] == {"note": "50 earlier message(s) left out of this trace"}
+    assert since[1:] == held
+    later = transcript.mark()
+    transcript.append({"send": {"op": "dump"}})
+    assert transcript.since(later) == [{"send": {"op": "dump"}}]
+    assert transcript.since(transcript.mark()) == []
+
+
+def test_the_suite_holds_no_copy_of_a_big_store_per_step() -> None:
+    """The suite's memory is bounded by one sequence's state, not by its steps: dumping a
+    store of about 10 MB twenty more times leaves the suite's (and the in-process driver's)
+    Python allocations where they were after two dumps. Before R58 the transcript kept every
+    reply whole, about 10 MB more per step."""
+    session = Session(DEFAULT_DRIVER)
+    try:
+        g = new_game(session)
+        session.write(g, {"big": "x" * 5_000_000})
+        tracemalloc.start()
+        try:
+            for _ in range(2):
+                session.write(g, {"small": 1})
+            settled = tracemalloc.get_traced_memory()[0]
+            for i in range(20):
+                session.write(g, {"small": i})
+            grown = tracemalloc.get_traced_memory()[0] - settled
+        finally:
+            tracemalloc.stop()
+    finally:
+        session.close()
+    assert grown < 5_000_000, f"the suite grew by {grown:,} bytes over 20 steps"

@@ -14,11 +14,11 @@ from jfsm.projection import Projection
 from jfsm.records import Record
 from jfsm.stack_compression import InFlight, Sets, StackCompression
 from jfsm.transport import HttpCompressor
+from jfsm_conformance.examples.broken import BrokenDriver
 from jfsm_conformance.examples.mutants.seams import (
     _compressor_driver,
     _durable_stack,
     _with_stack,
-    _WrapperBase,
     mutant,
 )
 
@@ -167,7 +167,7 @@ def call_id_is_idempotency_key() -> ReferenceDriver:
     return _replanned(call_id=lambda flight, result: flight.request.idempotency_key)
 
 
-class _NoCallIdDump(_WrapperBase):
+class _NoCallIdDump(BrokenDriver):
     async def bend_dump(self, message: dict[str, Any]) -> dict[str, Any]:
         reply = await self.inner.handle(message)
         if reply.get("ok"):
@@ -183,7 +183,7 @@ class _NoCallIdDump(_WrapperBase):
 
 
 @mutant("does not record compressionCallId in the summary")
-def no_call_id() -> _WrapperBase:
+def no_call_id() -> BrokenDriver:
     return _NoCallIdDump()
 
 

@@ -8,11 +8,8 @@ from typing import Any
 from jfsm.compressor import CompressionRequest, CompressionResult
 from jfsm.driver import ReferenceDriver
 from jfsm.stack_compression import StackCompression
-from jfsm_conformance.examples.mutants.seams import (
-    _with_stack,
-    _WrapperBase,
-    mutant,
-)
+from jfsm_conformance.examples.broken import BrokenDriver
+from jfsm_conformance.examples.mutants.seams import _with_stack, mutant
 
 # -- protocol-level wrappers ---------------------------------------------------------------------
 
@@ -28,7 +25,7 @@ __all__ = [
 ]
 
 
-class _ChangeLogReversed(_WrapperBase):
+class _ChangeLogReversed(BrokenDriver):
     async def bend_dump(self, message: dict[str, Any]) -> dict[str, Any]:
         reply = await self.inner.handle(message)
         if reply.get("ok"):
@@ -37,11 +34,11 @@ class _ChangeLogReversed(_WrapperBase):
 
 
 @mutant("the change log is not in key order")
-def change_log_unsorted() -> _WrapperBase:
+def change_log_unsorted() -> BrokenDriver:
     return _ChangeLogReversed()
 
 
-class _StaleTelemetry(_WrapperBase):
+class _StaleTelemetry(BrokenDriver):
     async def bend_telemetry(self, message: dict[str, Any]) -> dict[str, Any]:
         reply = await self.inner.handle(message)
         if reply.get("ok"):
@@ -51,7 +48,7 @@ class _StaleTelemetry(_WrapperBase):
 
 
 @mutant("telemetry events lack the idempotency key")
-def telemetry_no_key() -> _WrapperBase:
+def telemetry_no_key() -> BrokenDriver:
     return _StaleTelemetry()
 
 
@@ -70,7 +67,7 @@ def telemetry_with_summary() -> ReferenceDriver:
     return _with_stack(_SummaryInTelemetry)
 
 
-class _NotRetryable(_WrapperBase):
+class _NotRetryable(BrokenDriver):
     async def handle(self, message: dict[str, Any]) -> dict[str, Any]:
         reply = await self.inner.handle(message)
         error = reply.get("error")
@@ -80,11 +77,11 @@ class _NotRetryable(_WrapperBase):
 
 
 @mutant("compression_pending is not marked retryable")
-def pending_not_retryable() -> _WrapperBase:
+def pending_not_retryable() -> BrokenDriver:
     return _NotRetryable()
 
 
-class _InterveneMarker(_WrapperBase):
+class _InterveneMarker(BrokenDriver):
     async def bend_intervene(self, message: dict[str, Any]) -> dict[str, Any]:
         args = dict(message.get("args") or {})
         output, revealed = args.get("output"), args.get("revealed")
@@ -95,11 +92,11 @@ class _InterveneMarker(_WrapperBase):
 
 
 @mutant("intervene stores the revealed prefix with an '[intervened]' marker")
-def intervene_marker() -> _WrapperBase:
+def intervene_marker() -> BrokenDriver:
     return _InterveneMarker()
 
 
-class _InterveneFull(_WrapperBase):
+class _InterveneFull(BrokenDriver):
     async def bend_intervene(self, message: dict[str, Any]) -> dict[str, Any]:
         args = dict(message.get("args") or {})
         output, revealed = args.get("output"), args.get("revealed")
@@ -109,11 +106,11 @@ class _InterveneFull(_WrapperBase):
 
 
 @mutant("intervene stores the full output, discarded continuation included")
-def intervene_full_output() -> _WrapperBase:
+def intervene_full_output() -> BrokenDriver:
     return _InterveneFull()
 
 
-class _ResetCompresses(_WrapperBase):
+class _ResetCompresses(BrokenDriver):
     async def _then_generate(self, message: dict[str, Any]) -> dict[str, Any]:
         reply = await self.inner.handle(message)
         if reply.get("ok"):
@@ -125,5 +122,5 @@ class _ResetCompresses(_WrapperBase):
 
 
 @mutant("reset and edit run the compression check (a compress.v2 request) after rebuilding")
-def history_compresses() -> _WrapperBase:
+def history_compresses() -> BrokenDriver:
     return _ResetCompresses()

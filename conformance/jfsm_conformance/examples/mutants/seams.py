@@ -17,7 +17,6 @@ from jfsm.projection import Projection
 from jfsm.stack_compression import StackCompression
 from jfsm.stores.base import Store
 from jfsm.transport import HttpCompressor
-from jfsm_conformance.examples.broken import BrokenDriver
 
 __all__ = [
     "MUTANTS",
@@ -85,10 +84,6 @@ def _with_store(wrapper: Callable[[Store], Store]) -> ReferenceDriver:
             super().__init__(wrapper(store), *args, **kwargs)
 
     return _engine_driver(Engine)
-
-
-# the protocol-level wrapper: the one of `broken.py`, under the name the mutants use
-_WrapperBase = BrokenDriver
 
 
 def mutant(doc: str) -> Callable[[Callable[[], Any]], Callable[[], Any]]:
