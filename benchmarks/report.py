@@ -67,6 +67,17 @@ def _goals(r: dict[str, Any]) -> list[str]:
                 _fmt(g["met"]),
             ]
         )
+    do = r.get("docs")
+    if do and "goal" in do:
+        g = do["goal"]
+        rows.append(
+            [
+                "5. Docs build CPU",
+                g["text"],
+                f"{_fmt(g['cpu_s'])} s",
+                _fmt(g["met"]),
+            ]
+        )
     return _table(["Goal", "Target", "Measured", "Met"], rows)
 
 
@@ -466,6 +477,48 @@ def _memory(me: dict[str, Any]) -> list[str]:
     return out
 
 
+def _docs(do: dict[str, Any]) -> list[str]:
+    real, base = do["real"], do["baseline"]
+    out = ["## 5. Docs build", ""]
+    out.append(
+        "`python -m mkdocs build` in a fresh subprocess per build, at the repository root, "
+        f"{do['config']['repeats']} build{'s' if do['config']['repeats'] != 1 else ''} of each, "
+        "interleaved A B. A: the real build "
+        "(`mkdocs build --strict`, what `tests/test_docs.py` runs). B: the same theme, plugins "
+        "and Markdown extensions without the generation hook `docs/hooks/generate.py` (a "
+        "temporary config: `INHERIT` of `mkdocs.yml`, `hooks: []`), so without the generated "
+        "reference pages, diagrams, worked example, published spec files and fragments"
+        + (f"; B is not strict: {base['not_strict_because']}" if not base.get("strict") else "")
+        + ". CPU: the child's user + system time (`getrusage(RUSAGE_CHILDREN)`), which does "
+        "not depend on the machine's load the way wall time does. Medians in seconds."
+    )
+    out.append("")
+    out += _table(
+        ["Build", "Strict", "Builds", "HTML pages", "Warnings", "CPU s", "Wall s", "CPU s, each"],
+        [
+            [
+                name,
+                _fmt(v["strict"]),
+                _fmt(v["n"]),
+                _fmt(v["pages"]),
+                _fmt(v["warnings"]),
+                _fmt(v["cpu_s_median"], 2),
+                _fmt(v["wall_s_median"], 2),
+                ", ".join(f"{r['cpu_s']:.2f}" for r in v["runs"]),
+            ]
+            for name, v in (("A. real", real), ("B. no hook", base))
+        ],
+    )
+    out += [
+        "",
+        f"Real over baseline: CPU **{_fmt(do['cpu_ratio_real_over_baseline'], 2)}×**, wall "
+        f"{_fmt(do['wall_ratio_real_over_baseline'], 2)}×. Goal: {do['goal']['text']} (the "
+        "budget the docs test used to assert): "
+        + ("met." if do["goal"]["met"] else "**not met**."),
+    ]
+    return out
+
+
 def render(results: dict[str, Any]) -> str:
     meta = results["meta"]
     lines = ["# jfsm benchmarks", ""]
@@ -496,6 +549,7 @@ def render(results: dict[str, Any]) -> str:
         ("durable", _durable),
         ("suite", _suite),
         ("memory", _memory),
+        ("docs", _docs),
     ):
         section = results.get(key)
         lines.append("")

@@ -4,8 +4,9 @@
 
 `--quick` is the CI smoke: tiny sizes, checks that the harness runs and that the output
 files are well-formed, not the numbers. `--out` defaults to `docs/benchmarks`.
-Sections: memory (run first, while this process is still small), footprint, durable,
-suite. A section that raises is recorded with its error and the others still run.
+Sections: memory (run first, while this process is still small), docs (the mkdocs build,
+against the same build without the generation hook), footprint, durable, suite. A section
+that raises is recorded with its error and the others still run.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ __all__ = ["SECTIONS", "main"]
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "docs" / "benchmarks"
-SECTIONS = ("memory", "footprint", "durable", "suite")
+SECTIONS = ("memory", "docs", "footprint", "durable", "suite")
 
 
 def _git(*args: str) -> str | None:
@@ -44,6 +45,8 @@ def _git(*args: str) -> str | None:
 def _section(name: str, quick: bool, log: Any) -> dict[str, Any]:
     if name == "memory":
         from benchmarks import memory as mod
+    elif name == "docs":
+        from benchmarks import docs as mod  # type: ignore[no-redef]
     elif name == "footprint":
         from benchmarks import footprint as mod  # type: ignore[no-redef]
     elif name == "durable":

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
+from benchmarks.report import render
 from benchmarks.run import SECTIONS, main
 
 
@@ -59,6 +61,24 @@ def test_quick_run_writes_every_section(tmp_path: Path) -> None:
     for case in me["cases"]:
         assert case["peak_rss_mib"] > 0 and case["footprint"] > 0
 
+    do = results["docs"]
+    assert do["real"]["strict"] is True and do["real"]["warnings"] == 0
+    for variant in ("real", "baseline"):
+        assert do[variant]["n"] == 1 and do[variant]["cpu_s_median"] > 0, variant
+    # Without the generation hook the generated pages are missing from the baseline.
+    assert do["baseline"]["pages"] < do["real"]["pages"]
+    assert isinstance(do["goal"]["met"], bool)
+
+
+def _assert_well_formed(tables: list[list[str]]) -> None:
+    for table in tables:
+        width = table[0].count("|")
+        assert set(table[1].replace("|", "")) == {"-"}, table[:2]
+        for row in table:
+            assert row.endswith("|") and row.count("|") == width, row
+    cells = [c.strip() for t in tables for row in t for c in row.split("|")]
+    assert "None" not in cells and "nan" not in cells
+
 
 def test_quick_markdown_renders(tmp_path: Path) -> None:
     assert main(["--quick", "--out", str(tmp_path), "--only", "footprint", "durable"]) == 0
@@ -69,14 +89,60 @@ def test_quick_markdown_renders(tmp_path: Path) -> None:
         "## 1. O(change), not O(store)",
         "## 2. Durable file store vs SQLite",
         "## suite: not run",
+        "## docs: not run",
     ):
         assert heading in markdown, heading
     tables = _tables(markdown)
     assert len(tables) >= 6
-    for table in tables:
-        width = table[0].count("|")
-        assert set(table[1].replace("|", "")) == {"-"}, table[:2]
-        for row in table:
-            assert row.endswith("|") and row.count("|") == width, row
-    cells = [c.strip() for t in tables for row in t for c in row.split("|")]
-    assert "None" not in cells and "nan" not in cells
+    _assert_well_formed(tables)
+
+
+def _docs_result(real_cpu: float) -> dict[str, Any]:
+    def build(cpu: float, pages: int, warnings: int, strict: bool) -> dict[str, Any]:
+        runs = [{"cpu_s": cpu, "wall_s": cpu + 1, "pages": pages, "warnings": warnings}] * 3
+        return {
+            "n": 3,
+            "cpu_s_median": cpu,
+            "wall_s_median": cpu + 1,
+            "pages": pages,
+            "warnings": warnings,
+            "runs": runs,
+            "strict": strict,
+        }
+
+    return {
+        "config": {"repeats": 3},
+        "real": build(real_cpu, 40, 0, True),
+        "baseline": {**build(4.0, 32, 120, False), "not_strict_because": "pages are missing"},
+        "cpu_ratio_real_over_baseline": round(real_cpu / 4.0, 3),
+        "wall_ratio_real_over_baseline": round((real_cpu + 1) / 5.0, 3),
+        "goal": {"text": "real build median CPU < 20 s", "cpu_s": real_cpu, "met": real_cpu < 20},
+    }
+
+
+def test_docs_section_renders_its_table_ratio_and_goal() -> None:
+    meta = {
+        "command": "python -m benchmarks.run --only docs",
+        "started_utc": "2026-12-03 06:00 UTC",
+        "commit": "abc1234",
+        "dirty": False,
+        "python": "3.11.7",
+        "platform": "Linux x86_64",
+        "cpus": 2,
+        "loadavg_before": [1.0, 1.0, 1.0],
+        "loadavg_after": [1.0, 1.0, 1.0],
+        "total_s": 50.0,
+        "quick": False,
+    }
+    met = render({"meta": meta, "docs": _docs_result(6.0)})
+    assert "## 5. Docs build" in met
+    assert "| 5. Docs build CPU | real build median CPU < 20 s | 6.0 s | yes |" in met
+    assert "| A. real | yes | 3 | 40 | 0 | 6.00 | 7.00 | 6.00, 6.00, 6.00 |" in met
+    assert "| B. no hook | **no** | 3 | 32 | 120 | 4.00 | 5.00 | 4.00, 4.00, 4.00 |" in met
+    assert "CPU **1.50×**, wall 1.40×" in met
+    assert "B is not strict: pages are missing" in met
+    assert met.rstrip().endswith(": met.")
+    _assert_well_formed(_tables(met))
+    missed = render({"meta": meta, "docs": _docs_result(25.0)})
+    assert "| 5. Docs build CPU | real build median CPU < 20 s | 25.0 s | **no** |" in missed
+    assert missed.rstrip().endswith("**not met**.")

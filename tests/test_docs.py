@@ -3,7 +3,8 @@
 
 The site is built once per test session with `mkdocs build --strict` (which also fails on
 broken internal links and anchors, see `validation:` in `mkdocs.yml`) into a temporary
-directory; the tests then read the built HTML.
+directory; the tests then read the built HTML. Its cost is measured, not timed here: the
+`docs` section of `benchmarks/` (`benchmarks/docs.py`) reports its CPU time.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import html
 import json
 import os
 import re
-import resource
 import shutil
 import subprocess
 import sys
@@ -30,7 +30,6 @@ ROOT = Path(__file__).resolve().parents[1]
 SPEC = ROOT / "spec"
 DOCS = ROOT / "docs"
 CHROMIUM = Path("/usr/bin/chromium")
-BUILD_SECONDS_BUDGET = 20.0
 
 
 def _jfdocs() -> ModuleType:
@@ -44,16 +43,10 @@ def _jfdocs() -> ModuleType:
     return jfdocs
 
 
-def _child_cpu_seconds() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
 @pytest.fixture(scope="session")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("site")
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
-    started = _child_cpu_seconds()
     done = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
         cwd=ROOT,
@@ -62,12 +55,9 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
         text=True,
         timeout=300,
     )
-    seconds = _child_cpu_seconds() - started
     assert done.returncode == 0, f"mkdocs build --strict failed:\n{done.stdout}\n{done.stderr}"
     warnings = [line for line in done.stderr.splitlines() if line.startswith("WARNING")]
     assert warnings == []
-    # CPU time of the build, not wall time: the budget must not depend on the machine's load.
-    assert seconds < BUILD_SECONDS_BUDGET, f"docs build took {seconds:.1f} s of CPU"
     return out
 
 
