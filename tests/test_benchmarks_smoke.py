@@ -146,3 +146,34 @@ def test_docs_section_renders_its_table_ratio_and_goal() -> None:
     missed = render({"meta": meta, "docs": _docs_result(25.0)})
     assert "| 5. Docs build CPU | real build median CPU < 20 s | 25.0 s | **no** |" in missed
     assert missed.rstrip().endswith("**not met**.")
+
+
+def test_suite_goals_are_judged_from_the_measured_profiles() -> None:
+    """Issue 14's goals (standard under 3 min, the suite's peak RSS under 1 GiB in every
+    profile) are rows of the Goals table, judged from the run's numbers, never asserted."""
+    from benchmarks.report import _suite_goals
+
+    def profile(wall: float, rss: float) -> dict[str, Any]:
+        return {"run": True, "after": {"run": True, "wall_s": wall, "peak_rss_mib": rss}}
+
+    suite = {
+        "quick_profile": profile(19.0, 540.0),
+        "standard_profile": profile(80.0, 560.0),
+        "thorough_profile": {"run": True, "peak_rss_mib": 770.0, "limit_s": 0.0},
+    }
+    rows = _suite_goals(suite)
+    assert rows == [
+        ["3a. standard profile", "wall < 180 s on this machine", "80 s", "yes"],
+        [
+            "3b. suite's peak RSS",
+            "< 1024 MiB in every profile",
+            "quick 540 MiB, standard 560 MiB, thorough 770 MiB",
+            "yes",
+        ],
+    ]
+    suite["thorough_profile"] = {"run": True, "peak_rss_mib": 1183.0, "limit_s": 240.0}
+    suite["standard_profile"] = profile(181.0, 560.0)
+    rows = _suite_goals(suite)
+    assert rows[0][-1] == "**no**" and rows[1][-1] == "**no**"
+    assert "thorough (stopped early) 1183 MiB" in rows[1][2]
+    assert _suite_goals({}) == []
