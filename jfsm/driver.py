@@ -21,12 +21,13 @@ recently used idle game is closed and reopened from its folder when an op names 
 A game is idle when no op on it is running and nothing about it lives only in memory (no
 compression in flight, no retry count kept for a completed-but-unpublished reply). An
 in-process `restart()` reopens the games that were open at once and the others when named.
-Memory stores keep every game: closing one would lose it.
+Memory stores keep every game: closing one would lose it, until `forget_games` (R59).
 """
 
 from __future__ import annotations
 
 import errno
+import shutil
 import sys
 import tempfile
 from collections import Counter, OrderedDict
@@ -335,6 +336,7 @@ class ReferenceDriver:
                 "concurrent": True,
                 "thresholdOverride": True,
                 "crashInjection": self._fs is not None,
+                "forgetGames": True,
             },
             "skipped": [entry.to_json() for entry in self.skipped],
         }
@@ -470,17 +472,35 @@ class ReferenceDriver:
         self._fs.arm(at)
         return {}
 
+    async def op_forget_games(self, args: Mapping[str, Any]) -> Any:
+        """Release games the suite will never name again (R59): closed, and with file stores
+        their folders removed, retry counts too. A game with a compression in flight is kept."""
+        games = _arg(args, "games")
+        if not isinstance(games, list) or not all(isinstance(g, str) for g in games):
+            raise InvalidInput("games must be an array of game ids", field="games")
+        for game_id in games:
+            engine = self.games.get(game_id)
+            if engine is not None and (self._busy[game_id] > 0 or not _reopenable(engine, True)):
+                continue
+            if engine is not None:
+                del self.games[game_id]
+                engine.close()
+            if self.state is not None and self.store is None and self.state.exists(game_id):
+                shutil.rmtree(self.state.folder(game_id).path, ignore_errors=True)
+        return {}
+
     async def op_shutdown(self, args: Mapping[str, Any]) -> Any:
         self.close()
         return {}
 
 
-def _reopenable(engine: GameEngine) -> bool:
-    """Whether closing `engine` and reopening it from its store loses nothing: no stack has a
-    compression in flight or a retry count (kept in memory only, JF-CALL-004)."""
+def _reopenable(engine: GameEngine, forgotten: bool = False) -> bool:
+    """Whether closing `engine` loses nothing: no stack has a compression in flight or, unless
+    the game is `forgotten`, a retry count (kept in memory only, JF-CALL-004)."""
     stacks = [engine._game] + [s.stack for s in engine._scenes.values() if s.stack is not None]
     return all(
-        getattr(stack, "_retry", None) is None and stack.state != "in_flight" for stack in stacks
+        (forgotten or getattr(stack, "_retry", None) is None) and stack.state != "in_flight"
+        for stack in stacks
     )
 
 
@@ -493,7 +513,6 @@ def durable_reference_driver() -> ReferenceDriver:
     """The reference engine over file stores in a fresh temporary directory (removed when
     the process exits)."""
     import atexit
-    import shutil
 
     state = tempfile.mkdtemp(prefix="jfsm-driver-")
     atexit.register(shutil.rmtree, state, True)

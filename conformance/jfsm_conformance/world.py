@@ -17,6 +17,7 @@ raises `HarnessError` (from the client).
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -29,6 +30,7 @@ from jfsm_conformance.canon import idempotency_key
 from jfsm_conformance.driver_client import DriverClient, HarnessError, Reply
 from jfsm_conformance.fake_compress import FakeCompress
 from jfsm_conformance.oracle import GameModel, InFlight
+from jfsm_conformance.protocol import ProtocolViolation
 from jfsm_conformance.replies import to_outcome
 
 if TYPE_CHECKING:
@@ -209,8 +211,10 @@ class World:
     def begin_sequence(self) -> None:
         """A new sequence of steps (a scenario, a machine example) begins on fresh games:
         forget the games of earlier sequences, the fake's records and the protocol transcript,
-        so that what the suite holds is bounded by one sequence, not by the run."""
+        so that what the suite holds is bounded by one sequence, not by the run. A driver
+        with `forgetGames` is told which games it may release (R59)."""
         self.release_held(30)
+        self.forget_games()
         self.client.transcript.clear()
         self.fake.reset_script()
         self.fake.clear_records()
@@ -221,6 +225,16 @@ class World:
             table.clear()
         self.broken.clear()
         self.inherited.clear()
+
+    def forget_games(self) -> None:
+        """Tell a driver with `capabilities.forgetGames` that the games of the sequence that
+        ended will never be named again. Its answer judges nothing: releasing is optional."""
+        names = sorted(self.games)
+        if not names or not self.capabilities.get("forgetGames"):
+            return
+        for at in range(0, len(names), 10_000):
+            with contextlib.suppress(ProtocolViolation):
+                self.call("forget_games", {"games": names[at : at + 10_000]})
 
     def release_held(self, timeout: float) -> None:
         if self.held is not None:

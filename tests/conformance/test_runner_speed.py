@@ -200,6 +200,50 @@ def test_memory_driver_keeps_every_game(tmp_path: Path) -> None:
     assert len(driver.games) == 4  # closing a memory store would lose the game
 
 
+@pytest.mark.parametrize("durable", [False, True])
+def test_forgotten_games_are_released(tmp_path: Path, durable: bool) -> None:
+    """`forget_games` (R59) releases the named games, their folders too, ignores unknown
+    ids, and keeps the others; a released game is then unknown."""
+    driver = ReferenceDriver(tmp_path / "state" if durable else None)
+    hello = _call(driver, "hello", protocol=1, compressUrl="http://127.0.0.1:9")
+    assert hello["capabilities"]["forgetGames"] is True
+    for i in range(3):
+        _call(driver, "create_game", game=f"g{i}")
+        _call(driver, "record_round", game=f"g{i}", input="hi", output="hello")
+    assert _call(driver, "forget_games", games=["g0", "g2", "never-seen"]) == {}
+    assert list(driver.games) == ["g1"]
+    if durable:
+        assert driver.state is not None
+        assert [driver.state.exists(g) for g in ("g0", "g1", "g2")] == [False, True, False]
+        assert len([p for p in (tmp_path / "state").iterdir() if p.is_dir()]) == 1
+    gone = asyncio.run(driver.handle({"id": 2, "op": "dump", "args": {"game": "g0"}}))
+    assert gone["ok"] is False and gone["error"]["code"] == "invalid_input"
+    assert "hello" in json.dumps(_call(driver, "dump", game="g1"))
+    bad = asyncio.run(driver.handle({"id": 3, "op": "forget_games", "args": {"games": "g1"}}))
+    assert bad["error"]["code"] == "invalid_input" and list(driver.games) == ["g1"]
+    driver.close()
+
+
+def test_the_suite_tells_the_driver_which_games_it_forgot() -> None:
+    """Each new sequence sends the games of the one that ended (R59), so that an in-memory
+    driver holds one sequence's games, not the run's; a driver without the capability is
+    never sent the op."""
+    for forget in (True, False):
+        session = Session("python:jfsm.driver:reference_driver")
+        driver = session.client.transport.driver
+        try:
+            if not forget:
+                session.world.capabilities["forgetGames"] = False
+            for _ in range(4):
+                session.steps = []
+                for _ in range(3):
+                    new_game(session)
+            held = len(driver.games)
+        finally:
+            session.close()
+        assert held == (3 if forget else 12), (forget, held)
+
+
 def test_the_transcript_holds_a_bounded_compacted_tail() -> None:
     """The protocol transcript keeps what a trace shows, no more (R58): each entry compacted
     when recorded, at most `MESSAGE_LIMIT` of them, and a note for what was left out."""
