@@ -384,6 +384,8 @@ def _profiles(su: dict[str, Any]) -> list[str]:
         "steps (scenarios and machines); messages are protocol messages sent to the driver.",
         "",
     ]
+    if su.get("peak_rss_note"):  # a correction recorded with the numbers
+        out += [su["peak_rss_note"], ""]
     rows = []
     notes = []
     for key, name in (("quick_profile", "quick"), ("standard_profile", "standard")):

@@ -261,7 +261,13 @@ if limit:
 from jfsm.cli import main
 code = main(sys.argv[1:])
 wall = time.monotonic() - t0
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+# VmHWM: this process image's own peak. ru_maxrss would also count the parent's pages at
+# the fork (Linux keeps the pre-exec high-water mark), the benchmark process's, not ours.
+try:
+    with open("/proc/self/status") as f:
+        peak = next(int(l.split()[1]) for l in f if l.startswith("VmHWM:"))
+except (OSError, StopIteration):
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 with open(os.environ["JFSM_BENCH_OUT"], "w") as f:
     json.dump({"code": code, "wall": wall, "peak_kib": peak, "messages": messages[0],
                "rss": samples}, f)
