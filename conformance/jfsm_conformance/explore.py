@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import itertools
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -88,7 +89,7 @@ class Outcome:
 
 def unsupported_in(session: Session) -> str | None:
     """The op whose `unsupported_op` reply is the last message received, if it is one."""
-    for entry in list(reversed(session.client.transcript))[:3]:
+    for entry in itertools.islice(reversed(session.client.transcript), 3):
         got = entry.get("recv")
         if isinstance(got, dict):
             error = got.get("error") if got.get("ok") is False else None

@@ -58,12 +58,20 @@ def compact(value: Any, limit: int = TEXT_LIMIT) -> Any:
     return value
 
 
+def _left_out(n: int) -> dict[str, Any]:
+    return {"note": f"{n} earlier message(s) left out of this trace", "leftOut": n}
+
+
 def compact_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The last `MESSAGE_LIMIT` messages, compacted, with a marker for the dropped ones."""
+    """The last `MESSAGE_LIMIT` messages, compacted, after one note counting every message
+    left out: those dropped here and those a leading note (`Transcript.since`) counted."""
+    earlier = 0
+    if messages and isinstance(messages[0], dict) and "leftOut" in messages[0]:
+        earlier, messages = int(messages[0]["leftOut"]), messages[1:]
     dropped = max(0, len(messages) - MESSAGE_LIMIT)
     kept = [compact(m) for m in messages[dropped:]]
-    if dropped:
-        kept.insert(0, {"note": f"{dropped} earlier message(s) left out of this trace"})
+    if dropped + earlier:
+        kept.insert(0, _left_out(dropped + earlier))
     return kept
 
 
@@ -94,10 +102,7 @@ class Transcript:
         """The entries from `mark` on that are still held, after a note for those that are not."""
         wanted = self._total - mark
         kept = list(self._entries)[-wanted:] if wanted > 0 else []
-        if wanted > len(kept):
-            left_out = wanted - len(kept)
-            kept.insert(0, {"note": f"{left_out} earlier message(s) left out of this trace"})
-        return kept
+        return ([_left_out(wanted - len(kept))] if wanted > len(kept) else []) + kept
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         return iter(self._entries)

@@ -26,7 +26,7 @@ from jfsm_conformance.report import to_markdown
 from jfsm_conformance.runner import DEFAULT_DRIVER, Options, run
 from jfsm_conformance.scenarios.registry import game as new_game
 from jfsm_conformance.session import Session
-from jfsm_conformance.traces import MESSAGE_LIMIT, TEXT_LIMIT, Transcript
+from jfsm_conformance.traces import MESSAGE_LIMIT, TEXT_LIMIT, Transcript, compact_messages
 
 # Verified steps per rule in the quick profile. Hypothesis's choice of rules is derandomized
 # but not the same in every context (it differs between a script, the CLI and pytest), so the
@@ -257,8 +257,11 @@ def test_the_transcript_holds_a_bounded_compacted_tail() -> None:
     assert all(len(e["recv"]["result"]["store"]["big"]) < TEXT_LIMIT + 100 for e in held)
     assert held[0]["recv"]["id"] == 50 and held[-1]["recv"]["id"] == MESSAGE_LIMIT + 49
     since = transcript.since(mark)
-    assert since[0] == {"note": "50 earlier message(s) left out of this trace"}
+    assert since[0] == {"note": "50 earlier message(s) left out of this trace", "leftOut": 50}
     assert since[1:] == held
+    # a trace written from it keeps all 400 and counts the 50, not the note as a message
+    written = compact_messages(since)
+    assert written[0]["leftOut"] == 50 and written[1:] == held
     later = transcript.mark()
     transcript.append({"send": {"op": "dump"}})
     assert transcript.since(later) == [{"send": {"op": "dump"}}]
