@@ -156,7 +156,7 @@ def _machine_runs(cfg: dict[str, Any]) -> dict[str, Any]:
                 session = Session(spec, Ledger(), thresholds=thresholds)
                 count = [0, 0]  # steps, protocol messages sent
                 original = session.record
-                send = session.client.start
+                send = session.world.client.start
 
                 def counted(
                     step: str, _orig: Any = original, _c: list[int] = count, **args: Any
@@ -169,7 +169,7 @@ def _machine_runs(cfg: dict[str, Any]) -> dict[str, Any]:
                     return _orig(op, args)
 
                 session.record = counted  # type: ignore[method-assign]
-                session.client.start = sent  # type: ignore[method-assign]
+                session.world.client.start = sent  # type: ignore[method-assign]
                 sessions[(label, transport)] = session
                 counters[(label, transport)] = count
         for rnd in range(cfg["machine_rounds"]):

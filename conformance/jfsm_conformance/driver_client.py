@@ -38,10 +38,10 @@ import time
 from collections import deque
 from typing import Any
 
-from jfsm_conformance.protocol import ProtocolViolation, protocol
+from jfsm_conformance.protocol import ProtocolViolation, Reply, protocol
 from jfsm_conformance.traces import Transcript
 
-__all__ = ["DriverClient", "HarnessError", "ProtocolViolation", "Reply", "UnsupportedOp"]
+__all__ = ["DriverClient", "HarnessError", "ProtocolViolation", "UnsupportedOp"]
 
 DEFAULT_TIMEOUT = 120.0
 
@@ -56,22 +56,6 @@ class UnsupportedOp(Exception):
     def __init__(self, op: str) -> None:
         super().__init__(f"the driver does not support op {op!r}")
         self.op = op
-
-
-class Reply(dict[str, Any]):
-    """A reply envelope (a dict) with helpers."""
-
-    @property
-    def ok(self) -> bool:
-        return bool(self.get("ok"))
-
-    @property
-    def result(self) -> Any:
-        return self.get("result")
-
-    @property
-    def code(self) -> str | None:
-        return None if self.ok else self["error"].get("code")
 
 
 def _encode(message: dict[str, Any]) -> bytes:

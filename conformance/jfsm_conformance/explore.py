@@ -89,7 +89,7 @@ class Outcome:
 
 def unsupported_in(session: Session) -> str | None:
     """The op whose `unsupported_op` reply is the last message received, if it is one."""
-    for entry in itertools.islice(reversed(session.client.transcript), 3):
+    for entry in itertools.islice(reversed(session.world.client.transcript), 3):
         got = entry.get("recv")
         if isinstance(got, dict):
             error = got.get("error") if got.get("ok") is False else None
@@ -97,7 +97,7 @@ def unsupported_in(session: Session) -> str | None:
                 sent: dict[str, Any] = next(
                     (
                         e["send"]
-                        for e in reversed(session.client.transcript)
+                        for e in reversed(session.world.client.transcript)
                         if "send" in e and e["send"].get("id") == got.get("id")
                     ),
                     {},
@@ -179,7 +179,7 @@ class _Tracker:
             self.final_calls = calls
             return
         s = self.session
-        found = Found(exc, list(s.steps), s.client.transcript.since(s.trace_start))
+        found = Found(exc, list(s.steps), s.world.client.transcript.since(s.trace_start))
         self.found[calls] = found
         self.found.move_to_end(calls)
         while len(self.found) > _KEEP_FOUND:
@@ -264,7 +264,7 @@ def explore(
     """Run the state machine `examples` times; see the module docs for what is returned.
     `checkpoint` gets a short status (sequences and steps done) with each progress line."""
     tracker = _Tracker(session, label, examples, progress, checkpoint)
-    session.trace_start = session.client.transcript.mark()
+    session.trace_start = session.world.client.transcript.mark()
     lines: list[str] = []
     conf = settings(
         max_examples=examples,
@@ -290,7 +290,7 @@ def explore(
         original = tracker.found.get(tracker.final_calls) if tracker.final_calls else None
         if original is None or original.same_as(exc):
             s = session
-            here = Found(exc, list(s.steps), s.client.transcript.since(s.trace_start))
+            here = Found(exc, list(s.steps), s.world.client.transcript.since(s.trace_start))
             return Outcome("fail", [here], hypothesis_report=report)
         original.note = (
             f"on replay of the same sequence the implementation failed differently: {exc}"

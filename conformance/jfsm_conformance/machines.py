@@ -67,7 +67,7 @@ class MemoryMachine(RuleBasedStateMachine):
         super().__init__()
         self.s = self.session
         self.s.recover()
-        self.s.steps = []  # a new sequence (its trace starts here)
+        self.s.begin_sequence()  # a new sequence (its trace starts here)
         self.g = ""
         self.n = 0
         self.scenes: list[str] = []
@@ -81,10 +81,10 @@ class MemoryMachine(RuleBasedStateMachine):
         return f"\u27ea{self.n}\u27eb "
 
     def _model(self) -> Any:
-        return self.s.games[self.g]
+        return self.s.world.games[self.g]
 
     def _threshold(self, scene: bool) -> int:
-        return self.s.thresholds["catalyst" if scene else "game"]
+        return self.s.world.thresholds["catalyst" if scene else "game"]
 
     def _replies(self, kind: str, chars: int, ratio: float) -> list[dict[str, Any]]:
         self.n += 1
@@ -115,8 +115,8 @@ class MemoryMachine(RuleBasedStateMachine):
         the stack is not due, one long round makes it due first. False when the suite's model
         says none can be held now (an owed forced compression, or this logical compression
         was completed before and would be replayed)."""
-        if self.s.held is not None:
-            return self.s.held.game == self.g
+        if self.s.world.held is not None:
+            return self.s.world.held.game == self.g
         model = self._model()
         threshold = self._threshold(False)
         if model.game.flag:
@@ -139,7 +139,7 @@ class MemoryMachine(RuleBasedStateMachine):
 
     def _settle(self) -> None:
         """Release the compression held in flight, if any (every later attempt succeeds)."""
-        if self.s.held is not None:
+        if self.s.world.held is not None:
             self._release("success")
 
     def _scene_alive(self) -> list[str]:
@@ -157,7 +157,7 @@ class MemoryMachine(RuleBasedStateMachine):
     # -- rules ---------------------------------------------------------------------------
     @initialize(people=participants_st)
     def start(self, people: list[dict[str, Any]]) -> None:
-        self.g = self.s.fresh("hyp-")
+        self.g = self.s.world.fresh("hyp-")
         self.s.new_game(self.g)
         self.s.set_participants(self.g, people)
 
@@ -201,7 +201,7 @@ class MemoryMachine(RuleBasedStateMachine):
 
     @rule(kind=reply_kind_st, ratio=st.sampled_from([0.01, 0.5]))
     def hold_generate(self, kind: str, ratio: float) -> None:
-        if self.s.held is not None or not self._hold(kind, ratio):
+        if self.s.world.held is not None or not self._hold(kind, ratio):
             self._idle("hold_generate")
 
     @rule(kind=reply_kind_st)
@@ -225,9 +225,9 @@ class MemoryMachine(RuleBasedStateMachine):
         revealed = int(len(shown) * cut)
         chars = self._model().game.length() + 42 + a + revealed
         held = (
-            self.s.held is not None
-            and self.s.held.game == self.g
-            and self.s.held.flight.scene is None
+            self.s.world.held is not None
+            and self.s.world.held.game == self.g
+            and self.s.world.held.flight.scene is None
         )
         replies = [] if held else self._replies(kind, chars, 0.3)
         self.s.intervene(
@@ -240,7 +240,7 @@ class MemoryMachine(RuleBasedStateMachine):
         if not self._hold(kind, 0.5):
             self._idle("generate_while_held")
             return
-        held = self.s.held
+        held = self.s.world.held
         model = self._model()
         if held is None or held.game != self.g:
             self._idle("generate_while_held")
@@ -296,7 +296,7 @@ class MemoryMachine(RuleBasedStateMachine):
         if (
             hold
             and self.s.can_hold(self.g, scene)
-            and self.s.held is None
+            and self.s.world.held is None
             and not model.game.flag
             and model.due(scene, self._threshold(True))
         ):
@@ -336,7 +336,7 @@ class MemoryMachine(RuleBasedStateMachine):
 
     @rule(back=st.integers(0, 3))
     def reset(self, back: int) -> None:
-        if self.s.held is not None and self.s.held.game != self.g:
+        if self.s.world.held is not None and self.s.world.held.game != self.g:
             self._idle("reset")
             return
         last = self._model().last_round()
@@ -354,7 +354,7 @@ class MemoryMachine(RuleBasedStateMachine):
     @rule(people=participants_st)
     def duplicate(self, people: list[dict[str, Any]]) -> None:
         self._settle()
-        into = self.s.fresh("hyp-copy-")
+        into = self.s.world.fresh("hyp-copy-")
         self.s.duplicate(self.g, into)
         self.s.set_participants(into, people)
         self.g = into
@@ -368,7 +368,7 @@ class MemoryMachine(RuleBasedStateMachine):
         """Convert a simple game into a new live game and go on with it; with `delta`, its
         rebuilt stack is the threshold + delta long (long games are the ones converted)."""
         self._settle()
-        into = self.s.fresh("hyp-conv-")
+        into = self.s.world.fresh("hyp-conv-")
         self.s.new_game(into)
         self.s.set_participants(into, self._model().participants)
         rounds = [
@@ -412,7 +412,7 @@ class MemoryMachine(RuleBasedStateMachine):
         args[field] = "bad \udc00"
         self.s.invalid(self.g, "record_round", args, "invalid_input", ["JF-TEXT-001"])
 
-    @precondition(lambda self: self.s.capabilities.get("durableRestart"))  # fixed by hello
+    @precondition(lambda self: self.s.world.capabilities.get("durableRestart"))  # fixed by hello
     @rule()
     def restart(self) -> None:
         self._settle()

@@ -21,14 +21,35 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from jfsm_conformance.canon import QUOTA, change_log, footprint, jcs
+from jfsm_conformance.canon import QUOTA, change_log, footprint, idempotency_key, jcs
 from jfsm_conformance.oracle import GameModel, InFlight
 from jfsm_conformance.replies import COMPLETED, TRANSPORT, attempt_outcome, settled
-from jfsm_conformance.world import Service
 
-__all__ = ["Attempt", "Compression", "Flow", "Predictor", "publication_fits"]
+__all__ = ["Attempt", "Compression", "Flow", "Predictor", "Service", "publication_fits"]
 
 Fits = Callable[[InFlight, dict[str, Any]], bool]
+
+
+@dataclass
+class Service:
+    """What compress.v2 (and the implementation's retry count) remember between steps.
+
+    `completed`: Idempotency-Key -> the completed reply the fake replays for that key.
+    `retries`: completed-but-unpublished replies per logical compression since the driver
+    started (the `retry` element of the key). `answered`: keys answered with a non-transport
+    reply during the current step (a later attempt with one of them is a forbidden retry)."""
+
+    completed: dict[str, dict[str, Any]] = field(default_factory=dict)
+    retries: dict[tuple[Any, ...], int] = field(default_factory=dict)
+    answered: dict[str, str] = field(default_factory=dict)
+
+    def key(self, game: str, scene: str | None, model: GameModel) -> str:
+        """The Idempotency-Key of the next ask of this stack's logical compression."""
+        stack = model.stack(scene)
+        assert stack is not None and stack.chunks
+        through, text = max(stack.chunks), stack.text()
+        retry = self.retries.get((game, scene, stack.epoch, through, text), 0)
+        return idempotency_key(game, scene, stack.epoch, through, text, retry)
 
 
 @dataclass

@@ -21,11 +21,27 @@ from referencing import Registry, Resource
 
 from jfsm.spec import spec_dir
 
-__all__ = ["Protocol", "ProtocolViolation", "protocol", "spec_dir"]
+__all__ = ["Protocol", "ProtocolViolation", "Reply", "protocol", "spec_dir"]
 
 
 class ProtocolViolation(Exception):
     """A driver reply that breaks the driver protocol (envelope or result schema)."""
+
+
+class Reply(dict[str, Any]):
+    """A reply envelope (a dict) with helpers."""
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.get("ok"))
+
+    @property
+    def result(self) -> Any:
+        return self.get("result")
+
+    @property
+    def code(self) -> str | None:
+        return None if self.ok else self["error"].get("code")
 
 
 class Protocol:

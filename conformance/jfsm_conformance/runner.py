@@ -34,7 +34,7 @@ from jfsm_conformance.explore import (
     unsupported_in,
 )
 from jfsm_conformance.scenarios import SCENARIOS, Scenario
-from jfsm_conformance.session import Session
+from jfsm_conformance.session import STEPS, Session
 from jfsm_conformance.traces import TRACE_FORMAT, TraceDir
 
 __all__ = [
@@ -82,11 +82,11 @@ def _selected(ids: tuple[str, ...], prefix: str) -> bool:
 
 def _needs_met(scenario: Scenario, session: Session) -> str | None:
     for need in filter(None, scenario.needs.split("+")):
-        if need == "stdio" and not session.driver_spec.startswith("stdio:"):
+        if need == "stdio" and not session.world.driver_spec.startswith("stdio:"):
             return "needs a stdio driver (the runner kills the process mid-operation)"
         if need == "kill" and session.kill_mode is None:
             return "needs a stdio driver or capabilities.crashInjection (to kill it mid-operation)"
-        if need == "durableRestart" and not session.capabilities.get("durableRestart"):
+        if need == "durableRestart" and not session.world.capabilities.get("durableRestart"):
             return "the driver does not declare capabilities.durableRestart"
     return None
 
@@ -157,8 +157,8 @@ class _Run:
             path = str(
                 self.traces.write(
                     source=source,
-                    driver=session.driver_spec,
-                    thresholds=session.override,
+                    driver=session.world.driver_spec,
+                    thresholds=session.world.override,
                     failure={"check": check, "ids": list(ids), "message": message},
                     steps=found.steps,
                     messages=found.messages,
@@ -188,8 +188,8 @@ class _Run:
                 self.skipped[scenario.name] = reason
                 self.o.progress(f"[{i}/{len(chosen)}] {scenario.name}: skipped ({reason})")
                 continue
-            session.steps = []
-            start = session.client.transcript.mark()
+            session.begin_sequence()
+            start = session.world.client.transcript.mark()
             session.trace_start = start
             began = time.monotonic()
             try:
@@ -203,7 +203,7 @@ class _Run:
                     found = Found(
                         exc,
                         list(session.steps),
-                        session.client.transcript.since(start),
+                        session.world.client.transcript.since(start),
                     )
                     self.record_failure(f"scenario {scenario.name}", found, session)
                     status = "FAIL"
@@ -274,7 +274,10 @@ def run(options: Options) -> RunResult:
                 if options.driver == DEFAULT_DRIVER:
                     options.progress(f"({DEFAULT_DRIVER_NOTE})")
                 session = Session(options.driver, r.ledger)
-                r.implementation, r.capabilities = session.implementation, session.capabilities
+                r.implementation, r.capabilities = (
+                    session.world.implementation,
+                    session.world.capabilities,
+                )
                 capabilities = r.capabilities
                 flags = ", ".join(k for k, v in sorted(capabilities.items()) if v) or "none"
                 options.progress(
@@ -286,8 +289,8 @@ def run(options: Options) -> RunResult:
                 broad = options.machines and options.select in ("", "J", "JF", "JF-")
                 if broad:
                     r.machine(session, "at spec thresholds", profile.examples, profile.steps)
-                r.unsupported.update(session.unsupported)
-                driver_log = session.client.stderr_tail()
+                r.unsupported.update(session.world.unsupported)
+                driver_log = session.world.client.stderr_tail()
                 session.close()
                 session = None
                 if not broad:
@@ -305,7 +308,7 @@ def run(options: Options) -> RunResult:
                             profile.small_examples,
                             profile.small_steps,
                         )
-                        r.unsupported.update(small.unsupported)
+                        r.unsupported.update(small.world.unsupported)
                     finally:
                         small.close()
                 else:
@@ -316,7 +319,7 @@ def run(options: Options) -> RunResult:
         harness_error = str(exc)
         options.progress(f"HARNESS ERROR: {exc}")
         if session is not None:
-            driver_log = session.client.stderr_tail()
+            driver_log = session.world.client.stderr_tail()
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM turned into one by the CLI (R55)
         interrupted = True
         harness_error = (
@@ -413,10 +416,16 @@ def replay(
     driver: str | None = None,
     progress: Callable[[str], None] = lambda line: print(line, file=sys.stderr),
 ) -> int:
-    """Run the steps of a trace again; 1 if it still fails, 0 if it passes, 2 on harness error."""
+    """Run the steps of a trace again; 1 if it still fails, 0 if it passes, 2 on harness error
+    or when the trace is not a trace of this suite (another format, or a step outside
+    `session.STEPS`)."""
     trace = json.loads(Path(path).read_text(encoding="utf-8"))
     if trace.get("format") != TRACE_FORMAT:
         progress(f"{path}: not a {TRACE_FORMAT} trace")
+        return 2
+    unknown = sorted({step["step"] for step in trace["steps"]} - STEPS)
+    if unknown:
+        progress(f"{path}: names steps the suite does not have: {', '.join(unknown)}")
         return 2
     spec = driver or trace["driver"]
     progress(f"replaying {len(trace['steps'])} steps of {path} against {spec}")

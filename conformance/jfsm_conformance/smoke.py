@@ -97,19 +97,19 @@ def smoke(driver: str, *, say: Callable[[str], None] = print, timeout: float = 3
         return 2
     from jfsm_conformance.runner import implementation_label
 
-    caps = ", ".join(k for k, v in sorted(session.capabilities.items()) if v) or "none"
+    caps = ", ".join(k for k, v in sorted(session.world.capabilities.items()) if v) or "none"
     say(
-        f"  {'hello':<17} ok    {implementation_label(session.implementation)}; "
+        f"  {'hello':<17} ok    {implementation_label(session.world.implementation)}; "
         f"capabilities: {caps}"
     )
     counts = {"ok": 1, "FAIL": 0, "not implemented": 0, "not run": 0}
     try:
         for chain, probes in CHAINS.items():
-            if chain == "restart" and not session.capabilities.get("durableRestart"):
+            if chain == "restart" and not session.world.capabilities.get("durableRestart"):
                 say(f"  {'restart':<17} skipped (capabilities.durableRestart is false)")
                 continue
-            session.steps = []  # a chain is one sequence: the suite forgets earlier chains
-            game = session.fresh(f"smoke-{chain}-")
+            session.begin_sequence()  # a chain is one sequence: the suite forgets earlier chains
+            game = session.world.fresh(f"smoke-{chain}-")
             broken: str | None = None
             for probe in probes:
                 if broken is not None:
@@ -124,7 +124,7 @@ def smoke(driver: str, *, say: Callable[[str], None] = print, timeout: float = 3
                     session.recover()
     except HarnessError as exc:
         say(f"  HARNESS ERROR: {_first(exc)}")
-        _tail(say, str(exc) + "\n" + session.client.stderr_tail())
+        _tail(say, str(exc) + "\n" + session.world.client.stderr_tail())
         say("smoke: the driver stopped answering (exit 2)")
         return 2
     finally:

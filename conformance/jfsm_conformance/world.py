@@ -8,7 +8,8 @@ suite expects of them.
   mirrors (`script`), and the requests not read yet (`new_requests`);
 - the expected side: one oracle model per game (`jfsm_conformance.oracle`), the suite's own
   checkpoint base per game, the last dump of each game, the telemetry read so far, and the
-  service's memory of completed replies (`Service`);
+  service's memory of completed replies (a `jfsm_conformance.predictor.Service`, which the
+  prediction reads);
 - the compression the fake holds in flight, if any (`Held`).
 
 Nothing here raises `ConformanceFailure`; a driver that cannot be started or stops answering
@@ -21,22 +22,19 @@ import contextlib
 import os
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 from jfsm.spec import constants
 from jfsm_conformance import exercise
-from jfsm_conformance.canon import idempotency_key
-from jfsm_conformance.driver_client import DriverClient, HarnessError, Reply
+from jfsm_conformance.driver_client import DriverClient, HarnessError
 from jfsm_conformance.fake.compress import FakeCompress
 from jfsm_conformance.oracle import GameModel, InFlight
-from jfsm_conformance.protocol import ProtocolViolation
+from jfsm_conformance.predictor import Compression, Service
+from jfsm_conformance.protocol import ProtocolViolation, Reply
 from jfsm_conformance.replies import to_outcome
 
-if TYPE_CHECKING:
-    from jfsm_conformance.predictor import Compression
-
-__all__ = ["IN_FLIGHT_TIMEOUT", "SPEC_THRESHOLDS", "Held", "Service", "World"]
+__all__ = ["IN_FLIGHT_TIMEOUT", "SPEC_THRESHOLDS", "Held", "World"]
 
 SPEC_THRESHOLDS = {"game": constants().game_threshold, "catalyst": constants().catalyst_threshold}
 IN_FLIGHT_TIMEOUT = 15.0  # how long an operation may take while a compression is held
@@ -55,28 +53,6 @@ class Held:
     @property
     def flight(self) -> InFlight:
         return self.comp.flight
-
-
-@dataclass
-class Service:
-    """What compress.v2 (and the implementation's retry count) remember between steps.
-
-    `completed`: Idempotency-Key -> the completed reply the fake replays for that key.
-    `retries`: completed-but-unpublished replies per logical compression since the driver
-    started (the `retry` element of the key). `answered`: keys answered with a non-transport
-    reply during the current step (a later attempt with one of them is a forbidden retry)."""
-
-    completed: dict[str, dict[str, Any]] = field(default_factory=dict)
-    retries: dict[tuple[Any, ...], int] = field(default_factory=dict)
-    answered: dict[str, str] = field(default_factory=dict)
-
-    def key(self, game: str, scene: str | None, model: GameModel) -> str:
-        """The Idempotency-Key of the next ask of this stack's logical compression."""
-        stack = model.stack(scene)
-        assert stack is not None and stack.chunks
-        through, text = max(stack.chunks), stack.text()
-        retry = self.retries.get((game, scene, stack.epoch, through, text), 0)
-        return idempotency_key(game, scene, stack.epoch, through, text, retry)
 
 
 class World:

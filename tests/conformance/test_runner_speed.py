@@ -74,14 +74,10 @@ def test_preconditions_never_read_what_a_reply_can_change(held: object) -> None:
     rules = _rules()
     assert "release" in rules and "generate_while_held" in rules
     for caps in ({"durableRestart": True}, {}):
-        quiet = SimpleNamespace(
-            s=SimpleNamespace(held=None, games={}, capabilities=caps), g="g", scenes=[]
-        )
-        busy = SimpleNamespace(
-            s=SimpleNamespace(held=held, games={"x": 1}, capabilities=caps),
-            g="g",
-            scenes=["s1"],
-        )
+        quiet_world = SimpleNamespace(held=None, games={}, capabilities=caps)
+        busy_world = SimpleNamespace(held=held, games={"x": 1}, capabilities=caps)
+        quiet = SimpleNamespace(s=SimpleNamespace(world=quiet_world), g="g", scenes=[])
+        busy = SimpleNamespace(s=SimpleNamespace(world=busy_world), g="g", scenes=["s1"])
         for name, rule in rules.items():
             for condition in rule.preconditions:
                 assert bool(condition(quiet)) == bool(condition(busy)), name
@@ -230,12 +226,12 @@ def test_the_suite_tells_the_driver_which_games_it_forgot() -> None:
     never sent the op."""
     for forget in (True, False):
         session = Session("python:jfsm.driver:reference_driver")
-        driver = session.client.transport.driver
+        driver = session.world.client.transport.driver
         try:
             if not forget:
                 session.world.capabilities["forgetGames"] = False
             for _ in range(4):
-                session.steps = []
+                session.begin_sequence()
                 for _ in range(3):
                     new_game(session)
             held = len(driver.games)

@@ -23,8 +23,8 @@ def threshold_boundary(s: Session) -> None:
     s.record_round(g, make_text(1000, "astral", "\u27eaA\u27eb"), make_text(1000, "combining"))
     fill_to(s, g, 300_000, flavour="astral")  # UTF-16 length far above 300,000
     s.generate(g)  # exactly 300,000 code points: not due
-    n = max(s.games[g].rounds)
-    r = s.games[g].rounds[n]
+    n = max(s.world.games[g].rounds)
+    r = s.world.games[g].rounds[n]
     s.edit_round(g, n, r["input"], r["output"] + "\U0001f600")  # 300,001
     # the summary is stored verbatim: leading and trailing white space included
     padded = ok("boundary")
@@ -51,7 +51,7 @@ def catalyst_threshold(s: Session) -> None:
     s.record_round(g, "start", "the war begins")
     s.start_scene(g, "duel")
     s.scene_exchange(g, "duel", canary("SCENE", 1), make_text(100, "crlf"))
-    stack = s.games[g].scenes["duel"].stack
+    stack = s.world.games[g].scenes["duel"].stack
     need = constants().catalyst_threshold - stack.length() - constants().exchange_envelope - 10
     s.scene_exchange(
         g, "duel", make_text(10, "astral"), make_text(need, "astral", canary("SCENE", 2))
@@ -98,12 +98,12 @@ def failure_outcomes(s: Session) -> None:
         s.generate(g, replies=replies)  # fails; the generation is not refused
         s.record_round(g, f"next {i}", "x")  # a new logical compression next time
     # a summary whose block is exactly as long as the input: not smaller
-    chars = s.games[g].game.length() - 22
+    chars = s.world.games[g].game.length() - 22
     summary = make_text(chars, "astral", "SUMMARY\u27eaeven\u27eb")
     s.generate(g, replies=[{"reply": "success", "summary": summary, "callId": "call-even"}])
     s.record_round(g, "next even", "x")
     # a block exactly one code point shorter, in astral characters (more UTF-16 units)
-    chars = s.games[g].game.length() - 23
+    chars = s.world.games[g].game.length() - 23
     summary = make_text(chars, "astral", "SUMMARY\u27eatight\u27eb")
     s.generate(g, replies=[{"reply": "success", "summary": summary, "callId": "call-tight"}])
 

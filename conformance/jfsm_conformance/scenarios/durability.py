@@ -48,11 +48,11 @@ def kill_mid_publication(s: Session) -> None:
         points = [(0.0, at) for at in PUBLICATION_CRASH_POINTS]
     else:
         points = [(delay, 0) for delay in PUBLICATION_DELAYS_MS]
-    threshold = s.thresholds["game"]
+    threshold = s.world.thresholds["game"]
     for i, (delay, at) in enumerate(points):
-        if s.games[g].due(None, threshold) and not s.can_hold(g, None):
+        if s.world.games[g].due(None, threshold) and not s.can_hold(g, None):
             s.generate(g)  # the reply of an unpublished kill is replayed to its key: it publishes
-        if not s.games[g].due(None, threshold):
+        if not s.world.games[g].due(None, threshold):
             fill_to(s, g, 300_001)
         s.kill_during_publication(g, ok(f"killed-{i}", 300), delay, at)
     s.record_round(g, "after", "the kills")

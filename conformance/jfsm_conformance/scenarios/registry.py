@@ -49,7 +49,7 @@ def ok(summary_tag: str, chars: int = 40, call: str | None = None) -> dict[str, 
 
 
 def game(s: Session, participants: list[dict[str, object]] | None = None) -> str:
-    g = s.fresh("game-")
+    g = s.world.fresh("game-")
     s.new_game(g)
     s.set_participants(g, participants if participants is not None else HUMANS)
     return g
@@ -57,6 +57,8 @@ def game(s: Session, participants: list[dict[str, object]] | None = None) -> str
 
 def fill_to(s: Session, g: str, total: int, flavour: str = "ascii", user: str = "fill") -> None:
     """Append one round so the game stack's canonical length becomes exactly `total`."""
-    need = total - s.games[g].game.length() - 42 - len(user)
+    need = total - s.world.games[g].game.length() - 42 - len(user)
     assert need >= 0, "stack already too long"
-    s.record_round(g, user, make_text(need, flavour, f"\u27eaR{len(s.games[g].rounds) + 1}\u27eb"))
+    s.record_round(
+        g, user, make_text(need, flavour, f"\u27eaR{len(s.world.games[g].rounds) + 1}\u27eb")
+    )

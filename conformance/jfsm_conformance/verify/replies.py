@@ -1,8 +1,8 @@
 """Checks of the driver's replies: success, results, refusals and compression reports.
 
-Part of `jfsm_conformance.verify` (see there for the blame order); each check credits or
-blames requirement IDs through the run's `Ledger`, and a failing one raises
-`ConformanceFailure`.
+The `replies` part of `jfsm_conformance.verify.Verifier` (see there for the blame
+order); each check credits or blames requirement IDs through the run's `Ledger`, and a
+failing one raises `ConformanceFailure`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from jfsm_conformance import checks as C
 from jfsm_conformance.blame import outcome_ids
 from jfsm_conformance.canon import QUOTA
 from jfsm_conformance.checks import Ledger
-from jfsm_conformance.driver_client import Reply
+from jfsm_conformance.protocol import Reply
 
 __all__ = ["ReplyChecks"]
 
@@ -21,8 +21,9 @@ __all__ = ["ReplyChecks"]
 class ReplyChecks:
     """What a reply says, against what the model expects."""
 
-    ledger: Ledger
-    error_codes: frozenset[str]
+    def __init__(self, ledger: Ledger, error_codes: frozenset[str]) -> None:
+        self.ledger = ledger
+        self.error_codes = error_codes
 
     def ok(self, reply: Reply, op: str, ids: tuple[str, ...]) -> Any:
         """The operation succeeded; its result."""

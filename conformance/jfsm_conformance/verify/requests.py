@@ -1,8 +1,8 @@
 """Checks of the compress.v2 requests the fake received: when, how often, and what they carry.
 
-Part of `jfsm_conformance.verify` (see there for the blame order); each check credits or
-blames requirement IDs through the run's `Ledger`, and a failing one raises
-`ConformanceFailure`.
+The `requests` part of `jfsm_conformance.verify.Verifier` (see there for the blame
+order); each check credits or blames requirement IDs through the run's `Ledger`, and a
+failing one raises `ConformanceFailure`.
 """
 
 from __future__ import annotations
@@ -28,9 +28,10 @@ HISTORY_OPS = {"create_game", "reset", "edit_round", "convert", "duplicate"}
 class RequestChecks:
     """The requests of a step, against the compressions the predictor expects."""
 
-    ledger: Ledger
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
 
-    def no_request(self, op: str, fresh: Iterable[dict[str, Any]]) -> None:
+    def none(self, op: str, fresh: Iterable[dict[str, Any]]) -> None:
         """No compress.v2 request arrived during an operation that must not compress."""
         fresh = list(fresh)
         history = op in HISTORY_OPS
@@ -45,7 +46,7 @@ class RequestChecks:
             ids=("JF-HIST-007",) if history else ("JF-COMP-001",),
         )
 
-    def request_texts(self, requests: Iterable[dict[str, Any]]) -> None:
+    def texts(self, requests: Iterable[dict[str, Any]]) -> None:
         """No canary travels in a request body."""
         for r in requests:
             body = jcs(r.get("body")) if r.get("body") is not None else ""

@@ -1,8 +1,8 @@
 """Checks of a dumped store: the model, the change log, the footprint, canaries, the flag.
 
-Part of `jfsm_conformance.verify` (see there for the blame order); each check credits or
-blames requirement IDs through the run's `Ledger`, and a failing one raises
-`ConformanceFailure`.
+The `store` part of `jfsm_conformance.verify.Verifier` (see there for the blame
+order); each check credits or blames requirement IDs through the run's `Ledger`, and a
+failing one raises `ConformanceFailure`.
 """
 
 from __future__ import annotations
@@ -23,10 +23,11 @@ __all__ = ["StoreChecks"]
 class StoreChecks:
     """What the store holds, against the model and the suite's checkpoint base."""
 
-    ledger: Ledger
-    bases: BaseCache
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+        self.bases = BaseCache()  # each game's checkpoint base, encoded once
 
-    def store(self, model: GameModel, dump: dict[str, Any], base: dict[str, Any], ctx: Ctx) -> None:
+    def dump(self, model: GameModel, dump: dict[str, Any], base: dict[str, Any], ctx: Ctx) -> None:
         """Everything observable in a dump: canaries, the store against the model, the change
         log against the suite's base, the footprint, the forced-compression flag."""
         store, log = dump["store"], dump["changeLog"]

@@ -1,8 +1,8 @@
 """Checks of the telemetry events: one per compress.v2 attempt, each matching it, no text.
 
-Part of `jfsm_conformance.verify` (see there for the blame order); each check credits or
-blames requirement IDs through the run's `Ledger`, and a failing one raises
-`ConformanceFailure`.
+The `telemetry` part of `jfsm_conformance.verify.Verifier` (see there for the blame
+order); each check credits or blames requirement IDs through the run's `Ledger`, and a
+failing one raises `ConformanceFailure`.
 """
 
 from __future__ import annotations
@@ -22,9 +22,10 @@ __all__ = ["TelemetryChecks"]
 class TelemetryChecks:
     """The telemetry of settled compressions, against their attempts."""
 
-    ledger: Ledger
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
 
-    def telemetry(
+    def events(
         self, events: list[dict[str, Any]], fresh: list[dict[str, Any]], comp: Compression
     ) -> None:
         """The events of one settled compression: one per attempt, each matching it."""
@@ -94,7 +95,7 @@ class TelemetryChecks:
                 ids=("JF-CALL-011", "JF-COMP-004"),
             )
 
-    def no_more_telemetry(self, op: str, extra: list[dict[str, Any]]) -> None:
+    def none_left(self, op: str, extra: list[dict[str, Any]]) -> None:
         """No telemetry event is left over once every attempt of the step has its own."""
         self.ledger.expect(
             C.TELEMETRY,
