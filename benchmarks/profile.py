@@ -165,7 +165,7 @@ def suite_machine(out: Path) -> None:
     from hypothesis.stateful import run_state_machine_as_test
 
     from jfsm_conformance.checks import Ledger
-    from jfsm_conformance.machines import machine_factory
+    from jfsm_conformance.memory_machine import machine_factory
     from jfsm_conformance.session import Session
 
     def setup() -> Session:

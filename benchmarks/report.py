@@ -337,8 +337,8 @@ def _suite(su: dict[str, Any]) -> list[str]:
         out.append(f"State machines: {ma['reason']}")
     else:
         out += [
-            "Hypothesis state machine (`jfsm_conformance.machines`) over a `Session`: a step is "
-            "one verified operation.",
+            "Hypothesis state machine (`jfsm_conformance.memory_machine`) over a `Session`: a "
+            "step is one verified operation.",
             "",
         ]
         out += _table(

@@ -3,7 +3,7 @@
 - Driver round trips: `record_round` and a not-due `generate` through the suite's
   `DriverClient`, in process (`python:jfsm.driver:reference_driver`) and over stdio (`jfsm
   driver` in a subprocess), interleaved call by call.
-- Machine steps per second: the suite's Hypothesis state machine (`jfsm_conformance.machines`)
+- Machine steps per second: the suite's Hypothesis state machine (`jfsm_conformance.memory_machine`)
   over a `Session`, at the spec thresholds and at the small thresholds the quick profile
   also uses, in process and over stdio, interleaved run by run. A step is one `Session`
   operation (each verifies the whole observable state against the oracle).
@@ -138,7 +138,7 @@ def _machine_runs(cfg: dict[str, Any]) -> dict[str, Any]:
     from hypothesis.stateful import run_state_machine_as_test
 
     from jfsm_conformance.checks import Ledger
-    from jfsm_conformance.machines import machine_factory
+    from jfsm_conformance.memory_machine import machine_factory
     from jfsm_conformance.runner import SMALL_THRESHOLDS
     from jfsm_conformance.session import Session
 

@@ -41,9 +41,9 @@ from jfsm.errors import InvalidTransition
 from jfsm.fake_compressor import FakeCompressor
 from jfsm.machines import StateMachine, Transition
 from jfsm.memory_index import MemoryIndex
-from jfsm.stores.codec import read_snapshot
 from jfsm.stores.file import FileStore
 from jfsm.stores.memory import MemoryStore
+from jfsm.stores.snapshot import read_snapshot
 
 DEFAULT_OUT = Path(__file__).resolve().parent.parent / "docs" / "benchmarks"
 FULL = {

@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
                 file=sys.stderr,
             )
             return 2
-        driver = ReferenceDriver(args.state, store=args.store)
+        driver = ReferenceDriver(args.state, store_url=args.store)
         if args.http is not None:
             token = args.token or os.environ.get("JFSM_DRIVER_TOKEN") or None
             serve_http(driver, args.http, token=token)

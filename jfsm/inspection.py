@@ -116,10 +116,10 @@ def examine(path: str) -> dict[str, Any]:
     Raises `NotAStore`, `StoreLocked` while a writer holds the store, `StoreCorrupted`,
     or `StoreUnavailable` for a file-system error (naming the errno).
     """
-    from jfsm.stores.codec import parse_name
     from jfsm.stores.directory import read_contents
     from jfsm.stores.file import fs_unavailable
     from jfsm.stores.fsio import OsFileSystem
+    from jfsm.stores.manifest import parse_name
 
     try:
         mode = os.stat(path).st_mode

@@ -366,15 +366,3 @@ class StateMachine:
         except BaseException:
             self._machine.set_state(before, model=self)
             raise
-
-    @contextmanager
-    def attempt(self, event: str) -> Iterator[Transition]:
-        """Fire `event` for a change that may still fail: if the body raises, the machine
-        returns to the state it had before the event, and the error propagates."""
-        before = self.current
-        row = self.fire(event)
-        try:
-            yield row
-        except BaseException:
-            self._machine.set_state(before, model=self)
-            raise

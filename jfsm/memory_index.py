@@ -206,9 +206,5 @@ class MemoryIndex:
         """The game stack (`scene_id` None) or a scene's stack if it exists."""
         return self.game if scene_id is None else self.scenes.get(scene_id)
 
-    def archives_json(self) -> dict[str, Any]:
-        """The archives object as stored."""
-        return {scene: record.to_json() for scene, record in self.archives.items()}
-
 
 _PRESENT = object()  # a round key that holds a record (rounds are counted, not parsed)

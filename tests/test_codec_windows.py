@@ -21,7 +21,7 @@ from jfsm.jcs import canonical_bytes
 from jfsm.projection import Projection
 from jfsm.stores import scan
 from jfsm.stores.file import FileStore
-from jfsm.stores.records import encode_record, read_log
+from jfsm.stores.log import encode_record, read_log
 from jfsm.stores.snapshot import object_bytes, read_snapshot
 
 PATH = "store/snapshot.00000001.00000000.json"

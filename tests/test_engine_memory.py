@@ -46,7 +46,7 @@ def _index(index: MemoryIndex) -> dict[str, Any]:
         "scenes": {sid: _stack(s) for sid, s in index.scenes.items()},
         "rounds": sorted(index.rounds),
         "last_round": index.last_round,
-        "archives": index.archives_json(),
+        "archives": {scene: record.to_json() for scene, record in index.archives.items()},
     }
 
 

@@ -43,18 +43,10 @@ from jfsm.errors import QuotaExceeded, StoreCorrupted, StoreLocked, StoreUnavail
 from jfsm.image import StoreImage
 from jfsm.projection import Projection
 from jfsm.stores import FileStore, MemoryStore
-from jfsm.stores.codec import (
-    HEADER_SIZE,
-    MAGIC,
-    MANIFEST_NAME,
-    Manifest,
-    decode_manifest,
-    encode_manifest,
-    encode_record,
-    log_header,
-)
 from jfsm.stores.crashfs import CrashingFileSystem, SimulatedCrash
 from jfsm.stores.fsio import OsFileSystem
+from jfsm.stores.log import HEADER_SIZE, MAGIC, encode_record, log_header
+from jfsm.stores.manifest import MANIFEST_NAME, Manifest, decode_manifest, encode_manifest
 
 QUOTA = 4_000_000
 REPO = Path(__file__).resolve().parents[1]

@@ -38,8 +38,9 @@ from jfsm.errors import StoreCorrupted, StoreLocked, StoreUnavailable
 from jfsm.inspection import NotAStore, examine
 from jfsm.projection import Projection
 from jfsm.stores import FileStore, MemoryStore
-from jfsm.stores.codec import MANIFEST_NAME, encode_record
 from jfsm.stores.fsio import OsFileSystem
+from jfsm.stores.log import encode_record
+from jfsm.stores.manifest import MANIFEST_NAME
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -113,14 +113,6 @@ def test_unknown_event_is_invalid_transition() -> None:
     assert machine.current == "created"
 
 
-def test_attempt_restores_state_on_error() -> None:
-    machine = StateMachine("catalyst_scene")
-    with pytest.raises(RuntimeError), machine.attempt("record"):
-        assert machine.current == "running"
-        raise RuntimeError("commit failed")
-    assert machine.current == "created"
-
-
 @pytest.mark.parametrize("name", MACHINE_NAMES)
 def test_terminal_states_are_final(name: str) -> None:
     t = table(name)

@@ -37,7 +37,7 @@ def test_driver_keeps_games_in_postgres_across_restarts(
 
     async def scenario() -> None:
         with FakeCompress() as fake:
-            driver = ReferenceDriver(tmp_path, store=url)
+            driver = ReferenceDriver(tmp_path, store_url=url)
             hello = await _call(driver, "hello", protocol=1, compressUrl=fake.url)
             assert hello["capabilities"]["durableRestart"] is True
             await _call(driver, "create_game", game=game)
@@ -51,7 +51,7 @@ def test_driver_keeps_games_in_postgres_across_restarts(
             assert await _call(driver, "dump", game=game) == before
             assert (await _call(driver, "dump", game=copy))["store"] == before["store"]
             # a second driver on the same database cannot take a game its owner holds
-            other = ReferenceDriver(tmp_path / "other", store=url)
+            other = ReferenceDriver(tmp_path / "other", store_url=url)
             await _call(other, "hello", protocol=1, compressUrl=fake.url)
             reply = await other.handle({"id": 2, "op": "create_game", "args": {"game": game}})
             assert reply["error"]["code"] == "store_locked"

@@ -46,6 +46,7 @@ from jfsm.machines import MACHINE_NAMES, table
 from jfsm.memory_index import MemoryIndex
 from jfsm.stores.postgres import PostgresStore, migrate
 from jfsm.transport import HttpCompressor
+from jfsm_conformance import scripted_replies as replies
 from jfsm_conformance.fake import compress as fc
 
 GAMES = 24
@@ -193,12 +194,12 @@ def test_workers_over_games_lose_nothing(workers: int, fresh_database: Any, tmp_
             spawn()
         while time.monotonic() < deadline:
             fake.script(
-                fc.success(),
-                fc.refuse(),
-                fc.success(),
-                fc.http_status(500),
-                fc.empty(),
-                fc.hold(fc.success()),
+                replies.success(),
+                replies.refuse(),
+                replies.success(),
+                replies.http_status(500),
+                replies.empty(),
+                replies.hold(replies.success()),
             )
             time.sleep(rng.uniform(0.3, 0.7))
             fake.release()

@@ -1,6 +1,6 @@
 """The random exploration: one state machine run under Hypothesis, with honest blame.
 
-`explore(session, label, examples, steps, ...)` runs `jfsm_conformance.machines` against the
+`explore(session, label, examples, steps, ...)` runs `jfsm_conformance.memory_machine` against the
 session and returns an `Outcome`: `"pass"`, the failures to report, or the op the driver
 does not support. Three things are added around Hypothesis here:
 
@@ -44,7 +44,7 @@ from hypothesis.stateful import run_state_machine_as_test
 from jfsm_conformance import exercise
 from jfsm_conformance.checks import ConformanceFailure
 from jfsm_conformance.driver_client import HarnessError, ProtocolViolation, UnsupportedOp
-from jfsm_conformance.machines import machine_factory
+from jfsm_conformance.memory_machine import machine_factory
 from jfsm_conformance.session import Session
 
 __all__ = ["NONDETERMINISM_ROW", "PROTOCOL_ROW", "Found", "Outcome", "explore", "unsupported_in"]

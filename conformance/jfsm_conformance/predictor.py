@@ -23,7 +23,7 @@ from typing import Any
 
 from jfsm_conformance.canon import QUOTA, change_log, footprint, idempotency_key, jcs
 from jfsm_conformance.oracle import GameModel, InFlight
-from jfsm_conformance.replies import COMPLETED, TRANSPORT, attempt_outcome, settled
+from jfsm_conformance.scripted_replies import COMPLETED, TRANSPORT, attempt_outcome, settled
 
 __all__ = ["Attempt", "Compression", "Flow", "Predictor", "Service", "publication_fits"]
 

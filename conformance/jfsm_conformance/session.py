@@ -3,7 +3,7 @@
 **The one concept: a step.** A step is the unit the suite records, replays and blames. Every
 step is a method of `Session` named in `STEPS`, the step vocabulary, declared once below: the
 scenarios (`jfsm_conformance.scenarios`) and the Hypothesis machines
-(`jfsm_conformance.machines`) choose steps, the runner writes a failing sequence of steps as
+(`jfsm_conformance.memory_machine`) choose steps, the runner writes a failing sequence of steps as
 a trace (`{"step": name, "args": {...}}`, JSON), and `replay` accepts a trace only if every
 step it names is in `STEPS`. This module is long because the vocabulary is one concept: a
 reader finds every step here, in one class, grouped by section (games and generations, held
@@ -63,10 +63,10 @@ from jfsm_conformance.blame import Ctx
 from jfsm_conformance.canon import QUOTA, change_log, footprint, jcs
 from jfsm_conformance.checks import Ledger
 from jfsm_conformance.driver_client import HarnessError
+from jfsm_conformance.encoded import BaseCache
 from jfsm_conformance.oracle import GameModel, diff_store, normalize
 from jfsm_conformance.predictor import Compression, Flow, Predictor, publication_fits
 from jfsm_conformance.protocol import Reply
-from jfsm_conformance.snapshot import BaseCache
 from jfsm_conformance.verify import Verifier
 from jfsm_conformance.world import Held, World
 

@@ -32,7 +32,7 @@ from jfsm_conformance.fake.compress import FakeCompress
 from jfsm_conformance.oracle import GameModel, InFlight
 from jfsm_conformance.predictor import Compression, Service
 from jfsm_conformance.protocol import ProtocolViolation, Reply
-from jfsm_conformance.replies import to_outcome
+from jfsm_conformance.scripted_replies import to_outcome
 
 __all__ = ["IN_FLIGHT_TIMEOUT", "SPEC_THRESHOLDS", "Held", "World"]
 

@@ -12,7 +12,7 @@ Used three ways: in process (`python:jfsm.driver:reference_driver`, or
 (`jfsm driver [--state DIR]`, JSON lines, `jfsm.driver.stdio`) and over HTTP
 (`jfsm driver --http PORT`, `jfsm.driver.http`). With a state directory each game lives in
 a durable `FileStore` inside its folder (`jfsm.driver.state`), and a restarted driver
-reopens every game found there, skipping and reporting what it cannot open. With `store`
+reopens every game found there, skipping and reporting what it cannot open. With `store_url`
 (`jfsm driver --store postgresql://... --state DIR`) each game's memory lives in that
 database instead (`PostgresStore`) and the folder keeps only the driver's side files.
 
@@ -98,12 +98,12 @@ class ReferenceDriver:
         *,
         compressor_factory: Callable[[str], Compressor] | None = None,
         engine_class: type[GameEngine] = GameEngine,
-        store: str | None = None,
+        store_url: str | None = None,
         crash_injection: bool = False,
         max_open: int = MAX_OPEN,
     ) -> None:
         self.state_dir = None if state_dir is None else Path(state_dir)
-        self.store = store  # a postgresql:// URL: game memory there, side files in state_dir
+        self.store_url = store_url  # postgresql://: game memory there, side files in state_dir
         self.state = None if state_dir is None else StateDirectory(state_dir)
         self.games: OrderedDict[str, GameEngine] = OrderedDict()  # least recently used first
         self.max_open = max_open
@@ -116,7 +116,7 @@ class ReferenceDriver:
         self._compressor_factory = compressor_factory
         self._engine_class = engine_class
         # file stores open over a crash switch: the `crash` op (capability crashInjection)
-        crashable = crash_injection and state_dir is not None and store is None
+        crashable = crash_injection and state_dir is not None and store_url is None
         self._fs = CrashSwitch() if crashable else None
         self._ops: dict[str, Handler] = {
             name[3:]: getattr(self, name) for name in dir(self) if name.startswith("op_")
@@ -217,14 +217,14 @@ class ReferenceDriver:
         return game_id
 
     def _open_store(self, folder: GameFolder) -> Any:
-        if self.store is None:
+        if self.store_url is None:
             from jfsm.stores.file import FileStore
 
             return FileStore.open(folder.store, fs=self._fs)
         from jfsm.stores.location import open_store
 
         folder.store.mkdir(exist_ok=True)  # marks the folder as a game's (memory in the database)
-        return open_store(self.store, folder.game_id)
+        return open_store(self.store_url, folder.game_id)
 
     def _engine(
         self, game_id: str, store: Any, participants: list[Participant] | tuple[()] = ()
@@ -423,10 +423,10 @@ class ReferenceDriver:
             participants = list(copy.participants())
             self.games[into] = self._engine(into, self._open_store(folder), participants)
         except BaseException:
-            if self.store is not None and into not in self.games:
+            if self.store_url is not None and into not in self.games:
                 from jfsm.stores.location import remove_store
 
-                remove_store(self.store, into)
+                remove_store(self.store_url, into)
             raise
         finally:
             self._creating.discard(into)
@@ -485,7 +485,7 @@ class ReferenceDriver:
             if engine is not None:
                 del self.games[game_id]
                 engine.close()
-            if self.state is not None and self.store is None and self.state.exists(game_id):
+            if self.state is not None and self.store_url is None and self.state.exists(game_id):
                 shutil.rmtree(self.state.folder(game_id).path, ignore_errors=True)
         return {}
 

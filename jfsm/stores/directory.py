@@ -41,21 +41,17 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
 from jfsm.image import StoreImage
-from jfsm.stores.codec import (
+from jfsm.stores.log import has_commits, header_store, log_header, read_log, tail_is_zeros
+from jfsm.stores.manifest import (
     MANIFEST_NAME,
     FileName,
     Manifest,
-    corrupted,
     decode_manifest,
-    has_commits,
-    header_store,
-    log_header,
     log_name,
     parse_name,
-    read_log,
-    read_snapshot,
-    tail_is_zeros,
 )
+from jfsm.stores.scan import corrupted
+from jfsm.stores.snapshot import read_snapshot
 
 __all__ = ["Contents", "Survey", "read_contents", "survey"]
 

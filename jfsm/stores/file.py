@@ -3,8 +3,9 @@
 
 # Layout
 
-One directory per store (the bytes of each file: `jfsm.stores.codec`, which names the
-modules of the log's records, the snapshot and the windowed reading, decision R51):
+One directory per store (the bytes of each file: `jfsm.stores.manifest` for the file names
+and the manifest, `jfsm.stores.log` for the log's records, `jfsm.stores.snapshot` for the
+snapshot, `jfsm.stores.scan` for the windowed reading, decision R51):
 
 - `manifest`: names the live snapshot and log (decision R27, the way LevelDB's `CURRENT`
   names its live files). Rewritten only by a checkpoint, by replacement.
@@ -95,23 +96,18 @@ from types import TracebackType
 from jfsm.errors import InvalidInput, StoreLocked, StoreUnavailable
 from jfsm.image import QUOTA_BYTES, StoreImage, seeded_image
 from jfsm.projection import Projection
-from jfsm.stores.codec import HEADER_SIZE as HEADER_SIZE  # re-exported for older imports
-from jfsm.stores.codec import MAGIC as MAGIC
-from jfsm.stores.codec import (
+from jfsm.stores.directory import read_contents
+from jfsm.stores.fsio import FileSystem, OsFileSystem
+from jfsm.stores.log import encode_record, log_header
+from jfsm.stores.manifest import (
     MANIFEST_NAME,
     MANIFEST_TMP,
     Manifest,
     encode_manifest,
-    encode_record,
-    log_header,
     log_name,
-    object_bytes,
     snapshot_name,
 )
-from jfsm.stores.codec import read_log as read_log
-from jfsm.stores.codec import read_snapshot as read_snapshot
-from jfsm.stores.directory import read_contents
-from jfsm.stores.fsio import FileSystem, OsFileSystem
+from jfsm.stores.snapshot import object_bytes
 
 __all__ = ["FileStore", "fs_unavailable"]
 
@@ -181,7 +177,8 @@ class FileStore:
 
         `verify` re-canonicalizes every value and re-encodes the snapshot and every log
         record, refusing anything not byte for byte what the store writes; without it the
-        CRCs and a parse of each value vouch for the content (`jfsm.stores.codec`).
+        CRCs and a parse of each value vouch for the content (`jfsm.stores.log`,
+        `jfsm.stores.snapshot`).
 
         Raises `InvalidInput` for a quota that is not a positive integer, `StoreLocked` if
         another writer has it open, `StoreCorrupted` if it is damaged (naming the file),

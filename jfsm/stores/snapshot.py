@@ -1,7 +1,7 @@
 """The file store's snapshot: the JCS object key -> value of a checkpoint.
 
 The file's name carries its generation and the CRC-32 of its bytes
-(`snapshot.<gen>.<crc>.json`, `jfsm.stores.codec`). `read_snapshot` checks the CRC, that
+(`snapshot.<gen>.<crc>.json`, `jfsm.stores.manifest`). `read_snapshot` checks the CRC, that
 the bytes are UTF-8 and that they hold one JCS object in the layout written (no white
 space, no duplicate names, nothing after it), parsing each value in bounded windows
 (`jfsm.stores.scan`) and keeping its bytes as they are; with `verify` it also requires

@@ -21,7 +21,7 @@ import pytest
 
 from jfsm.driver import ReferenceDriver
 from jfsm_conformance.cli import main
-from jfsm_conformance.machines import MemoryMachine
+from jfsm_conformance.memory_machine import MemoryMachine
 from jfsm_conformance.report import to_markdown
 from jfsm_conformance.runner import DEFAULT_DRIVER, Options, run
 from jfsm_conformance.scenarios.registry import game as new_game

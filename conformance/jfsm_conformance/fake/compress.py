@@ -5,7 +5,7 @@ other address) and imports nothing from `jfsm` but the spec reader `jfsm.spec`: 
 against the spec's schemas, not against the engine's code. Standard library plus `jsonschema` only.
 
 ```python
-from jfsm_conformance.replies import http_status, success
+from jfsm_conformance.scripted_replies import http_status, success
 
 with FakeCompress() as fake:
     fake.set_participants([{"id": "p1", "human": True}, {"id": "bot", "human": False}])
@@ -16,11 +16,11 @@ with FakeCompress() as fake:
 ```
 
 Its whole behaviour is one plain function, `FakeCompress.answer(FakeRequest) -> FakeResponse`,
-which the HTTP server serves on loopback (`fake_http`) and `FakeCompress.transport()` serves in
-process (`fake_inprocess`, an `httpx` transport, no socket). Replies are scripted in the
-vocabulary of `jfsm_conformance.replies`. The exchange types are `fake_exchange`'s, the request
-checks `fake_contract`'s (pure), the made-up replies `fake_summaries`'; this module keeps the
-state: script, records, stored replies, held requests.
+which the HTTP server serves on loopback (`fake.http`) and `FakeCompress.transport()` serves in
+process (`fake.inprocess`, an `httpx` transport, no socket). Replies are scripted in the
+vocabulary of `jfsm_conformance.scripted_replies`. The exchange types are `fake.exchange`'s,
+the request checks `fake.contract`'s (pure), the made-up replies `fake.summaries`'; this
+module keeps the state: script, records, stored replies, held requests.
 
 What it does with each request, in order:
 
@@ -80,21 +80,7 @@ from jfsm_conformance.fake.exchange import (
 )
 from jfsm_conformance.fake.http import start_server
 from jfsm_conformance.fake.summaries import oversized_body, reply_doc
-from jfsm_conformance.replies import (  # the builders are re-exported for older imports
-    REPLY_KINDS,
-    Outcome,
-    delay,
-    empty,
-    hold,
-    http_status,
-    malformed_json,
-    not_smaller,
-    oversized,
-    refuse,
-    reset,
-    success,
-    wrong_schema,
-)
+from jfsm_conformance.scripted_replies import REPLY_KINDS, Outcome
 
 __all__ = [
     "LOOPBACK",
@@ -103,20 +89,8 @@ __all__ = [
     "FakeCompress",
     "FakeRequest",
     "FakeResponse",
-    "Outcome",
-    "delay",
-    "empty",
-    "hold",
-    "http_status",
-    "malformed_json",
-    "not_smaller",
-    "oversized",
-    "refuse",
-    "reset",
     "serve",
     "spec_dir",
-    "success",
-    "wrong_schema",
 ]
 
 

@@ -27,8 +27,8 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from .adapter import AdapterFactory, Scope, Unavailable
 from .adapters import load
-from .machine import PropertyViolation, Recorder, machine_class
 from .properties import PROPERTIES
+from .safety_machine import PropertyViolation, Recorder, machine_class
 
 __all__ = ["TRACE_FORMAT", "ProfileOptions", "ProfileResult", "replay", "run_profile"]
 

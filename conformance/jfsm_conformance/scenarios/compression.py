@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from jfsm.spec import constants
-from jfsm_conformance.scenarios.registry import HUMANS, fill_to, game, ok, scenario
+from jfsm_conformance.canon import SUMMARY_ENVELOPE
+from jfsm_conformance.scenarios.registry import GAME_THRESHOLD, HUMANS, fill_to, game, ok, scenario
 from jfsm_conformance.session import Session
 from jfsm_conformance.texts import canary, make_text
 
@@ -21,7 +22,7 @@ from jfsm_conformance.texts import canary, make_text
 def threshold_boundary(s: Session) -> None:
     g = game(s)
     s.record_round(g, make_text(1000, "astral", "\u27eaA\u27eb"), make_text(1000, "combining"))
-    fill_to(s, g, 300_000, flavour="astral")  # UTF-16 length far above 300,000
+    fill_to(s, g, GAME_THRESHOLD, flavour="astral")  # UTF-16 length far above 300,000
     s.generate(g)  # exactly 300,000 code points: not due
     n = max(s.world.games[g].rounds)
     r = s.world.games[g].rounds[n]
@@ -38,8 +39,9 @@ def threshold_boundary(s: Session) -> None:
 def summary_alone(s: Session) -> None:
     """A stack that holds only a summary is never due, however long it is."""
     g = game(s)
-    fill_to(s, g, 300_101)
-    s.generate(g, replies=[ok("alone", 300_050)])  # block of 300,072: smaller, and no suffix
+    fill_to(s, g, GAME_THRESHOLD + 101)
+    # a block of 300,072: smaller, and no suffix
+    s.generate(g, replies=[ok("alone", GAME_THRESHOLD + 50)])
     s.generate(g)  # summary alone, 300,072 > 300,000 code points, no exact chunk: not due
     s.record_round(g, "after", "one exact chunk again")
     s.generate(g, replies=[ok("alone-2")])
@@ -67,7 +69,7 @@ def catalyst_threshold(s: Session) -> None:
 @scenario("suffix-survives", "COMP-003 CONC-002 CONC-003 COMP-005 COMP-004 CALL-011")
 def suffix_survives(s: Session) -> None:
     g = game(s)
-    fill_to(s, g, 300_001, flavour="mixed")
+    fill_to(s, g, GAME_THRESHOLD + 1, flavour="mixed")
     s.start_scene(g, "raid")
     s.scene_exchange(g, "raid", canary("SCENE", 4), "raid plan")
     s.hold_generate(g, None, ok("suffix", 100))
@@ -85,7 +87,7 @@ def suffix_survives(s: Session) -> None:
 )
 def failure_outcomes(s: Session) -> None:
     g = game(s)
-    fill_to(s, g, 300_010, flavour="controls")
+    fill_to(s, g, GAME_THRESHOLD + 10, flavour="controls")
     failures: list[list[dict[str, Any]]] = [
         [{"reply": "refuse", "code": "policy", "message": canary("REFUSAL", 1)}],
         [{"reply": "empty", "summary": " \n\t\u3000\u00a0"}],
@@ -98,7 +100,7 @@ def failure_outcomes(s: Session) -> None:
         s.generate(g, replies=replies)  # fails; the generation is not refused
         s.record_round(g, f"next {i}", "x")  # a new logical compression next time
     # a summary whose block is exactly as long as the input: not smaller
-    chars = s.world.games[g].game.length() - 22
+    chars = s.world.games[g].game.length() - SUMMARY_ENVELOPE
     summary = make_text(chars, "astral", "SUMMARY\u27eaeven\u27eb")
     s.generate(g, replies=[{"reply": "success", "summary": summary, "callId": "call-even"}])
     s.record_round(g, "next even", "x")
@@ -111,7 +113,7 @@ def failure_outcomes(s: Session) -> None:
 @scenario("retry-then-success", "CALL-004 CALL-007 CALL-009 CALL-011 CALL-001 CALL-010")
 def retry_then_success(s: Session) -> None:
     g = game(s)
-    fill_to(s, g, 300_001)
+    fill_to(s, g, GAME_THRESHOLD + 1)
     s.hold_generate(g, None, {"reply": "http_status", "status": 503})
     # the participants change while the first attempt is in flight: the retry must see them
     s.set_participants(g, [{"id": "p-new", "human": True, "spectator": False}, *HUMANS])
@@ -122,11 +124,11 @@ def retry_then_success(s: Session) -> None:
 def stale_results(s: Session) -> None:
     g = game(s)
     s.record_round(g, "one", "first")
-    fill_to(s, g, 300_001)
+    fill_to(s, g, GAME_THRESHOLD + 1)
     s.hold_generate(g, None, ok("stale-reset", 50))
     s.reset(g, 1)
     s.release()
-    fill_to(s, g, 300_001)
+    fill_to(s, g, GAME_THRESHOLD + 1)
     s.hold_generate(g, None, ok("stale-edit", 50))
     s.edit_round(g, 1, "one (edited)", "first")
     s.release()
@@ -153,13 +155,13 @@ def outcome_precedence(s: Session) -> None:
     s.cancel_scene(g, "refusing")
     s.release()  # refused for a scene ended meanwhile: stale
     s.reset(g, 1)
-    fill_to(s, g, 300_001)
+    fill_to(s, g, GAME_THRESHOLD + 1)
     s.hold_generate(g, None, {"reply": "empty", "summary": "  "})
     s.record_round(g, "three", "third")
     s.reset(g, 2)
     s.release()  # empty for a stack rebuilt meanwhile: stale
     s.reset(g, 1)
-    fill_to(s, g, 300_001)
+    fill_to(s, g, GAME_THRESHOLD + 1)
     s.hold_generate(g, None, {"reply": "http_status", "status": 503})
     s.edit_round(g, 1, "one (edited again)", "first")
     s.release(retries=[{"reply": "reset"}, {"reply": "malformed"}])  # transport, yet stale
@@ -216,7 +218,7 @@ def intervene_in_flight(s: Session) -> None:
     s.record_round(g, "meanwhile", "a round recorded during the forced compression")
     s.release()
     # a threshold compression is in flight when an intervene arrives: the forced one waits
-    fill_to(s, g, 300_001)
+    fill_to(s, g, GAME_THRESHOLD + 1)
     s.hold_generate(g, None, ok("big", 60))
     s.intervene(g, "second twist", "visible " + canary("DISCARDED", 5), 8)
     s.expect_pending_generation(g)
@@ -224,7 +226,7 @@ def intervene_in_flight(s: Session) -> None:
     s.release(then=[{"reply": "refuse", "code": "not-now"}])
     s.record_round(g, "later", "a new logical compression")
     s.generate(g, replies=[ok("forced-after")])
-    fill_to(s, g, 300_001)
+    fill_to(s, g, GAME_THRESHOLD + 1)
     s.hold_generate(g, None, ok("big-2", 60))
     s.intervene(g, "third twist", "seen " + canary("DISCARDED", 6), 5)
     s.release(then=[ok("forced-in-the-same-generation")])

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from jfsm_conformance.scenarios.registry import fill_to, game, ok, scenario
+from jfsm_conformance.scenarios.registry import GAME_THRESHOLD, fill_to, game, ok, scenario
 from jfsm_conformance.session import Session
 from jfsm_conformance.texts import canary, make_text
 
@@ -14,7 +14,7 @@ def restart(s: Session) -> None:
     s.record_round(g, "r1", make_text(2000, "astral"))
     s.start_scene(g, "kept")
     s.scene_exchange(g, "kept", canary("SCENE", 20), "scene text")
-    fill_to(s, g, 300_001)
+    fill_to(s, g, GAME_THRESHOLD + 1)
     s.generate(g, replies=[ok("before-restart")])
     s.intervene(
         g, "x", "y" + canary("DISCARDED", 7), 1, replies=[{"reply": "refuse", "code": "later"}]
@@ -53,7 +53,7 @@ def kill_mid_publication(s: Session) -> None:
         if s.world.games[g].due(None, threshold) and not s.can_hold(g, None):
             s.generate(g)  # the reply of an unpublished kill is replayed to its key: it publishes
         if not s.world.games[g].due(None, threshold):
-            fill_to(s, g, 300_001)
+            fill_to(s, g, GAME_THRESHOLD + 1)
         s.kill_during_publication(g, ok(f"killed-{i}", 300), delay, at)
     s.record_round(g, "after", "the kills")
     s.generate(g)

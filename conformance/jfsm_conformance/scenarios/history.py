@@ -3,7 +3,8 @@ conversions."""
 
 from __future__ import annotations
 
-from jfsm_conformance.scenarios.registry import HUMANS, fill_to, game, ok, scenario
+from jfsm_conformance.canon import EXCHANGE_ENVELOPE
+from jfsm_conformance.scenarios.registry import GAME_THRESHOLD, HUMANS, fill_to, game, ok, scenario
 from jfsm_conformance.session import Session
 from jfsm_conformance.texts import canary, make_text
 
@@ -85,7 +86,7 @@ def history_rebuild(s: Session) -> None:
     s.start_scene(g, "b")
     s.publish_scene(g, "b", "Outcome B", "Meanwhile B")
     s.record_round(g, "r3", make_text(50, "crlf"))
-    fill_to(s, g, 300_001)
+    fill_to(s, g, GAME_THRESHOLD + 1)
     s.generate(g, replies=[ok("pre-rebuild", 80)])  # forced first (the intervene), then the check
     s.start_scene(g, "ongoing")  # running through every rebuild below, untouched (JF-HIST-011)
     s.scene_exchange(g, "ongoing", canary("SCENE", 7), "still running")
@@ -100,7 +101,7 @@ def history_rebuild(s: Session) -> None:
     s.publish_scene(g, "ongoing", "It went on.", "Meanwhile, after the resets.")
     s.generate(g + "-copy", replies=[ok("copy-forced")])
     # the copy's compression belongs to the copy: the source's telemetry gets nothing of it
-    fill_to(s, g, 300_001)
+    fill_to(s, g, GAME_THRESHOLD + 1)
     s.generate(g, replies=[ok("source-after-copy")])
 
 
@@ -112,12 +113,12 @@ def duplicate_copies(s: Session) -> None:
     s.write(g, {"map": {"regions": ["north", "south"]}, "score": 3})
     s.record_round(g, "r1", make_text(100, "mixed"))
     s.intervene(g, "r2", "shown " + canary("DISCARDED", 33), 6, replies=[ok("dup-forced")])
-    fill_to(s, g, 300_001)
+    fill_to(s, g, GAME_THRESHOLD + 1)
     s.checkpoint(g)
     s.duplicate(g, g + "-copy")
     s.generate(g + "-copy", replies=[ok("copy-inherits", 90)])
     s.set_participants(g + "-copy", [{"id": "p-other", "human": True, "spectator": False}])
-    s.record_round(g + "-copy", "more", make_text(300_001, "ascii"))
+    s.record_round(g + "-copy", "more", make_text(GAME_THRESHOLD + 1, "ascii"))
     s.generate(g + "-copy", replies=[ok("copy-own", 90)])
 
 
@@ -157,9 +158,13 @@ def conversion_over_threshold(s: Session) -> None:
         {"input": f"old {i}", "output": make_text(60_000, "mixed", f"\u27eaS{i}\u27eb")}
         for i in range(1, 5)
     ]
-    used = sum(42 + len(r["input"]) + len(r["output"]) for r in rounds)
+    used = sum(EXCHANGE_ENVELOPE + len(r["input"]) + len(r["output"]) for r in rounds)
     last = {"input": "old 5"}
-    last["output"] = make_text(300_001 - used - 42 - len(last["input"]), "astral", "\u27eaS5\u27eb")
+    last["output"] = make_text(
+        GAME_THRESHOLD + 1 - used - EXCHANGE_ENVELOPE - len(last["input"]),
+        "astral",
+        "\u27eaS5\u27eb",
+    )
     s.convert(g, [*rounds, last])  # canonical length 300,001: due, yet no request
     s.record_round(g, "live 6", "the first live round")
     s.generate(g, replies=[ok("seeds", 200)])

@@ -7,10 +7,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from jfsm.spec import constants
+from jfsm_conformance.canon import EXCHANGE_ENVELOPE
 from jfsm_conformance.session import Session
 from jfsm_conformance.texts import make_text
 
-__all__ = ["HUMANS", "SCENARIOS", "Scenario", "fill_to", "game", "ok", "scenario"]
+__all__ = ["GAME_THRESHOLD", "HUMANS", "SCENARIOS", "Scenario", "fill_to", "game", "ok", "scenario"]
+
+# the spec's game-stack threshold (the scenarios run at the spec thresholds)
+GAME_THRESHOLD = constants().game_threshold
 
 HUMANS = [
     {"id": "p-zoë", "human": True, "spectator": False},
@@ -57,7 +62,7 @@ def game(s: Session, participants: list[dict[str, object]] | None = None) -> str
 
 def fill_to(s: Session, g: str, total: int, flavour: str = "ascii", user: str = "fill") -> None:
     """Append one round so the game stack's canonical length becomes exactly `total`."""
-    need = total - s.world.games[g].game.length() - 42 - len(user)
+    need = total - s.world.games[g].game.length() - EXCHANGE_ENVELOPE - len(user)
     assert need >= 0, "stack already too long"
     s.record_round(
         g, user, make_text(need, flavour, f"\u27eaR{len(s.world.games[g].rounds) + 1}\u27eb")

@@ -3,7 +3,8 @@ concurrent appends."""
 
 from __future__ import annotations
 
-from jfsm_conformance.scenarios.registry import fill_to, game, ok, scenario
+from jfsm_conformance.canon import QUOTA
+from jfsm_conformance.scenarios.registry import GAME_THRESHOLD, fill_to, game, ok, scenario
 from jfsm_conformance.session import Session
 from jfsm_conformance.texts import canary, make_text
 
@@ -96,12 +97,12 @@ def invalid_input(s: Session) -> None:
 @scenario("quota", "QUOTA-001 QUOTA-002 QUOTA-003 QUOTA-004 ATOM-002 ATOM-003 COMP-010 ERR-002")
 def quota(s: Session) -> None:
     g = game(s)
-    s.record_round(g, "r1", make_text(150_000, "ascii", "\u27eaQ1\u27eb"))
-    s.record_round(g, "r2", make_text(150_000, "ascii", "\u27eaQ2\u27eb"))
+    s.record_round(g, "r1", make_text(GAME_THRESHOLD // 2, "ascii", "\u27eaQ1\u27eb"))
+    s.record_round(g, "r2", make_text(GAME_THRESHOLD // 2, "ascii", "\u27eaQ2\u27eb"))
     s.start_scene(g, "qs")
     s.checkpoint(g)
     # fill with game data so that the footprint is exactly at (or one below) the quota
-    big = _fill_value(s, g, 31_457_280)
+    big = _fill_value(s, g, QUOTA)
     s.write(g, {"big": big[0], **({"pad": big[1]} if big[1] is not None else {})})
     s.invalid(
         g, "write", {"sets": {"one-more": 1}}, "quota_exceeded", ["JF-QUOTA-003", "JF-QUOTA-001"]
@@ -135,7 +136,7 @@ def quota(s: Session) -> None:
     s.invalid(
         g,
         "edit_round",
-        {"round": 1, "input": "r1 but longer", "output": make_text(150_000, "ascii")},
+        {"round": 1, "input": "r1 but longer", "output": make_text(GAME_THRESHOLD // 2, "ascii")},
         "quota_exceeded",
         ["JF-QUOTA-002"],
     )
@@ -145,7 +146,7 @@ def quota(s: Session) -> None:
     # make room for one small round (a new logical compression), then fill up again
     s.write(g, {"big": "x"}, ["pad"] if big[1] is not None else [])
     s.record_round(g, "r3", "a small round")
-    big = _fill_value(s, g, 31_457_280)
+    big = _fill_value(s, g, QUOTA)
     s.write(g, {"big": big[0], **({"pad": big[1]} if big[1] is not None else {})})
     # publication whose post-state fits although store + summary would not (ATOM-003)
     fits = make_text(50_000, "ascii", "SUMMARY\u27eafits\u27eb")
@@ -180,14 +181,14 @@ def concurrent_stacks(s: Session) -> None:
     """A scene's compression publishes while the game stack's is in flight, and the other
     way round (JF-CONC-004, optional: credited when the implementation shows it)."""
     g = game(s)
-    fill_to(s, g, 300_001)
+    fill_to(s, g, GAME_THRESHOLD + 1)
     s.start_scene(g, "war")
     s.scene_exchange(g, "war", canary("SCENE", 30), make_text(150_001, "mixed"))
     s.hold_generate(g, None, ok("game-held", 80))
     s.generate(g, "war", replies=[ok("scene-meanwhile", 60)])
     s.release()
     s.scene_exchange(g, "war", canary("SCENE", 31), make_text(150_001, "astral"))
-    s.record_round(g, "more", make_text(300_001, "ascii"))
+    s.record_round(g, "more", make_text(GAME_THRESHOLD + 1, "ascii"))
     s.hold_generate(g, "war", ok("scene-held", 60))
     s.generate(g, replies=[ok("game-meanwhile", 80)])
     s.release()

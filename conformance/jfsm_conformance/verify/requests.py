@@ -17,7 +17,7 @@ from jfsm_conformance.checks import Ledger
 from jfsm_conformance.excerpts import around
 from jfsm_conformance.oracle import GAME_KIND, InFlight
 from jfsm_conformance.predictor import Compression, Flow
-from jfsm_conformance.replies import TRANSPORT
+from jfsm_conformance.scripted_replies import TRANSPORT
 
 __all__ = ["HISTORY_OPS", "MAX_ATTEMPTS", "RequestChecks"]
 

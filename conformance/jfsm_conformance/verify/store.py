@@ -13,9 +13,9 @@ from jfsm_conformance import checks as C
 from jfsm_conformance.blame import Ctx, blame, log_ids
 from jfsm_conformance.canon import QUOTA, jcs
 from jfsm_conformance.checks import Ledger
+from jfsm_conformance.encoded import BaseCache, Encoded
 from jfsm_conformance.excerpts import find, short
 from jfsm_conformance.oracle import ABSENT, Diff, GameModel, normalize
-from jfsm_conformance.snapshot import BaseCache, Encoded
 
 __all__ = ["StoreChecks"]
 

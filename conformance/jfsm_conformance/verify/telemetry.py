@@ -14,7 +14,7 @@ from jfsm_conformance.canon import jcs
 from jfsm_conformance.checks import Ledger
 from jfsm_conformance.excerpts import around
 from jfsm_conformance.predictor import Compression
-from jfsm_conformance.replies import call_id_of, output_chars, settled
+from jfsm_conformance.scripted_replies import call_id_of, output_chars, settled
 
 __all__ = ["TelemetryChecks"]
 

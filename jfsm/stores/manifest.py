@@ -1,10 +1,10 @@
-"""The durable file store's bytes: file names and the manifest; the façade of its codecs.
+"""The durable file store's file names and its manifest.
 
 Pure functions from bytes to values and back; no file is opened here (`jfsm.stores.file`
 does the I/O and holds the lifecycle, `jfsm.stores.directory` decides which files are live).
 The codecs are split by concept, and their names are re-exported here:
 
-- `jfsm.stores.records`: the log's framed records and its header record, `read_log`;
+- `jfsm.stores.log`: the log's framed records and its header record, `read_log`;
 - `jfsm.stores.snapshot`: the snapshot object, `read_snapshot`;
 - `jfsm.stores.scan`: reading JSON out of the bytes in bounded windows (decision R51).
 
@@ -36,41 +36,19 @@ import zlib
 from dataclasses import dataclass
 
 from jfsm.jcs import canonical_bytes
-from jfsm.stores.records import (
-    HEADER_SIZE,
-    MAGIC,
-    encode_record,
-    has_commits,
-    header_store,
-    log_header,
-    read_log,
-    tail_is_zeros,
-)
 from jfsm.stores.scan import corrupted
-from jfsm.stores.snapshot import object_bytes, read_snapshot
 
 __all__ = [
-    "HEADER_SIZE",
     "LOCK_NAME",
-    "MAGIC",
     "MANIFEST_NAME",
     "MANIFEST_TMP",
     "FileName",
     "Manifest",
-    "corrupted",
     "decode_manifest",
     "encode_manifest",
-    "encode_record",
-    "has_commits",
-    "header_store",
-    "log_header",
     "log_name",
-    "object_bytes",
     "parse_name",
-    "read_log",
-    "read_snapshot",
     "snapshot_name",
-    "tail_is_zeros",
 ]
 
 LOCK_NAME = "lock"

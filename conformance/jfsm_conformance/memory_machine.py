@@ -35,6 +35,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
 from jfsm_conformance import exercise
+from jfsm_conformance.canon import EXCHANGE_ENVELOPE
 from jfsm_conformance.session import Session
 from jfsm_conformance.texts import FLAVOURS, canary, make_text
 
@@ -122,7 +123,7 @@ class MemoryMachine(RuleBasedStateMachine):
         if model.game.flag:
             return False
         if not model.due(None, threshold):
-            need = threshold + 1 - model.game.length() - 42 - 1
+            need = threshold + 1 - model.game.length() - EXCHANGE_ENVELOPE - 1
             self.s.record_round(self.g, "H", make_text(max(need, 0), "mixed", self._tag()))
         if not model.due(None, threshold) or not self.s.can_hold(self.g, None):
             return False
@@ -189,7 +190,7 @@ class MemoryMachine(RuleBasedStateMachine):
     def big_round(self, delta: int, flavour: str) -> None:
         """One round that brings the game stack to threshold + delta (if still below)."""
         target = self._threshold(False) + delta
-        need = target - self._model().game.length() - 42 - 1
+        need = target - self._model().game.length() - EXCHANGE_ENVELOPE - 1
         if need >= 0:
             self.s.record_round(self.g, "B", make_text(need, flavour, self._tag()))
         else:
@@ -223,7 +224,7 @@ class MemoryMachine(RuleBasedStateMachine):
         shown = make_text(b, flavour, self._tag())
         output = shown + canary("DISCARDED", self.n) + make_text(20, flavour)
         revealed = int(len(shown) * cut)
-        chars = self._model().game.length() + 42 + a + revealed
+        chars = self._model().game.length() + EXCHANGE_ENVELOPE + a + revealed
         held = (
             self.s.world.held is not None
             and self.s.world.held.game == self.g
@@ -276,7 +277,7 @@ class MemoryMachine(RuleBasedStateMachine):
         stack = self._model().stack(scene)
         size = a
         if big:
-            size = max(0, self._threshold(True) + 1 - stack.length() - 42 - 1)
+            size = max(0, self._threshold(True) + 1 - stack.length() - EXCHANGE_ENVELOPE - 1)
         self.s.scene_exchange(
             self.g,
             scene,
