@@ -1,27 +1,23 @@
 """The reference driver: the conformance driver protocol v1 over the reference engine.
 
 A driver turns protocol messages (`{"id", "op", "args"}`) into engine calls and answers
-`{"id", "ok": true, "result"}` or `{"id", "ok": false, "error": {"code", ...}}`. Messages
-are handled concurrently, so a suite can append while a compression is held in flight.
-`handle` never raises and answers every message: a message that is not an object, has no
-valid id (the reply's id is then null), nests past the spec's limit or names an unknown op
-gets an error reply (JF-ERR-008).
+`{"id", "ok": true, "result"}` or `{"id", "ok": false, "error": {"code", ...}}`, handling
+messages concurrently (a suite appends while a compression is held). `handle` never raises:
+a message that is not an object, has no valid id, nests past the spec's limit (these get id
+null) or names an unknown op gets an error reply (JF-ERR-008); `handle_bytes` takes bytes.
 
-Used three ways: in process (`python:jfsm.driver:reference_driver`, or
-`durable_reference_driver` for file stores in a temporary directory), over stdio
-(`jfsm driver [--state DIR]`, JSON lines, `jfsm.driver_stdio`) and over HTTP
-(`jfsm driver --http PORT`, `jfsm.driver_http`). With a state directory each game lives in
-a durable `FileStore` inside its folder (`jfsm.driver_state`), and a restarted driver
-reopens every game found there, skipping and reporting what it cannot open. With `store`
-(`jfsm driver --store postgresql://... --state DIR`) each game's memory lives in that
-database instead (`PostgresStore`) and the folder keeps only the driver's side files.
+Used in process (`python:jfsm.driver:reference_driver`, `durable_reference_driver`: file
+stores in a temporary directory), over stdio (`jfsm driver [--state DIR]`,
+`jfsm.driver_stdio`) and over HTTP (`jfsm driver --http PORT`, `jfsm.driver_http`). With a
+state directory each game lives in a durable `FileStore` in its folder (`jfsm.driver_state`),
+and a restarted driver reopens every game there, skipping and reporting what it cannot
+open. With `store` (`--store postgresql://...`) game memory lives in that database instead
+(`PostgresStore`) and the folder keeps only the driver's side files.
 
-With a state directory at most `max_open` games are open at once (decision R56): the least
-recently used idle game is closed and reopened from its folder when an op names it again.
-A game is idle when no op on it is running and nothing about it lives only in memory (no
-compression in flight, no retry count kept for a completed-but-unpublished reply). An
-in-process `restart()` reopens the games that were open at once and the others when named.
-Memory stores keep every game: closing one would lose it, until `forget_games` (R59).
+With a state directory at most `max_open` games are open at once (R56): the least recently
+used idle game (no op running, no compression in flight, no retry count only in memory) is
+closed and reopened when named again; an in-process `restart()` reopens the open games at
+once, the others when named. Memory stores keep every game, until `forget_games` (R59).
 """
 
 from __future__ import annotations
@@ -41,7 +37,7 @@ from jfsm.driver_crash import CrashSwitch
 from jfsm.driver_http import serve_http
 from jfsm.driver_state import GameFolder, Skipped, StateDamaged, StateDirectory
 from jfsm.driver_stdio import serve_stdio
-from jfsm.driver_wire import error_reply
+from jfsm.driver_wire import Refusal, decode, error_reply, refusal_reply
 from jfsm.engine import GameEngine
 from jfsm.errors import InvalidInput, JfsmError, StoreUnavailable
 from jfsm.limits import depth, validate_id
@@ -130,7 +126,8 @@ class ReferenceDriver:
             if not isinstance(message, Mapping):
                 raise InvalidInput("a message must be a JSON object")
             limit = constants().message_max_depth
-            if depth(message, stop=limit) > limit:
+            if depth(message, stop=limit) > limit:  # no message: id null (JF-ERR-008)
+                msg_id = None
                 raise InvalidInput(f"the message nests deeper than {limit} arrays and objects")
             if msg_id is None:
                 raise InvalidInput(f"id must be an integer >= 0, not {_shown(message.get('id'))}")
@@ -162,11 +159,15 @@ class ReferenceDriver:
         except Exception as exc:  # a bug in the engine: report it, never kill the driver
             return error_reply(msg_id, "internal_error", f"{type(exc).__name__}: {exc}"[:2000])
 
+    async def handle_bytes(self, data: bytes) -> dict[str, Any]:
+        """Answer one message as the wire brings it (stdio, HTTP); never raises."""
+        msg = decode(data)
+        return refusal_reply(msg) if isinstance(msg, Refusal) else await self.handle(msg)
+
     def _game(self, args: Mapping[str, Any]) -> GameEngine:
-        game_id = _arg(args, "game")
-        engine = self.games.get(game_id) if isinstance(game_id, str) else None
-        if engine is None and isinstance(game_id, str):
-            engine = self._reopen(game_id)
+        game_id = validate_id(_arg(args, "game"), "game")  # before any path is built of it
+        engine = self.games.get(game_id)
+        engine = engine if engine is not None else self._reopen(game_id)
         if engine is None:
             raise InvalidInput(f"unknown game {_shown(game_id)}", field="game")
         self.games.move_to_end(engine.game_id)

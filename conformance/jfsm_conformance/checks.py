@@ -152,6 +152,23 @@ DURABILITY = _declare(
     "operation or publication in flight, never a mix; after it if the operation answered.",
 )
 
+HOSTILE = _declare(
+    "hostile-input-refused",
+    "ERR-006 ERR-007 ERR-008 ERR-009 ERR-010",
+    "Hostile input over the protocol (ids out of `limits.id_pattern`, values and messages "
+    "past the depth limits, a message past `message_max_bytes`, lone surrogates, wrong "
+    "types, bad JSON and missing values in every argument slot, unknown ops) gets exactly "
+    "one reply with the spec's code (id null for what is no message), leaves the game's "
+    "dump unchanged, and the driver answers the next message.",
+)
+HTTP_GUARD = _declare(
+    "http-requests-guarded",
+    "ERR-011 ERR-012",
+    "An HTTP driver refuses a foreign Host or Origin, a missing token, a wrong Content-Type "
+    "and malformed framing (bad, missing or over-size Content-Length) with the 4xx status "
+    "of spec/driver/protocol.json and an error reply, and answers the next request.",
+)
+
 
 @dataclass(eq=False)
 class ConformanceFailure(AssertionError):

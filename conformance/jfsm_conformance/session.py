@@ -22,6 +22,7 @@ import copy
 from typing import Any
 
 from jfsm_conformance import checks as C
+from jfsm_conformance import hostile
 from jfsm_conformance.blame import Ctx
 from jfsm_conformance.canon import QUOTA, change_log, footprint
 from jfsm_conformance.driver_client import Reply
@@ -252,6 +253,14 @@ class Session(HeldSteps, SceneSteps, HistorySteps, DurabilitySteps):
         self.world.script([])
         reply = self.world.call(op, {"game": game, **args})
         self._refused(game, op, reply, code, tuple(ids))
+
+    def hostile(self, game: str, scene: str, probe: dict[str, Any]) -> bool:
+        """Send one hostile probe (`jfsm_conformance.hostile`): one reply with the spec's
+        code, the game's dump unchanged, the driver still answering. False when the transport
+        cannot carry it (not covered)."""
+        self.record("hostile", game=game, scene=scene, probe=probe)
+        self.world.script([])
+        return hostile.run_probe(self, game, scene, probe)
 
     # =====================================================================================
     # steps: concurrency
