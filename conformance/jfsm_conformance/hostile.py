@@ -34,7 +34,16 @@ from jfsm_conformance.protocol import spec_dir
 if TYPE_CHECKING:
     from jfsm_conformance.session_base import SessionBase
 
-__all__ = ["Limits", "limits", "message_probes", "run_probe", "slot_probes", "wire_probes"]
+__all__ = [
+    "Limits",
+    "describe_change",
+    "limits",
+    "make_probe",
+    "message_probes",
+    "run_probe",
+    "slot_probes",
+    "wire_probes",
+]
 
 LONE = "bad \ud800 text"
 SLOT = "\u0000SLOT\u0000"  # replaced by a bare token in the encoded message (bad JSON)
@@ -84,7 +93,7 @@ def nested(depth: int, leaf: Any = 0) -> Any:
     return value
 
 
-def _probe(kind: str, what: str, code: str, reply_id: str, ids: list[str], **body: Any) -> dict:
+def make_probe(kind: str, what: str, code: str, reply_id: str, ids: list[str], **body: Any) -> dict:
     return {"kind": kind, "what": what, "code": code, "id": reply_id, "ids": ids, **body}
 
 
@@ -155,7 +164,7 @@ def slot_probes(ops: list[str] | None = None) -> list[dict[str, Any]]:
                     continue
                 args = {**base, slot: bad}
                 probes.append(
-                    _probe(
+                    make_probe(
                         "message",
                         f"{where}: {label}",
                         "invalid_input",
@@ -166,7 +175,7 @@ def slot_probes(ops: list[str] | None = None) -> list[dict[str, Any]]:
                 )
             args = {**base, slot: SLOT}
             probes.append(
-                _probe(
+                make_probe(
                     "bytes",
                     f"{where}: bad JSON",
                     "invalid_input",
@@ -181,7 +190,7 @@ def slot_probes(ops: list[str] | None = None) -> list[dict[str, Any]]:
                         continue
                     args = {**base, slot: bad_id}
                     probes.append(
-                        _probe(
+                        make_probe(
                             "message",
                             f"{where}: id {bad_id[:20]!r} ({len(bad_id)} chars)",
                             "invalid_input",
@@ -193,7 +202,7 @@ def slot_probes(ops: list[str] | None = None) -> list[dict[str, Any]]:
             elif slot in BASE_ARGS[op] and op not in ("write", "cheat"):
                 args = {k: v for k, v in base.items() if k != slot}
                 probes.append(
-                    _probe(
+                    make_probe(
                         "message",
                         f"{where}: missing",
                         "invalid_input",
@@ -204,7 +213,7 @@ def slot_probes(ops: list[str] | None = None) -> list[dict[str, Any]]:
                 )
     for op in ("write", "cheat"):
         probes.append(
-            _probe(
+            make_probe(
                 "message",
                 f"{op}.sets: a key with a lone surrogate",
                 "invalid_input",
@@ -221,7 +230,7 @@ def depth_probes() -> list[dict[str, Any]]:
     and inside a container of sets."""
     deep = nested(limits().value_max_depth + 1)
     return [
-        _probe(
+        make_probe(
             "message",
             f"{op}: a value nesting {limits().value_max_depth + 1}",
             "invalid_input",
@@ -240,7 +249,7 @@ def message_probes() -> list[dict[str, Any]]:
     probes = []
     for text in ("[]", "42", '"hello"', "null", "true", '[{"id": 1}]'):
         probes.append(
-            _probe(
+            make_probe(
                 "bytes",
                 f"not an object: {text}",
                 "invalid_input",
@@ -251,7 +260,7 @@ def message_probes() -> list[dict[str, Any]]:
         )
     for bad in (-1, "7", 1.5, True, None):
         probes.append(
-            _probe(
+            make_probe(
                 "message",
                 f"id {bad!r}",
                 "invalid_input",
@@ -261,7 +270,7 @@ def message_probes() -> list[dict[str, Any]]:
             )
         )
     probes.append(
-        _probe(
+        make_probe(
             "message",
             "no id",
             "invalid_input",
@@ -273,7 +282,7 @@ def message_probes() -> list[dict[str, Any]]:
     # the envelope and args count two levels: the whole message nests one past the limit
     too_deep = nested(lim.message_max_depth - 1)
     probes.append(
-        _probe(
+        make_probe(
             "message",
             f"a message nesting {lim.message_max_depth + 1}",
             "invalid_input",
@@ -283,7 +292,7 @@ def message_probes() -> list[dict[str, Any]]:
         )
     )
     probes.append(
-        _probe(
+        make_probe(
             "message",
             "an unknown op",
             "unsupported_op",
@@ -293,7 +302,7 @@ def message_probes() -> list[dict[str, Any]]:
         )
     )
     probes.append(
-        _probe(
+        make_probe(
             "message",
             "args not an object",
             "invalid_input",
@@ -310,7 +319,7 @@ def wire_probes() -> list[dict[str, Any]]:
     `message_max_bytes` (JF-ERR-009)."""
     lim = limits()
     probes = [
-        _probe("bytes", label, "invalid_input", "null", ["JF-ERR-008", "JF-ERR-010"], text=text)
+        make_probe("bytes", label, "invalid_input", "null", ["JF-ERR-008", "JF-ERR-010"], text=text)
         for label, text in (
             ("not UTF-8", '{"id": 1, "op": "dump", "args": {"game": "\u00ff\u00fe"}}'),
             ("truncated JSON", '{"id": 1, "op": "dump", "args": {"game"'),
@@ -321,7 +330,7 @@ def wire_probes() -> list[dict[str, Any]]:
         )
     ]
     probes.append(
-        _probe(
+        make_probe(
             "long",
             f"a message of {lim.message_max_bytes + 1} bytes",
             "invalid_input",
@@ -360,6 +369,10 @@ def run_probe(session: SessionBase, game: str, scene: str, probe: dict[str, Any]
     ledger = session.ledger
     ids = tuple(probe["ids"])
     what = probe["what"]
+    if probe["kind"] == "http":
+        from jfsm_conformance.hostile_http import run_http_probe
+
+        return run_http_probe(session, game, probe)
     extra: list[Any] = getattr(client.transport, "extra_replies", list)()
     ledger.expect(
         C.HOSTILE, not extra, f"a message got more than one reply: {extra[:2]}", ids=("JF-ERR-008",)
@@ -379,6 +392,9 @@ def run_probe(session: SessionBase, game: str, scene: str, probe: dict[str, Any]
         data = json.dumps(message, ensure_ascii=True).encode("ascii")
     elif probe["kind"] == "bytes":
         data = _fill(probe["text"], {}).replace('"g"', json.dumps(game)).encode("latin-1")
+    elif getattr(client.transport, "url", None):
+        return False  # over HTTP the size limit is announced, refused before it is read:
+        # the hostile-http scenario's over-size Content-Length probe judges it
     else:
         data = long_message(probe["bytes"])
     try:
@@ -419,13 +435,13 @@ def run_probe(session: SessionBase, game: str, scene: str, probe: dict[str, Any]
     ledger.expect(
         C.HOSTILE,
         after == before,
-        lambda: f"{what}: the game changed: {_changed(before, after)}",
+        lambda: f"{what}: the game changed: {describe_change(before, after)}",
         ids=("JF-ERR-010", *[i for i in ids if i != "JF-ERR-010"]),
     )
     return True
 
 
-def _changed(before: dict[str, Any], after: dict[str, Any]) -> str:
+def describe_change(before: dict[str, Any], after: dict[str, Any]) -> str:
     b, a = before.get("store", {}), after.get("store", {})
     keys = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
     if keys:

@@ -5,6 +5,9 @@ under that limit's requirement."""
 from __future__ import annotations
 
 import json
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -74,3 +77,42 @@ def test_a_driver_letting_a_limit_through_fails_it(
     first = result.failures[0]  # type: ignore[attr-defined]
     assert requirement in first.ids, first.message
     assert replay(first.trace, progress=lambda line: None) == 1
+
+
+def _serve(module: str, tmp_path: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """`python -m MODULE [driver] --http 0 --token T --state DIR`: the process and its URL."""
+    argv = [sys.executable, "-m", module, *(["driver"] if module == "jfsm.cli" else [])]
+    argv += ["--http", "0", "--token", "hostile-token", "--state", str(tmp_path / "state")]
+    proc = subprocess.Popen(argv, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    assert proc.stderr is not None
+    match = re.search(r"http://127\.0\.0\.1:(\d+)", proc.stderr.readline().decode())
+    assert match is not None
+    return proc, f"http://127.0.0.1:{match[1]}"
+
+
+@pytest.mark.parametrize(
+    ("module", "code", "requirement"),
+    [("jfsm.cli", 0, None), ("jfsm_conformance.examples.open_http", 1, "JF-ERR-011")],
+)
+def test_http_requests_are_guarded(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    module: str,
+    code: int,
+    requirement: str | None,
+) -> None:
+    """The reference HTTP driver passes hostile-http (one 408 wait of the spec's header
+    timeout included); one that answers any Host fails JF-ERR-011."""
+    monkeypatch.setenv("JFSM_DRIVER_TOKEN", "hostile-token")
+    proc, url = _serve(module, tmp_path)
+    try:
+        result = _run(tmp_path / "report", url, ["hostile-http"])
+    finally:
+        proc.kill()
+        proc.wait(10)
+    assert result.exit_code == code, [f.message for f in result.failures]  # type: ignore[attr-defined]
+    verdicts = {v["id"]: v["verdict"] for v in result.verdicts}  # type: ignore[attr-defined]
+    if requirement is None:
+        assert verdicts["JF-ERR-011"] == verdicts["JF-ERR-012"] == "pass"
+    else:
+        assert requirement in result.failures[0].ids  # type: ignore[attr-defined]

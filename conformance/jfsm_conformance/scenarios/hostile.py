@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from jfsm_conformance import hostile as H
 from jfsm_conformance.blame import Ctx
+from jfsm_conformance.hostile_http import http_probes
 from jfsm_conformance.scenarios.registry import game, scenario
 from jfsm_conformance.session import Session
 
@@ -60,3 +61,14 @@ def hostile_messages(s: Session) -> None:
     message is served."""
     g, scene = _game_with_scene(s)
     _run(s, g, scene, H.message_probes() + H.wire_probes())
+
+
+@scenario("hostile-http", "ERR-011 ERR-012", needs="http")
+def hostile_http(s: Session) -> None:
+    """What an HTTP driver refuses before acting (foreign Host or Origin, no or a wrong
+    token, a wrong Content-Type, another method or path) and malformed requests (bad,
+    duplicated, missing or over-size Content-Length, headers too long or never completed, a
+    body that is no JSON): the status of spec/driver/protocol.json, an error reply, nothing
+    changed, the next request served."""
+    g, scene = _game_with_scene(s)
+    _run(s, g, scene, http_probes())
