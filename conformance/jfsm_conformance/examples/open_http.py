@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 
-import jfsm.driver_http
+import jfsm.driver.http
 
 
 class _AnyHost(frozenset[str]):
@@ -21,7 +21,7 @@ class _AnyHost(frozenset[str]):
 
 def main(argv: list[str]) -> int:
     """Serve `jfsm driver ARGV...` with the Host check left out."""
-    jfsm.driver_http.LOOPBACK = _AnyHost()
+    jfsm.driver.http.LOOPBACK = _AnyHost()
     from jfsm.cli import main as cli
 
     return cli(["driver", *argv])

@@ -8,8 +8,8 @@ null) or names an unknown op gets an error reply (JF-ERR-008); `handle_bytes` ta
 
 Used in process (`python:jfsm.driver:reference_driver`, `durable_reference_driver`: file
 stores in a temporary directory), over stdio (`jfsm driver [--state DIR]`,
-`jfsm.driver_stdio`) and over HTTP (`jfsm driver --http PORT`, `jfsm.driver_http`). With a
-state directory each game lives in a durable `FileStore` in its folder (`jfsm.driver_state`),
+`jfsm.driver.stdio`) and over HTTP (`jfsm driver --http PORT`, `jfsm.driver.http`). With a
+state directory each game lives in a durable `FileStore` in its folder (`jfsm.driver.state`),
 and a restarted driver reopens every game there, skipping and reporting what it cannot
 open. With `store` (`--store postgresql://...`) game memory lives in that database instead
 (`PostgresStore`) and the folder keeps only the driver's side files.
@@ -33,11 +33,11 @@ from typing import Any
 
 from jfsm._version import __version__
 from jfsm.compressor import Compressor
-from jfsm.driver_crash import CrashSwitch
-from jfsm.driver_http import serve_http
-from jfsm.driver_state import GameFolder, Skipped, StateDamaged, StateDirectory
-from jfsm.driver_stdio import serve_stdio
-from jfsm.driver_wire import Refusal, decode, error_reply, refusal_reply
+from jfsm.driver.crash import CrashSwitch
+from jfsm.driver.http import serve_http
+from jfsm.driver.state import GameFolder, Skipped, StateDamaged, StateDirectory
+from jfsm.driver.stdio import serve_stdio
+from jfsm.driver.wire import Refusal, decode, error_reply, refusal_reply
 from jfsm.engine import GameEngine
 from jfsm.errors import InvalidInput, JfsmError, StoreUnavailable
 from jfsm.limits import depth, validate_id
@@ -85,7 +85,7 @@ class ReferenceDriver:
     HTTP transport); `engine_class` is the engine each game runs (a seam for mutants).
     `skipped` lists the entries of the state directory the last scan could not serve (also
     returned by `hello` and written to stderr). `crash_injection` (file stores only, for
-    in-process use by the suite) offers the `crash` op (`jfsm.driver_crash`).
+    in-process use by the suite) offers the `crash` op (`jfsm.driver.crash`).
     """
 
     def __init__(
@@ -464,7 +464,7 @@ class ReferenceDriver:
         return {}
 
     async def op_crash(self, args: Mapping[str, Any]) -> Any:
-        """Arm a crash at the `at`-th durable write boundary from now (`jfsm.driver_crash`)."""
+        """Arm a crash at the `at`-th durable write boundary from now (`jfsm.driver.crash`)."""
         at = _arg(args, "at")
         if self._fs is None:
             raise InvalidInput("this driver offers no crash injection (no file stores)")
