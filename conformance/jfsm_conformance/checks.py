@@ -169,6 +169,15 @@ HTTP_GUARD = _declare(
     "of spec/driver/protocol.json and an error reply, and answers the next request.",
 )
 
+BOUNDED_WAITS = _declare(
+    "bounded-waits",
+    "CALL-006 CALL-013 CALL-014",
+    "Under the short attempt deadline asked in hello, a compress.v2 that hangs, drips its "
+    "reply, sends an endless body, a body past `response_bytes_max` or out-of-bounds "
+    "identifiers costs one transport failure within the deadline; the retry publishes, "
+    "nothing is lost, and the driver goes on serving.",
+)
+
 
 @dataclass(eq=False)
 class ConformanceFailure(AssertionError):

@@ -88,6 +88,8 @@ def _needs_met(scenario: Scenario, session: Session) -> str | None:
             return "needs a stdio driver or capabilities.crashInjection (to kill it mid-operation)"
         if need == "http" and not session.driver_spec.startswith(("http:", "https:")):
             return "needs an HTTP driver (JF-ERR-011 and JF-ERR-012 are about HTTP requests)"
+        if need == "deadlineOverride" and not session.capabilities.get("deadlineOverride"):
+            return "the driver does not declare capabilities.deadlineOverride"
         if need == "durableRestart" and not session.capabilities.get("durableRestart"):
             return "the driver does not declare capabilities.durableRestart"
     return None

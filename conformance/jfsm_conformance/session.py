@@ -22,7 +22,7 @@ import copy
 from typing import Any
 
 from jfsm_conformance import checks as C
-from jfsm_conformance import hostile
+from jfsm_conformance import hostile, waits
 from jfsm_conformance.blame import Ctx
 from jfsm_conformance.canon import QUOTA, change_log, footprint
 from jfsm_conformance.driver_client import Reply
@@ -261,6 +261,13 @@ class Session(HeldSteps, SceneSteps, HistorySteps, DurabilitySteps):
         self.record("hostile", game=game, scene=scene, probe=probe)
         self.world.script([])
         return hostile.run_probe(self, game, scene, probe)
+
+    def bounded_wait(self, game: str, case: dict[str, Any], then: dict[str, Any]) -> None:
+        """A generation whose first attempt meets a hostile compress.v2 (`jfsm_conformance.
+        waits`), under the short attempt deadline asked in hello: a transport failure within
+        the deadline, then `then` published, nothing lost."""
+        self.record("bounded_wait", game=game, case=case, then=then)
+        waits.run_case(self, game, case, then)
 
     # =====================================================================================
     # steps: concurrency

@@ -34,6 +34,7 @@ from typing import Any
 from jfsm._version import __version__
 from jfsm.compressor import Compressor
 from jfsm.driver.crash import CrashSwitch
+from jfsm.driver.hello import parse_hello
 from jfsm.driver.http import serve_http
 from jfsm.driver.state import GameFolder, Skipped, StateDamaged, StateDirectory
 from jfsm.driver.stdio import serve_stdio
@@ -81,8 +82,9 @@ def _message_id(message: object) -> int | None:
 class ReferenceDriver:
     """Protocol v1 over `GameEngine`s; memory stores, or file stores under `state_dir`.
 
-    `compressor_factory` builds the compressor from hello's `compressUrl` (default: the
-    HTTP transport); `engine_class` is the engine each game runs (a seam for mutants).
+    `compressor_factory(url, **kw)` builds the compressor from hello's `compressUrl` (default:
+    the HTTP transport; `kw` is `timeout=seconds` when hello asks for a shorter attempt
+    deadline, R79); `engine_class` is the engine each game runs (a seam for mutants).
     `skipped` lists the entries of the state directory the last scan could not serve (also
     returned by `hello` and written to stderr). `crash_injection` (file stores only, for
     in-process use by the suite) offers the `crash` op (`jfsm.driver.crash`).
@@ -92,7 +94,7 @@ class ReferenceDriver:
         self,
         state_dir: str | Path | None = None,
         *,
-        compressor_factory: Callable[[str], Compressor] | None = None,
+        compressor_factory: Callable[..., Compressor] | None = None,
         engine_class: type[GameEngine] = GameEngine,
         store: str | None = None,
         crash_injection: bool = False,
@@ -291,32 +293,19 @@ class ReferenceDriver:
 
     # -- ops -----------------------------------------------------------------------------
     async def op_hello(self, args: Mapping[str, Any]) -> dict[str, Any]:
-        if args.get("protocol") != PROTOCOL_VERSION:
-            raise InvalidInput(f"protocol {args.get('protocol')!r} unsupported; speaks 1")
-        url = _arg(args, "compressUrl")
-        thresholds = args.get("thresholds")
-        if thresholds is not None and not (
-            isinstance(thresholds, Mapping)
-            and set(thresholds) <= {"game", "catalyst"}
-            and all(
-                isinstance(v, int) and not isinstance(v, bool) and v > 0
-                for v in thresholds.values()
-            )
-        ):
-            raise InvalidInput("thresholds must be {game?, catalyst?} positive integers")
-        if not isinstance(url, str):
-            raise InvalidInput("compressUrl must be a string", field="compressUrl")
+        hello = parse_hello(args, PROTOCOL_VERSION)
+        url, thresholds = hello.url, hello.thresholds
         try:
             if self._compressor_factory is not None:
-                compressor = self._compressor_factory(url)
+                compressor = self._compressor_factory(url, **hello.compressor)
             else:
                 from jfsm.transport import HttpCompressor
 
-                compressor = HttpCompressor(url)
+                compressor = HttpCompressor(url, **hello.compressor)
         except (ValueError, TypeError) as exc:
             raise InvalidInput(f"compressUrl {_shown(url)} is not usable: {exc}") from exc
         before = (self._thresholds, self._compressor, self._compress_url)
-        self._thresholds = None if thresholds is None else dict(thresholds)
+        self._thresholds = thresholds
         self._compressor = compressor
         self._compress_url = url
         try:
@@ -338,6 +327,7 @@ class ReferenceDriver:
                 "thresholdOverride": True,
                 "crashInjection": self._fs is not None,
                 "forgetGames": True,
+                "deadlineOverride": True,
             },
             "skipped": [entry.to_json() for entry in self.skipped],
         }
