@@ -22,12 +22,13 @@ class HistorySteps(SessionBase):
     ) -> None:
         w = self.world
         w.script([])
-        result = self.check.ok(w.call(op, args), op, ids)
+        reply = w.call(op, args)
+        self._quiet(op)  # a history op that compresses breaks JF-HIST-007 first
+        result = self.check.ok(reply, op, ids)
         model = w.games[game]
         apply(model)
         want = {"rounds": len(model.rounds), "chunks": len(model.game.chunks)}
         self.check.result(op, {k: result.get(k) for k in want}, want, ("JF-HIST-004",))
-        self._quiet(op)
         running = any(sc.state in ("created", "running") for sc in model.scenes.values())
         verifies = (*ids, "JF-HIST-004", "JF-HIST-005", "JF-HIST-007")
         verifies += ("JF-HIST-011",) if running else ()
