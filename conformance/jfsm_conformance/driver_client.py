@@ -7,7 +7,8 @@ A driver spec names the implementation under test:
   through a JSON round trip both ways, as on the wire.
 - `stdio:COMMAND`: a subprocess speaking JSON lines; replies matched by id, so several
   requests can be outstanding. `restart` kills its process group with SIGKILL and starts
-  `COMMAND` again. Its stderr is kept for the report.
+  `COMMAND` again. Its stderr is kept for the report. `{state}` in `COMMAND` becomes a fresh
+  empty directory for the run (kept across restarts, removed at the end).
 - `http://HOST:PORT` (or `https://...`, or the older spelling `http:URL`): one POST per
   message to `URL/v1/message`, with the bearer token from the environment variable
   `JFSM_DRIVER_TOKEN` if set (kept out of the spec, which reports record).
@@ -32,7 +33,9 @@ import inspect
 import json
 import os
 import shlex
+import shutil
 import signal
+import tempfile
 import threading
 import time
 from collections import deque
@@ -119,18 +122,15 @@ class _InProcess:
         return json.loads(json.dumps(reply, ensure_ascii=True))
 
     async def send_raw(self, data: bytes, msg_id: int | None) -> tuple[int | None, Any]:
-        """Hostile bytes: through the driver's optional `handle_bytes` (the wire's decoder),
-        or, for bytes that are JSON, through `handle`; `NoWire` when neither can carry them."""
+        """Hostile bytes: to `handle_bytes` if the driver has it, else (JSON only) `handle`."""
         handle_bytes = getattr(self.driver, "handle_bytes", None)
         if callable(handle_bytes):
-            reply = await handle_bytes(data)
-        else:
-            try:
-                message = json.loads(data.decode("utf-8"), parse_constant=_no_constant)
-            except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-                raise NoWire("an in-process driver without handle_bytes") from exc
-            reply = await self.driver.handle(message)
-        return None, json.loads(json.dumps(reply, ensure_ascii=True))
+            return None, json.loads(json.dumps(await handle_bytes(data), ensure_ascii=True))
+        try:
+            message = json.loads(data.decode("utf-8"), parse_constant=_no_constant)
+        except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+            raise NoWire("an in-process driver without handle_bytes") from exc
+        return None, json.loads(json.dumps(await self.driver.handle(message), ensure_ascii=True))
 
     async def restart(self) -> None:
         result = self.driver.restart()
@@ -155,6 +155,11 @@ class _Stdio:
         self.argv = shlex.split(command)
         if not self.argv:
             raise HarnessError("stdio driver spec needs a command")
+        # `{state}`: a fresh empty directory for the run, kept across restarts (R80)
+        self.state: str | None = None
+        if any("{state}" in arg for arg in self.argv):
+            self.state = tempfile.mkdtemp(prefix="jfsm-suite-state-")
+            self.argv = [arg.replace("{state}", self.state) for arg in self.argv]
         self.proc: asyncio.subprocess.Process | None = None
         self.pending: dict[int, asyncio.Future[Any]] = {}
         self.stderr: deque[str] = deque(maxlen=200)
@@ -260,12 +265,10 @@ class _Stdio:
         return await future
 
     async def send_raw(self, data: bytes, msg_id: int | None) -> tuple[int | None, Any]:
-        """Write `data` and a newline; the reply is the next one with id null, or the one
-        carrying `msg_id` (whichever comes first)."""
+        """Write `data` and a newline; the reply: the next with id null, or with `msg_id`."""
         if self.proc is None or self.exited or self.proc.stdin is None:
             raise HarnessError(self.exited or "driver not running")
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[Any] = loop.create_future()
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         key = -1 if msg_id is None else msg_id  # -1: no reply carries it, but an exit fails it
         self.pending[key] = future
         self.orphan_arrived.clear()
@@ -321,6 +324,8 @@ class _Stdio:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(proc.wait(), 5)
         await self.kill()
+        if self.state is not None:
+            shutil.rmtree(self.state, ignore_errors=True)
 
     def stderr_tail(self) -> str:
         return "\n".join(list(self.stderr)[-40:])
@@ -487,9 +492,8 @@ class DriverClient:
             return self._ids
 
     def send_raw(self, data: bytes, msg_id: int | None) -> tuple[int | None, Any]:
-        """Hostile bytes, unchecked (`jfsm_conformance.hostile`): `(HTTP status or None,
-        reply)`, the reply carrying id null or `msg_id`. `NoWire` if the transport cannot
-        carry them; `HarnessError` without a reply in time."""
+        """Hostile bytes, unchecked: `(HTTP status or None, reply with id null or `msg_id`)`;
+        `NoWire` if the transport cannot carry them, `HarnessError` without a reply in time."""
         shown = data[:200].decode("utf-8", "replace")
         self.transcript.append({"send_raw": shown, "bytes": len(data), "t": time.monotonic()})
         status, raw = self._run(self.transport.send_raw(data, msg_id), self.timeout)
