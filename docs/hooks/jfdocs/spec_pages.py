@@ -266,6 +266,33 @@ def traceability_page(
         out.append(f"Conformance checks: {conformance.note}.\n")
     else:
         out.append(f'!!! info "Conformance checks"\n    {conformance.note}\n')
+    out.append("## Who judges each requirement { #coverage }\n")
+    by_kind: dict[str, list[dict[str, Any]]] = {}
+    for r in reqs:
+        by_kind.setdefault(r["verification"], []).append(r)
+    out.append(
+        f"**{len(by_kind.get('suite', []))}** requirements are checked by the conformance "
+        f"suite against any implementation, **{len(by_kind.get('profile', []))}** by the "
+        "compaction safety profile; the others are listed here with the reason the suite "
+        "cannot judge them. Promises about the reference engine's own formats are not "
+        "requirements: they are the [reference engine's guarantees](engine-guarantees.md) "
+        "(decision R78).\n"
+    )
+    others = [r for r in reqs if r["verification"] not in ("suite", "profile")]
+    if others:
+        out.append(
+            table(
+                ["ID", "Verification", "Why the suite cannot judge it"],
+                [
+                    [
+                        f"[{r['id']}](requirements.md#{r['id']})",
+                        r["verification"],
+                        cell(r.get("reason", "")),
+                    ]
+                    for r in others
+                ],
+            )
+        )
     out.append("## MUST and MUST NOT requirements with no test { #untested }\n")
     out.append(
         f"**{len(untested)}** of the {len(absolute)} MUST and MUST NOT requirements have no "
