@@ -225,6 +225,24 @@ def slot_probes(ops: list[str] | None = None) -> list[dict[str, Any]]:
     return probes
 
 
+def forget_probes() -> list[dict[str, Any]]:
+    """`forget_games` naming ids out of pattern (only to drivers with `forgetGames`):
+    refused with invalid_input, forgetting nothing, the named live game included (R80)."""
+    return [
+        make_probe(
+            "message",
+            f"forget_games: id {bad[:20]!r}",
+            "invalid_input",
+            "same",
+            ["JF-ERR-006", "JF-ERR-010"],
+            message=_message("forget_games", {"games": ["$game", bad]}),
+            needs="forgetGames",
+        )
+        for bad in limits().bad_ids()
+        if bad != LONE
+    ]
+
+
 def depth_probes() -> list[dict[str, Any]]:
     """Values nested one past `value_max_depth` in write and cheat (JF-ERR-007), in a value
     and inside a container of sets."""
@@ -369,6 +387,8 @@ def run_probe(session: SessionBase, game: str, scene: str, probe: dict[str, Any]
     ledger = session.ledger
     ids = tuple(probe["ids"])
     what = probe["what"]
+    if probe.get("needs") and not session.capabilities.get(probe["needs"]):
+        return False
     if probe["kind"] == "http":
         from jfsm_conformance.hostile_http import run_http_probe
 

@@ -467,9 +467,9 @@ class ReferenceDriver:
         """Release games the suite will never name again (R59): closed, and with file stores
         their folders removed, retry counts too. A game with a compression in flight is kept."""
         games = _arg(args, "games")
-        if not isinstance(games, list) or not all(isinstance(g, str) for g in games):
+        if not isinstance(games, list):
             raise InvalidInput("games must be an array of game ids", field="games")
-        for game_id in games:
+        for game_id in [validate_id(g, "games") for g in games]:  # all checked before any
             engine = self.games.get(game_id)
             if engine is not None and (self._busy[game_id] > 0 or not _reopenable(engine, True)):
                 continue

@@ -35,6 +35,7 @@ def hostile_ids(s: Session) -> None:
     s.new_game(longest)
     s.start_scene(longest, "s" * H.limits().id_max)
     _run(s, g, scene, [p for p in H.slot_probes() if "JF-ERR-006" in p["ids"]])
+    _run(s, g, scene, H.forget_probes())
 
 
 @scenario("hostile-values", "ERR-007 ERR-010")
