@@ -32,7 +32,7 @@ from jfsm_conformance.driver_client import HarnessError, NoWire
 from jfsm_conformance.protocol import spec_dir
 
 if TYPE_CHECKING:
-    from jfsm_conformance.session_base import SessionBase
+    from jfsm_conformance.session import Session
 
 __all__ = [
     "Limits",
@@ -381,13 +381,13 @@ def _fill(value: Any, names: dict[str, str]) -> Any:
     return value
 
 
-def run_probe(session: SessionBase, game: str, scene: str, probe: dict[str, Any]) -> bool:
+def run_probe(session: Session, game: str, scene: str, probe: dict[str, Any]) -> bool:
     """Send one probe and check it; False when the transport cannot carry it (not covered)."""
-    client = session.client
+    client = session.world.client
     ledger = session.ledger
     ids = tuple(probe["ids"])
     what = probe["what"]
-    if probe.get("needs") and not session.capabilities.get(probe["needs"]):
+    if probe.get("needs") and not session.world.capabilities.get(probe["needs"]):
         return False
     if probe["kind"] == "http":
         from jfsm_conformance.hostile_http import run_http_probe

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import time
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -16,7 +17,7 @@ from jfsm_conformance.hostile import describe_change, limits, make_probe
 from jfsm_conformance.protocol import spec_dir
 
 if TYPE_CHECKING:
-    from jfsm_conformance.session_base import SessionBase
+    from jfsm_conformance.session import Session
 
 __all__ = ["http_probes", "run_http_probe"]
 
@@ -164,16 +165,16 @@ def _complete(received: bytes) -> bool:
     return False
 
 
-def run_http_probe(session: SessionBase, game: str, probe: dict[str, Any]) -> bool:
+def run_http_probe(session: Session, game: str, probe: dict[str, Any]) -> bool:
     """One refused HTTP request: its status, an error reply with id null, the game's dump
     unchanged, and the driver still answering. False for a driver that is not HTTP."""
-    transport = session.client.transport
+    transport = session.world.client.transport
     url = getattr(transport, "url", None)
     if not isinstance(url, str) or not url.startswith("http"):
         return False
     before = session.world.dump(game, remember=False)
     auth = transport.headers.get("Authorization")
-    body = json.dumps({"id": session.client.next_id(), "op": "dump", "args": {"game": game}})
+    body = json.dumps({"id": session.world.client.next_id(), "op": "dump", "args": {"game": game}})
     text = (
         probe["request"]
         .replace("$HOST", urlsplit(url).netloc)
@@ -181,7 +182,7 @@ def run_http_probe(session: SessionBase, game: str, probe: dict[str, Any]) -> bo
         .replace("$LEN", str(len(body)))
         .replace("$BODY", body)
     )
-    session.client.transcript.append({"send_raw": probe["what"], "t": 0.0})
+    session.world.client.transcript.append({"send_raw": probe["what"], "t": time.monotonic()})
     status, reply = _http_exchange(url, text.encode("latin-1"), probe.get("wait", 0))
     ids = tuple(probe["ids"])
     ledger = session.ledger

@@ -12,7 +12,7 @@ from jfsm_conformance.session import Session
 def _run(s: Session, ids: str) -> None:
     g = game(s)
     for i, case in enumerate(c for c in waits.cases() if c["id"] == ids):
-        fill_to(s, g, s.thresholds["game"] + 1, user=f"w{i}")  # the check compresses
+        fill_to(s, g, s.world.thresholds["game"] + 1, user=f"w{i}")  # the check compresses
         s.bounded_wait(g, case, ok(f"wait{i}"))
         s.record_round(g, f"after {i}", "still served")
 
