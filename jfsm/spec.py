@@ -30,6 +30,7 @@ from typing import Any
 __all__ = [
     "Constants",
     "constants",
+    "guarantees",
     "layout",
     "load_json",
     "load_toml",
@@ -86,6 +87,18 @@ def load_toml(relative: str) -> dict[str, Any]:
 def requirements() -> tuple[dict[str, Any], ...]:
     """The requirement catalog entries, in file order."""
     return tuple(load_toml("requirements.toml")["requirement"])
+
+
+@cache
+def guarantees() -> tuple[dict[str, Any], ...]:
+    """The reference engine's own guarantees (`jfsm/guarantees.toml`, R78): promises about
+    its formats and tools that are not spec requirements, under IDs the catalog retired.
+    `ValueError` if the file does not parse."""
+    path = Path(__file__).with_name("guarantees.toml")
+    try:
+        return tuple(tomllib.loads(path.read_text(encoding="utf-8"))["guarantee"])
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"{path}: {exc}") from exc
 
 
 @cache

@@ -66,6 +66,7 @@ LAYERS: dict[int, tuple[str, ...]] = {
         "driver.http",
         "driver.state",
         "driver.crash",
+        "driver.hello",
         "driver",
     ),
     # the package's curated API and the command line

@@ -22,7 +22,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jfsm.spec import load_json
+from jfsm.limits import depth
+from jfsm.spec import constants, load_json
 from tests.driver_helpers import WAIT, HttpDriver, StdioDriver, tree_hashes
 
 OPS = [op["name"] for op in load_json("driver/protocol.json")["ops"]]
@@ -147,6 +148,8 @@ def _expected_id(line: bytes) -> int | None:
         message = json.loads(line.decode("utf-8"), parse_constant=_no_nan)
     except (ValueError, RecursionError):
         return None
+    if depth(message, stop=constants().message_max_depth) > constants().message_max_depth:
+        return None  # too deep to be read as a message (JF-ERR-008)
     if isinstance(message, dict):
         found = message.get("id")
         if isinstance(found, int) and not isinstance(found, bool) and found >= 0:

@@ -94,8 +94,8 @@ def test_in_process_handle_refuses_deep_and_id_less_messages() -> None:
         return replies
 
     deep, surrogate, missing, array = asyncio.run(run())
-    assert deep["id"] == 2 and deep["error"]["code"] == "invalid_input"
-    for reply in (surrogate, missing, array):
+    # too deep to be read as a message: id null, as for the others (JF-ERR-008)
+    for reply in (deep, surrogate, missing, array):
         assert reply["id"] is None and reply["error"]["code"] == "invalid_input"
     json.dumps(surrogate, ensure_ascii=True)  # the reply is always encodable
 
@@ -119,3 +119,30 @@ def test_the_id_pattern_comes_from_the_spec_directory(tmp_path: Path) -> None:
         check=True,
     )
     assert out.stdout.strip() == "refused"
+
+
+@pytest.mark.req("JF-ERR-006", "JF-ERR-010")
+def test_forget_games_refuses_ids_out_of_pattern_and_forgets_nothing(tmp_path: Path) -> None:
+    """An id that is no game id (`..`, a slash, too long) is refused before any game is
+    released or any folder removed (R80); duplicates are accepted as one."""
+
+    async def run() -> list[dict[str, Any]]:
+        driver = ReferenceDriver(tmp_path / "state")
+        assert (await driver.handle({"id": 1, "op": "hello", "args": HELLO}))["ok"]
+        assert (await driver.handle({"id": 2, "op": "create_game", "args": {"game": "g"}}))["ok"]
+        replies = [
+            await driver.handle({"id": 3, "op": "forget_games", "args": {"games": ["g", bad]}})
+            for bad in ("..", "a/b", "x" * 65, "")
+        ]
+        replies.append(await driver.handle({"id": 4, "op": "dump", "args": {"game": "g"}}))
+        replies.append(
+            await driver.handle({"id": 5, "op": "forget_games", "args": {"games": ["g", "g"]}})
+        )
+        driver.close()
+        return replies
+
+    *refused, dump, duplicates = asyncio.run(run())
+    assert all(r["error"]["code"] == "invalid_input" for r in refused)
+    assert dump["ok"]  # the valid id named beside a bad one was not forgotten
+    assert duplicates["ok"]
+    assert (tmp_path / "state").is_dir()

@@ -152,6 +152,32 @@ DURABILITY = _declare(
     "operation or publication in flight, never a mix; after it if the operation answered.",
 )
 
+HOSTILE = _declare(
+    "hostile-input-refused",
+    "ERR-006 ERR-007 ERR-008 ERR-009 ERR-010",
+    "Hostile input over the protocol (ids out of `limits.id_pattern`, values and messages "
+    "past the depth limits, a message past `message_max_bytes`, lone surrogates, wrong "
+    "types, bad JSON and missing values in every argument slot, unknown ops) gets exactly "
+    "one reply with the spec's code (id null for what is no message), leaves the game's "
+    "dump unchanged, and the driver answers the next message.",
+)
+HTTP_GUARD = _declare(
+    "http-requests-guarded",
+    "ERR-011 ERR-012",
+    "An HTTP driver refuses a foreign Host or Origin, a missing token, a wrong Content-Type "
+    "and malformed framing (bad, missing or over-size Content-Length) with the 4xx status "
+    "of spec/driver/protocol.json and an error reply, and answers the next request.",
+)
+
+BOUNDED_WAITS = _declare(
+    "bounded-waits",
+    "CALL-006 CALL-013 CALL-014",
+    "Under the short attempt deadline asked in hello, a compress.v2 that hangs, drips its "
+    "reply, sends an endless body, a body past `response_bytes_max` or out-of-bounds "
+    "identifiers costs one transport failure within the deadline; the retry publishes, "
+    "nothing is lost, and the driver goes on serving.",
+)
+
 
 @dataclass(eq=False)
 class ConformanceFailure(AssertionError):

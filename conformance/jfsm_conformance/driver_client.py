@@ -7,7 +7,8 @@ A driver spec names the implementation under test:
   through a JSON round trip both ways, as on the wire.
 - `stdio:COMMAND`: a subprocess speaking JSON lines; replies matched by id, so several
   requests can be outstanding. `restart` kills its process group with SIGKILL and starts
-  `COMMAND` again. Its stderr is kept for the report.
+  `COMMAND` again. Its stderr is kept for the report. `{state}` in `COMMAND` becomes a fresh
+  empty directory for the run (kept across restarts, removed at the end).
 - `http://HOST:PORT` (or `https://...`, or the older spelling `http:URL`): one POST per
   message to `URL/v1/message`, with the bearer token from the environment variable
   `JFSM_DRIVER_TOKEN` if set (kept out of the spec, which reports record).
@@ -32,7 +33,9 @@ import inspect
 import json
 import os
 import shlex
+import shutil
 import signal
+import tempfile
 import threading
 import time
 from collections import deque
@@ -41,7 +44,7 @@ from typing import Any
 from jfsm_conformance.protocol import ProtocolViolation, Reply, protocol
 from jfsm_conformance.traces import Transcript
 
-__all__ = ["DriverClient", "HarnessError", "ProtocolViolation", "UnsupportedOp"]
+__all__ = ["DriverClient", "HarnessError", "NoWire", "ProtocolViolation", "UnsupportedOp"]
 
 DEFAULT_TIMEOUT = 120.0
 
@@ -56,6 +59,15 @@ class UnsupportedOp(Exception):
     def __init__(self, op: str) -> None:
         super().__init__(f"the driver does not support op {op!r}")
         self.op = op
+
+
+class NoWire(Exception):
+    """The transport cannot carry these bytes to the driver as they are (an in-process driver
+    without `handle_bytes`): the probe is not covered, not failed."""
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
 
 
 def _encode(message: dict[str, Any]) -> bytes:
@@ -86,6 +98,17 @@ class _InProcess:
         reply = await self.driver.handle(wire)
         return json.loads(json.dumps(reply, ensure_ascii=True))
 
+    async def send_raw(self, data: bytes, msg_id: int | None) -> tuple[int | None, Any]:
+        """Hostile bytes: to `handle_bytes` if the driver has it, else (JSON only) `handle`."""
+        handle_bytes = getattr(self.driver, "handle_bytes", None)
+        if callable(handle_bytes):
+            return None, json.loads(json.dumps(await handle_bytes(data), ensure_ascii=True))
+        try:
+            message = json.loads(data.decode("utf-8"), parse_constant=_no_constant)
+        except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+            raise NoWire("an in-process driver without handle_bytes") from exc
+        return None, json.loads(json.dumps(await self.driver.handle(message), ensure_ascii=True))
+
     async def restart(self) -> None:
         result = self.driver.restart()
         if inspect.isawaitable(result):
@@ -109,11 +132,19 @@ class _Stdio:
         self.argv = shlex.split(command)
         if not self.argv:
             raise HarnessError("stdio driver spec needs a command")
+        # `{state}`: a fresh empty directory for the run, kept across restarts (R80)
+        self.state: str | None = None
+        if any("{state}" in arg for arg in self.argv):
+            self.state = tempfile.mkdtemp(prefix="jfsm-suite-state-")
+            self.argv = [arg.replace("{state}", self.state) for arg in self.argv]
         self.proc: asyncio.subprocess.Process | None = None
         self.pending: dict[int, asyncio.Future[Any]] = {}
         self.stderr: deque[str] = deque(maxlen=200)
         self.tasks: list[asyncio.Task[None]] = []
         self.exited: str | None = None
+        # replies with id null (to hostile bytes, `send_raw`), in arrival order
+        self.orphans: deque[Any] = deque(maxlen=100)
+        self.orphan_arrived = asyncio.Event()
 
     async def open(self) -> None:
         try:
@@ -147,7 +178,10 @@ class _Stdio:
                 continue
             msg_id = reply.get("id") if isinstance(reply, dict) else None
             future = self.pending.pop(msg_id, None) if isinstance(msg_id, int) else None
-            if future is None:
+            if future is None and isinstance(reply, dict) and msg_id is None:
+                self.orphans.append(reply)
+                self.orphan_arrived.set()
+            elif future is None:
                 self.stderr.append(f"[suite] reply with unknown id: {str(reply)[:200]}")
             elif not future.done():
                 future.set_result(reply)
@@ -207,6 +241,36 @@ class _Stdio:
             raise HarnessError(status) from exc
         return await future
 
+    async def send_raw(self, data: bytes, msg_id: int | None) -> tuple[int | None, Any]:
+        """Write `data` and a newline; the reply: the next with id null, or with `msg_id`."""
+        if self.proc is None or self.exited or self.proc.stdin is None:
+            raise HarnessError(self.exited or "driver not running")
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        key = -1 if msg_id is None else msg_id  # -1: no reply carries it, but an exit fails it
+        self.pending[key] = future
+        self.orphan_arrived.clear()
+        try:
+            self.proc.stdin.write(data + b"\n")
+            await self.proc.stdin.drain()
+        except (BrokenPipeError, ConnectionResetError) as exc:
+            self.pending.pop(key, None)
+            raise HarnessError("the driver closed its stdin") from exc
+        orphan = asyncio.ensure_future(self.orphan_arrived.wait())
+        try:
+            await asyncio.wait({future, orphan}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            orphan.cancel()
+        if future.done():
+            return None, future.result()
+        self.pending.pop(key, None)
+        return None, self.orphans.popleft()
+
+    def extra_replies(self) -> list[Any]:
+        """Replies with id null that nothing waited for (a second reply to one message)."""
+        extra = list(self.orphans)
+        self.orphans.clear()
+        return extra
+
     async def kill(self) -> None:
         proc = self.proc
         if proc is None:
@@ -237,6 +301,8 @@ class _Stdio:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(proc.wait(), 5)
         await self.kill()
+        if self.state is not None:
+            shutil.rmtree(self.state, ignore_errors=True)
 
     def stderr_tail(self) -> str:
         return "\n".join(list(self.stderr)[-40:])
@@ -270,6 +336,19 @@ class _Http:
             return response.json()
         except ValueError as exc:
             raise ProtocolViolation(f"driver reply is not JSON: {exc}") from exc
+
+    async def send_raw(self, data: bytes, msg_id: int | None) -> tuple[int | None, Any]:
+        """POST `data` as it is: the status and the body (None if it is not JSON)."""
+        import httpx
+
+        try:
+            response = await self.client.post(self.url, content=data, headers=self.headers)
+        except httpx.HTTPError as exc:
+            raise HarnessError(f"driver at {self.url} unreachable: {exc!r}") from exc
+        try:
+            return response.status_code, response.json()
+        except ValueError:
+            return response.status_code, None
 
     async def restart(self) -> None:
         raise HarnessError("http drivers cannot be restarted by the suite")
@@ -382,6 +461,21 @@ class DriverClient:
     def call(self, op: str, args: dict[str, Any], timeout: float | None = None) -> Reply:
         """Send one request and wait for its reply."""
         return self.wait(self.start(op, args), timeout)
+
+    def next_id(self) -> int:
+        """A message id no other message of this client carries."""
+        with self._lock:
+            self._ids += 1
+            return self._ids
+
+    def send_raw(self, data: bytes, msg_id: int | None) -> tuple[int | None, Any]:
+        """Hostile bytes, unchecked: `(HTTP status or None, reply with id null or `msg_id`)`;
+        `NoWire` if the transport cannot carry them, `HarnessError` without a reply in time."""
+        shown = data[:200].decode("utf-8", "replace")
+        self.transcript.append({"send_raw": shown, "bytes": len(data), "t": time.monotonic()})
+        status, raw = self._run(self.transport.send_raw(data, msg_id), self.timeout)
+        self.transcript.append({"recv": raw, "status": status, "t": time.monotonic()})
+        return status, raw
 
     def restart(self) -> None:
         """Kill and restart the driver (stdio) or call the factory object's `restart()`."""

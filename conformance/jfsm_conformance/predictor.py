@@ -190,6 +190,7 @@ class Predictor:
             "lengthBefore": len(comp.flight.text),
             "lengthAfter": 0 if after is None else after.length(),
             "throughSeq": comp.flight.through,
+            "scene": comp.flight.scene,  # for blame only: None is the game stack
         }
 
     # -- one logical compression ---------------------------------------------------------

@@ -80,12 +80,22 @@ def _selected(ids: tuple[str, ...], prefix: str) -> bool:
     return not prefix or any(i.startswith(prefix) for i in ids)
 
 
+NOT_SHRUNK = (
+    "not shrunk: a deterministic scenario had already failed, and its trace is the short "
+    "replay (decision R80)"
+)
+
+
 def _needs_met(scenario: Scenario, session: Session) -> str | None:
     for need in filter(None, scenario.needs.split("+")):
         if need == "stdio" and not session.world.driver_spec.startswith("stdio:"):
             return "needs a stdio driver (the runner kills the process mid-operation)"
         if need == "kill" and session.kill_mode is None:
             return "needs a stdio driver or capabilities.crashInjection (to kill it mid-operation)"
+        if need == "http" and not session.world.driver_spec.startswith(("http:", "https:")):
+            return "needs an HTTP driver (JF-ERR-011 and JF-ERR-012 are about HTTP requests)"
+        if need == "deadlineOverride" and not session.world.capabilities.get("deadlineOverride"):
+            return "the driver does not declare capabilities.deadlineOverride"
         if need == "durableRestart" and not session.world.capabilities.get("durableRestart"):
             return "the driver does not declare capabilities.durableRestart"
     return None
@@ -223,13 +233,15 @@ class _Run:
             return
         began = time.monotonic()
         self.o.progress(f"machine {label}: {examples} random sequences of up to {steps} steps")
+        # a scenario already failed: its trace names the cause; no minutes of shrinking (R80)
+        shrink = self.shrink and not self.failures
         outcome = explore(
             session,
             label,
             examples,
             steps,
             seed=self.o.seed,
-            shrink=self.shrink,
+            shrink=shrink,
             progress=self.o.progress,
             checkpoint=lambda done: self.reached(f"machine {label}: {done}"),
         )
@@ -237,6 +249,8 @@ class _Run:
         if outcome.status == "unsupported" and outcome.unsupported:
             status = "not covered: " + self.not_supported(f"machine {label}", outcome.unsupported)
         for found in outcome.failures:
+            if shrink != self.shrink:
+                found.note = "; ".join(filter(None, [found.note, NOT_SHRUNK]))
             self.record_failure(f"machine {label}", found, session, outcome.hypothesis_report)
         if outcome.status != "pass":
             session.recover()

@@ -63,7 +63,9 @@ WHITE_SPACE = frozenset(
 )
 SUMMARY_ENVELOPE = constants().summary_envelope
 
-TRANSPORT = frozenset({"http_status", "malformed", "wrong_schema", "reset"})
+TRANSPORT = frozenset(
+    {"http_status", "malformed", "wrong_schema", "reset", "oversized", "hang", "drip", "endless"}
+)
 COMPLETED = frozenset({"success", "refuse", "empty", "not_smaller"})
 
 
@@ -162,6 +164,24 @@ def hold(then: Outcome | None = None) -> Outcome:
     return Outcome("hold", then=then)
 
 
+def hang(seconds: float) -> Outcome:
+    """Accept the request and send nothing for `seconds` (longer than the caller's attempt
+    deadline), then drop the connection (JF-CALL-014)."""
+    return Outcome("hang", seconds=seconds)
+
+
+def drip(seconds: float) -> Outcome:
+    """Send an ok reply one byte at a time, for at most `seconds`, so that no read ever
+    waits long but the reply never completes in time (JF-CALL-014)."""
+    return Outcome("drip", seconds=seconds)
+
+
+def endless(seconds: float) -> Outcome:
+    """A 200 whose chunked ok-shaped body trickles without end (a chunk of 512 bytes every
+    50 ms, under any size cap for a while), for at most `seconds` (JF-CALL-014)."""
+    return Outcome("endless", seconds=seconds)
+
+
 REPLY_KINDS = frozenset({"success", "refuse", "empty", "not_smaller", "default"})
 
 
@@ -185,7 +205,11 @@ def to_outcome(d: dict[str, Any]) -> Outcome:
     if kind == "malformed":
         return malformed_json()
     if kind == "wrong_schema":
-        return wrong_schema()
+        return wrong_schema(d.get("body"))
+    if kind == "oversized":
+        return oversized(d["bytes"], chunked=d.get("chunked", False))
+    if kind in ("hang", "drip", "endless"):
+        return {"hang": hang, "drip": drip, "endless": endless}[kind](d["seconds"])
     if kind == "reset":
         return reset()
     if kind == "hold":

@@ -58,7 +58,7 @@ import time
 from typing import Any
 
 from jfsm_conformance import checks as C
-from jfsm_conformance import exercise
+from jfsm_conformance import exercise, hostile, waits
 from jfsm_conformance.blame import Ctx
 from jfsm_conformance.canon import QUOTA, change_log, footprint, jcs
 from jfsm_conformance.checks import Ledger
@@ -102,6 +102,9 @@ STEPS: frozenset[str] = frozenset(
         "write",
         "checkpoint",
         "invalid",
+        # hostile input and bounded waits on compress.v2
+        "hostile",
+        "bounded_wait",
         # concurrency
         "concurrent_rounds",
         # durability
@@ -585,12 +588,13 @@ class Session:
     ) -> None:
         w = self.world
         w.script([])
-        result = self.check.replies.ok(w.call(op, args), op, ids)
+        reply = w.call(op, args)
+        self._quiet(op)  # a history op that compresses breaks JF-HIST-007 first
+        result = self.check.replies.ok(reply, op, ids)
         model = w.games[game]
         apply(model)
         want = {"rounds": len(model.rounds), "chunks": len(model.game.chunks)}
         self.check.replies.result(op, {k: result.get(k) for k in want}, want, ("JF-HIST-004",))
-        self._quiet(op)
         running = any(sc.state in ("created", "running") for sc in model.scenes.values())
         verifies = (*ids, "JF-HIST-004", "JF-HIST-005", "JF-HIST-007")
         verifies += ("JF-HIST-011",) if running else ()
@@ -730,6 +734,21 @@ class Session:
         self.world.script([])
         reply = self.world.call(op, {"game": game, **args})
         self._refused(game, op, reply, code, tuple(ids))
+
+    def hostile(self, game: str, scene: str, probe: dict[str, Any]) -> bool:
+        """Send one hostile probe (`jfsm_conformance.hostile`): one reply with the spec's
+        code, the game's dump unchanged, the driver still answering. False when the transport
+        cannot carry it (not covered)."""
+        self.record("hostile", game=game, scene=scene, probe=probe)
+        self.world.script([])
+        return hostile.run_probe(self, game, scene, probe)
+
+    def bounded_wait(self, game: str, case: dict[str, Any], then: dict[str, Any]) -> None:
+        """A generation whose first attempt meets a hostile compress.v2 (`jfsm_conformance.
+        waits`), under the short attempt deadline asked in hello: a transport failure within
+        the deadline, then `then` published, nothing lost."""
+        self.record("bounded_wait", game=game, case=case, then=then)
+        waits.run_case(self, game, case, then)
 
     # =====================================================================================
     # steps: concurrency

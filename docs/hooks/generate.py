@@ -39,6 +39,7 @@ def generated_pages() -> dict[str, str]:
     pages = {
         "reference/requirements.md": spec_pages.requirements_page(SPEC, tests, conformance),
         "reference/traceability.md": spec_pages.traceability_page(SPEC, tests, conformance),
+        "reference/engine-guarantees.md": spec_pages.guarantees_page(tests),
         "reference/machines/index.md": spec_pages.machines_index_page(SPEC),
     }
     pages.update(spec_pages.machine_pages(SPEC))

@@ -1,27 +1,23 @@
 """The reference driver: the conformance driver protocol v1 over the reference engine.
 
 A driver turns protocol messages (`{"id", "op", "args"}`) into engine calls and answers
-`{"id", "ok": true, "result"}` or `{"id", "ok": false, "error": {"code", ...}}`. Messages
-are handled concurrently, so a suite can append while a compression is held in flight.
-`handle` never raises and answers every message: a message that is not an object, has no
-valid id (the reply's id is then null), nests past the spec's limit or names an unknown op
-gets an error reply (JF-ERR-008).
+`{"id", "ok": true, "result"}` or `{"id", "ok": false, "error": {"code", ...}}`, handling
+messages concurrently (a suite appends while a compression is held). `handle` never raises:
+a message that is not an object, has no valid id, nests past the spec's limit (these get id
+null) or names an unknown op gets an error reply (JF-ERR-008); `handle_bytes` takes bytes.
 
-Used three ways: in process (`python:jfsm.driver:reference_driver`, or
-`durable_reference_driver` for file stores in a temporary directory), over stdio
-(`jfsm driver [--state DIR]`, JSON lines, `jfsm.driver.stdio`) and over HTTP
-(`jfsm driver --http PORT`, `jfsm.driver.http`). With a state directory each game lives in
-a durable `FileStore` inside its folder (`jfsm.driver.state`), and a restarted driver
-reopens every game found there, skipping and reporting what it cannot open. With `store_url`
-(`jfsm driver --store postgresql://... --state DIR`) each game's memory lives in that
-database instead (`PostgresStore`) and the folder keeps only the driver's side files.
+Used in process (`python:jfsm.driver:reference_driver`, `durable_reference_driver`: file
+stores in a temporary directory), over stdio (`jfsm driver [--state DIR]`,
+`jfsm.driver.stdio`) and over HTTP (`jfsm driver --http PORT`, `jfsm.driver.http`). With a
+state directory each game lives in a durable `FileStore` in its folder (`jfsm.driver.state`),
+and a restarted driver reopens every game there, skipping and reporting what it cannot
+open. With `store_url` (`--store postgresql://...`) game memory lives in that database instead
+(`PostgresStore`) and the folder keeps only the driver's side files.
 
-With a state directory at most `max_open` games are open at once (decision R56): the least
-recently used idle game is closed and reopened from its folder when an op names it again.
-A game is idle when no op on it is running and nothing about it lives only in memory (no
-compression in flight, no retry count kept for a completed-but-unpublished reply). An
-in-process `restart()` reopens the games that were open at once and the others when named.
-Memory stores keep every game: closing one would lose it, until `forget_games` (R59).
+With a state directory at most `max_open` games are open at once (R56): the least recently
+used idle game (no op running, no compression in flight, no retry count only in memory) is
+closed and reopened when named again; an in-process `restart()` reopens the open games at
+once, the others when named. Memory stores keep every game, until `forget_games` (R59).
 """
 
 from __future__ import annotations
@@ -38,10 +34,11 @@ from typing import Any
 from jfsm._version import __version__
 from jfsm.compressor import Compressor
 from jfsm.driver.crash import CrashSwitch
+from jfsm.driver.hello import parse_hello
 from jfsm.driver.http import serve_http
 from jfsm.driver.state import GameFolder, Skipped, StateDamaged, StateDirectory
 from jfsm.driver.stdio import serve_stdio
-from jfsm.driver.wire import error_reply
+from jfsm.driver.wire import Refusal, decode, error_reply, refusal_reply
 from jfsm.engine import GameEngine
 from jfsm.errors import InvalidInput, JfsmError, StoreUnavailable
 from jfsm.limits import depth, validate_id
@@ -85,8 +82,9 @@ def _message_id(message: object) -> int | None:
 class ReferenceDriver:
     """Protocol v1 over `GameEngine`s; memory stores, or file stores under `state_dir`.
 
-    `compressor_factory` builds the compressor from hello's `compressUrl` (default: the
-    HTTP transport); `engine_class` is the engine each game runs (a seam for mutants).
+    `compressor_factory(url, **kw)` builds the compressor from hello's `compressUrl` (default:
+    the HTTP transport; `kw` is `timeout=seconds` when hello asks for a shorter attempt
+    deadline, R79); `engine_class` is the engine each game runs (a seam for mutants).
     `skipped` lists the entries of the state directory the last scan could not serve (also
     returned by `hello` and written to stderr). `crash_injection` (file stores only, for
     in-process use by the suite) offers the `crash` op (`jfsm.driver.crash`).
@@ -96,7 +94,7 @@ class ReferenceDriver:
         self,
         state_dir: str | Path | None = None,
         *,
-        compressor_factory: Callable[[str], Compressor] | None = None,
+        compressor_factory: Callable[..., Compressor] | None = None,
         engine_class: type[GameEngine] = GameEngine,
         store_url: str | None = None,
         crash_injection: bool = False,
@@ -130,7 +128,8 @@ class ReferenceDriver:
             if not isinstance(message, Mapping):
                 raise InvalidInput("a message must be a JSON object")
             limit = constants().message_max_depth
-            if depth(message, stop=limit) > limit:
+            if depth(message, stop=limit) > limit:  # no message: id null (JF-ERR-008)
+                msg_id = None
                 raise InvalidInput(f"the message nests deeper than {limit} arrays and objects")
             if msg_id is None:
                 raise InvalidInput(f"id must be an integer >= 0, not {_shown(message.get('id'))}")
@@ -162,11 +161,15 @@ class ReferenceDriver:
         except Exception as exc:  # a bug in the engine: report it, never kill the driver
             return error_reply(msg_id, "internal_error", f"{type(exc).__name__}: {exc}"[:2000])
 
+    async def handle_bytes(self, data: bytes) -> dict[str, Any]:
+        """Answer one message as the wire brings it (stdio, HTTP); never raises."""
+        msg = decode(data)
+        return refusal_reply(msg) if isinstance(msg, Refusal) else await self.handle(msg)
+
     def _game(self, args: Mapping[str, Any]) -> GameEngine:
-        game_id = _arg(args, "game")
-        engine = self.games.get(game_id) if isinstance(game_id, str) else None
-        if engine is None and isinstance(game_id, str):
-            engine = self._reopen(game_id)
+        game_id = validate_id(_arg(args, "game"), "game")  # before any path is built of it
+        engine = self.games.get(game_id)
+        engine = engine if engine is not None else self._reopen(game_id)
         if engine is None:
             raise InvalidInput(f"unknown game {_shown(game_id)}", field="game")
         self.games.move_to_end(engine.game_id)
@@ -290,32 +293,19 @@ class ReferenceDriver:
 
     # -- ops -----------------------------------------------------------------------------
     async def op_hello(self, args: Mapping[str, Any]) -> dict[str, Any]:
-        if args.get("protocol") != PROTOCOL_VERSION:
-            raise InvalidInput(f"protocol {args.get('protocol')!r} unsupported; speaks 1")
-        url = _arg(args, "compressUrl")
-        thresholds = args.get("thresholds")
-        if thresholds is not None and not (
-            isinstance(thresholds, Mapping)
-            and set(thresholds) <= {"game", "catalyst"}
-            and all(
-                isinstance(v, int) and not isinstance(v, bool) and v > 0
-                for v in thresholds.values()
-            )
-        ):
-            raise InvalidInput("thresholds must be {game?, catalyst?} positive integers")
-        if not isinstance(url, str):
-            raise InvalidInput("compressUrl must be a string", field="compressUrl")
+        hello = parse_hello(args, PROTOCOL_VERSION)
+        url, thresholds = hello.url, hello.thresholds
         try:
             if self._compressor_factory is not None:
-                compressor = self._compressor_factory(url)
+                compressor = self._compressor_factory(url, **hello.compressor)
             else:
                 from jfsm.transport import HttpCompressor
 
-                compressor = HttpCompressor(url)
+                compressor = HttpCompressor(url, **hello.compressor)
         except (ValueError, TypeError) as exc:
             raise InvalidInput(f"compressUrl {_shown(url)} is not usable: {exc}") from exc
         before = (self._thresholds, self._compressor, self._compress_url)
-        self._thresholds = None if thresholds is None else dict(thresholds)
+        self._thresholds = thresholds
         self._compressor = compressor
         self._compress_url = url
         try:
@@ -337,6 +327,7 @@ class ReferenceDriver:
                 "thresholdOverride": True,
                 "crashInjection": self._fs is not None,
                 "forgetGames": True,
+                "deadlineOverride": True,
             },
             "skipped": [entry.to_json() for entry in self.skipped],
         }
@@ -476,9 +467,9 @@ class ReferenceDriver:
         """Release games the suite will never name again (R59): closed, and with file stores
         their folders removed, retry counts too. A game with a compression in flight is kept."""
         games = _arg(args, "games")
-        if not isinstance(games, list) or not all(isinstance(g, str) for g in games):
+        if not isinstance(games, list):
             raise InvalidInput("games must be an array of game ids", field="games")
-        for game_id in games:
+        for game_id in [validate_id(g, "games") for g in games]:  # all checked before any
             engine = self.games.get(game_id)
             if engine is not None and (self._busy[game_id] > 0 or not _reopenable(engine, True)):
                 continue

@@ -176,6 +176,10 @@ class _Connection:
             self.h11.receive_data(data)
 
     def _check_head(self, request: h11.Request) -> None:
+        # h11 bounds only a head that arrives in pieces; one that arrives whole is measured
+        size = len(request.method) + len(request.target) + 11
+        if size + sum(len(n) + len(v) + 4 for n, v in request.headers) > self.limits.header_bytes:
+            raise _Refused(431, f"the headers exceed {self.limits.header_bytes} bytes")
         headers: dict[bytes, list[bytes]] = {}
         for name, value in request.headers:
             headers.setdefault(name.lower(), []).append(value)

@@ -31,6 +31,6 @@ def durable_without_backoff() -> ReferenceDriver:
     atexit.register(shutil.rmtree, state, True)
     return ReferenceDriver(
         state,
-        compressor_factory=lambda url: HttpCompressor(url, backoff=0.0),
+        compressor_factory=lambda url, **kw: HttpCompressor(url, backoff=0.0, **kw),
         crash_injection=True,
     )

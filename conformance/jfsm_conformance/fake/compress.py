@@ -403,6 +403,14 @@ class FakeCompress:
             return self._answer(h, record, outcome.then)
         if outcome is not None and outcome.kind == "reset":
             return RESET
+        if outcome is not None and outcome.kind == "hang":
+            self._set(record, name, None)
+            self._closing.wait(outcome.seconds)
+            return RESET
+        if outcome is not None and outcome.kind in ("drip", "endless"):
+            self._set(record, name, 200)
+            body = json.dumps(reply_doc(None, key, doc, self.summary_cap)).encode("utf-8")
+            return FakeResponse(200, body, slow=outcome.kind, seconds=outcome.seconds)
         if outcome is None or outcome.kind in REPLY_KINDS:
             reply = reply_doc(outcome, key, doc, self.summary_cap)
             body = json.dumps(reply, ensure_ascii=False).encode("utf-8")

@@ -44,6 +44,10 @@ class FakeResponse:
     headers: tuple[tuple[str, str], ...] = ()
     chunked: bool = False
     reset: bool = False
+    # a slow reply (JF-CALL-014): "drip" writes status, headers and body one byte at a time,
+    # "endless" a chunked body that never ends; either for at most `seconds`
+    slow: str = ""
+    seconds: float = 0.0
 
 
 RESET = FakeResponse(status=0, reset=True)

@@ -9,11 +9,17 @@ from __future__ import annotations
 import socket
 import struct
 import threading
+import time
 from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from jfsm_conformance.fake.exchange import LOOPBACK, MAX_REQUEST_BYTES, FakeRequest, FakeResponse
+from jfsm_conformance.fake.exchange import (
+    LOOPBACK,
+    MAX_REQUEST_BYTES,
+    FakeRequest,
+    FakeResponse,
+)
 
 __all__ = ["Answer", "start_server"]
 
@@ -55,6 +61,8 @@ class _Handler(BaseHTTPRequestHandler):
         response = self.server.answer(request)
         if response.reset:
             self.abort()
+        elif response.slow:
+            self.send_slowly(response)
         elif response.chunked:
             self.send_chunked(response.body)
         else:
@@ -88,6 +96,36 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
         self.wfile.write(b"0\r\n\r\n")
         self.close_connection = True
+
+    def send_slowly(self, response: FakeResponse) -> None:
+        """Drip the whole reply a byte every 50 ms, or trickle an endless chunked body, for
+        at most `response.seconds`; stop when the caller goes away."""
+        end = time.monotonic() + response.seconds
+        if response.slow == "drip":
+            head = (
+                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n"
+                b"Content-Length: %d\r\n\r\n" % len(response.body)
+            )
+            pieces: Any = (bytes([b]) for b in head + response.body)
+        else:
+            head = (
+                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n"
+                b"Transfer-Encoding: chunked\r\n\r\n"
+            )
+            start = b'{"ok": true, "callId": "endless", "summary": "'
+            self.wfile.write(head + b"%x\r\n%s\r\n" % (len(start), start))
+            pieces = iter(lambda: b"200\r\n" + b"a" * 512 + b"\r\n", None)
+        self.close_connection = True
+        try:
+            for piece in pieces:
+                if time.monotonic() > end:
+                    break
+                self.wfile.write(piece)
+                self.wfile.flush()
+                time.sleep(0.05)
+        except OSError:
+            return  # the caller gave up: what a bounded caller does
+        self.abort()
 
     def abort(self) -> None:
         """Drop the connection with a reset, sending nothing."""

@@ -12,11 +12,21 @@ them all in `SCENARIOS`, in run order.
 
 from __future__ import annotations
 
-from jfsm_conformance.scenarios import compression, durability, history, store
+from jfsm_conformance.scenarios import (
+    compression,
+    durability,
+    guesses,
+    history,
+    hostile,
+    store,
+    waits,
+)
 from jfsm_conformance.scenarios.registry import SCENARIOS, Scenario
 
 __all__ = ["SCENARIOS", "Scenario"]
 
 # the areas in the order their scenarios run (each module's scenarios in their own order)
-AREAS = [module.__name__ for module in (compression, history, store, durability)]
+AREAS = [
+    module.__name__ for module in (compression, history, guesses, store, durability, hostile, waits)
+]
 SCENARIOS.sort(key=lambda scenario: AREAS.index(scenario.run.__module__))

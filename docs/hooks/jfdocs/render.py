@@ -133,6 +133,14 @@ def schema_type(schema: Mapping[str, Any] | bool, defs: Mapping[str, Any] | None
     elif kind == "array":
         items = schema.get("items")
         text = "array" if items is None else f"array of {schema_type(items, defs)}"
+    elif kind == "object" and isinstance(schema.get("properties"), Mapping):
+        # an inline object shows its members, so a table cell hides none of them
+        required = set(schema.get("required", ()))
+        members = ", ".join(
+            f"`{name}`{'' if name in required else '?'}: {schema_type(sub, defs)}"
+            for name, sub in schema["properties"].items()
+        )
+        text = f"object {{{members}}}"
     elif kind is not None:
         text = str(kind)
     else:

@@ -187,6 +187,54 @@ def requirements_page(
             out.append(_node_list("Tests", tests.get(rid, [])))
             if conformance.available:
                 out.append(f"**Conformance checks:** {_nodes(conformance.checks.get(rid, []))}\n")
+    retired = catalog.get("retired", [])
+    if retired:
+        out.append("## Retired IDs { #retired }\n")
+        out.append(
+            "IDs no longer in the catalog and never reused (decision R78). Each was a promise "
+            "of the reference engine about its own formats, not a requirement on every "
+            "implementation, and lives on, under the same ID and still tested, among the "
+            "[reference engine's guarantees](engine-guarantees.md).\n"
+        )
+        for entry in retired:
+            rid = entry["id"]
+            out.append(
+                f"### {rid} {prose(entry['title'])} (retired) {{ #{rid} }}\n\n"
+                f"{prose(entry['note'], '../decisions.md')} See "
+                f"[{rid}](engine-guarantees.md#{rid}).\n"
+            )
+    return "\n".join(out)
+
+
+def guarantees_page(tests: dict[str, list[str]]) -> str:
+    """`reference/engine-guarantees.md`: the reference engine's own guarantees
+    (`jfsm/guarantees.toml`), each with the tests that pin it."""
+    from jfsm.spec import guarantees
+
+    out = [
+        "# Reference engine guarantees\n",
+        "<!-- Generated at build time from jfsm/guarantees.toml by docs/hooks. Do not edit. -->\n",
+        "Promises the reference engine `jfsm` makes about its own formats and tools: the "
+        "file store's layout, manifest, lock and windowed reader, `jfsm inspect`, its "
+        "construction options, and the reference driver's state directory. They are **not** "
+        "requirements of the specification: another implementation owes none of them, the "
+        "conformance suite does not judge them, and the [requirements](requirements.md) page "
+        "does not count them. They keep the IDs they had in the catalog, which lists those "
+        "IDs as [retired](requirements.md#retired) and never reuses them (decision R78). "
+        "The reference engine's own tests pin each one.\n",
+    ]
+    for g in guarantees():
+        gid = g["id"]
+        out.append(f"## {gid} {prose(g['title'])} {{ #{gid} }}\n")
+        out.append(f"**{g['level']}** (of the reference engine)\n")
+        out.append(
+            "> " + _link_ids(prose(g["statement"], "../decisions.md"), "requirements.md") + "\n"
+        )
+        if g.get("why_not_spec"):
+            out.append(
+                f"*Why not a spec requirement:* {prose(g['why_not_spec'], '../decisions.md')}\n"
+            )
+        out.append(_node_list("Tests", tests.get(gid, [])))
     return "\n".join(out)
 
 
@@ -196,8 +244,10 @@ def traceability_page(
     conformance: ConformanceCoverage,
 ) -> str:
     """`reference/traceability.md`: ID -> tests/checks, and the MUSTs nothing tests."""
+    from jfsm.spec import guarantees
+
     reqs = load_requirements()["requirement"]
-    known = {r["id"] for r in reqs}
+    known = {r["id"] for r in (*reqs, *guarantees())}
     absolute = [r for r in reqs if r["level"] in ("MUST", "MUST NOT")]
     untested = [r for r in absolute if not tests.get(r["id"])]
     unchecked = [
@@ -216,6 +266,33 @@ def traceability_page(
         out.append(f"Conformance checks: {conformance.note}.\n")
     else:
         out.append(f'!!! info "Conformance checks"\n    {conformance.note}\n')
+    out.append("## Who judges each requirement { #coverage }\n")
+    by_kind: dict[str, list[dict[str, Any]]] = {}
+    for r in reqs:
+        by_kind.setdefault(r["verification"], []).append(r)
+    out.append(
+        f"**{len(by_kind.get('suite', []))}** requirements are checked by the conformance "
+        f"suite against any implementation, **{len(by_kind.get('profile', []))}** by the "
+        "compaction safety profile; the others are listed here with the reason the suite "
+        "cannot judge them. Promises about the reference engine's own formats are not "
+        "requirements: they are the [reference engine's guarantees](engine-guarantees.md) "
+        "(decision R78).\n"
+    )
+    others = [r for r in reqs if r["verification"] not in ("suite", "profile")]
+    if others:
+        out.append(
+            table(
+                ["ID", "Verification", "Why the suite cannot judge it"],
+                [
+                    [
+                        f"[{r['id']}](requirements.md#{r['id']})",
+                        r["verification"],
+                        cell(r.get("reason", "")),
+                    ]
+                    for r in others
+                ],
+            )
+        )
     out.append("## MUST and MUST NOT requirements with no test { #untested }\n")
     out.append(
         f"**{len(untested)}** of the {len(absolute)} MUST and MUST NOT requirements have no "

@@ -1,0 +1,31 @@
+"""A broken HTTP driver (for `tests/conformance/test_hostile.py`): the reference driver
+served over HTTP, except that a request with any Host is answered, the hole DNS rebinding
+uses to reach a local service from a web page: JF-ERR-011.
+
+```
+python -m jfsm_conformance.examples.open_http --http PORT [--token T] [--state DIR]
+```
+"""
+
+from __future__ import annotations
+
+import sys
+
+import jfsm.driver.http
+
+
+class _AnyHost(frozenset[str]):
+    def __contains__(self, item: object) -> bool:
+        return True
+
+
+def main(argv: list[str]) -> int:
+    """Serve `jfsm driver ARGV...` with the Host check left out."""
+    jfsm.driver.http.LOOPBACK = _AnyHost()
+    from jfsm.cli import main as cli
+
+    return cli(["driver", *argv])
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,118 @@
+"""Hostile input over the protocol (JF-ERR-006 to JF-ERR-010): the probes come from the
+spec's limits, the reference passes them, and a driver that lets one limit through fails
+under that limit's requirement."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from jfsm.limits import depth
+from jfsm.spec import constants
+from jfsm_conformance import hostile as H
+from jfsm_conformance.runner import Options, replay, run
+
+HOSTILE = ["hostile-ids", "hostile-values", "hostile-slots", "hostile-messages"]
+REFERENCE = "python:jfsm_conformance.examples.reference:durable_without_backoff"
+
+
+def _run(tmp_path: Path, driver: str, scenarios: list[str]) -> object:
+    options = Options(
+        driver=driver,
+        scenarios=scenarios,
+        machines=False,
+        report_dir=tmp_path,
+        progress=lambda line: None,
+    )
+    return run(options)
+
+
+def test_probes_come_from_the_spec_limits() -> None:
+    lim = H.limits()
+    assert lim.id_max == max(n for n in range(1, 300) if lim.valid_id("a" * n))
+    assert all(not lim.valid_id(bad) for bad in lim.bad_ids())
+    assert "a" * (lim.id_max + 1) in lim.bad_ids()
+    assert depth(H.nested(lim.value_max_depth + 1)) == constants().value_max_depth + 1
+    [long] = [p for p in H.wire_probes() if p["kind"] == "long"]
+    assert len(H.long_message(long["bytes"])) == constants().message_max_bytes + 1
+    deep = next(p for p in H.message_probes() if "nesting" in p["what"])["message"]
+    assert depth(deep) == constants().message_max_depth + 1
+    # every op's every argument slot gets a lone surrogate, a wrong type and bad JSON
+    slots = {p["what"].split(":")[0] for p in H.slot_probes()}
+    assert {f"{op}.{slot}" for op, args in H.BASE_ARGS.items() for slot in args} <= slots
+    json.dumps(H.slot_probes())  # a probe is JSON (traces record it)
+
+
+def test_reference_passes_every_hostile_probe(tmp_path: Path) -> None:
+    result = _run(tmp_path, REFERENCE, HOSTILE)
+    assert result.exit_code == 0, [f.message for f in result.failures]  # type: ignore[attr-defined]
+    verdicts = {v["id"]: v["verdict"] for v in result.verdicts}  # type: ignore[attr-defined]
+    for rid in ("JF-ERR-006", "JF-ERR-007", "JF-ERR-008", "JF-ERR-009", "JF-ERR-010"):
+        assert verdicts[rid] == "pass", rid
+
+
+BROKEN = "python:jfsm_conformance.examples.hostile:"
+
+
+@pytest.mark.parametrize(
+    ("factory", "scenario", "requirement"),
+    [
+        ("long_ids", "hostile-ids", "JF-ERR-006"),
+        ("deep_values", "hostile-values", "JF-ERR-007"),
+        ("null_id_missing", "hostile-messages", "JF-ERR-008"),
+        ("reads_long", "hostile-messages", "JF-ERR-009"),
+        ("unknown_op_writes", "hostile-messages", "JF-ERR-010"),
+    ],
+)
+def test_a_driver_letting_a_limit_through_fails_it(
+    tmp_path: Path, factory: str, scenario: str, requirement: str
+) -> None:
+    result = _run(tmp_path, BROKEN + factory, [scenario])
+    assert result.exit_code == 1  # type: ignore[attr-defined]
+    first = result.failures[0]  # type: ignore[attr-defined]
+    assert requirement in first.ids, first.message
+    assert replay(first.trace, progress=lambda line: None) == 1
+
+
+def _serve(module: str, tmp_path: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """`python -m MODULE [driver] --http 0 --token T --state DIR`: the process and its URL."""
+    argv = [sys.executable, "-m", module, *(["driver"] if module == "jfsm.cli" else [])]
+    argv += ["--http", "0", "--token", "hostile-token", "--state", str(tmp_path / "state")]
+    proc = subprocess.Popen(argv, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    assert proc.stderr is not None
+    match = re.search(r"http://127\.0\.0\.1:(\d+)", proc.stderr.readline().decode())
+    assert match is not None
+    return proc, f"http://127.0.0.1:{match[1]}"
+
+
+@pytest.mark.parametrize(
+    ("module", "code", "requirement"),
+    [("jfsm.cli", 0, None), ("jfsm_conformance.examples.open_http", 1, "JF-ERR-011")],
+)
+def test_http_requests_are_guarded(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    module: str,
+    code: int,
+    requirement: str | None,
+) -> None:
+    """The reference HTTP driver passes hostile-http (one 408 wait of the spec's header
+    timeout included); one that answers any Host fails JF-ERR-011."""
+    monkeypatch.setenv("JFSM_DRIVER_TOKEN", "hostile-token")
+    proc, url = _serve(module, tmp_path)
+    try:
+        result = _run(tmp_path / "report", url, ["hostile-http"])
+    finally:
+        proc.kill()
+        proc.wait(10)
+    assert result.exit_code == code, [f.message for f in result.failures]  # type: ignore[attr-defined]
+    verdicts = {v["id"]: v["verdict"] for v in result.verdicts}  # type: ignore[attr-defined]
+    if requirement is None:
+        assert verdicts["JF-ERR-011"] == verdicts["JF-ERR-012"] == "pass"
+    else:
+        assert requirement in result.failures[0].ids  # type: ignore[attr-defined]

@@ -1,0 +1,61 @@
+"""Bounded waits on compress.v2 (JF-CALL-006, JF-CALL-013, JF-CALL-014): the reference
+passes under the short deadline it accepts in hello, and a driver that lacks one bound
+fails under that bound's requirement."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from jfsm_conformance import waits
+from jfsm_conformance.runner import Options, replay, run
+
+REFERENCE = "python:jfsm_conformance.examples.reference:durable_without_backoff"
+BROKEN = "python:jfsm_conformance.examples.waits:"
+SCENARIOS = ["bounded-deadline", "bounded-size", "bounded-identifiers"]
+
+
+def _run(tmp_path: Path, driver: str, scenarios: list[str]) -> object:
+    options = Options(
+        driver=driver,
+        scenarios=scenarios,
+        machines=False,
+        report_dir=tmp_path,
+        progress=lambda line: None,
+    )
+    return run(options)
+
+
+def test_bounds_come_from_the_spec() -> None:
+    b = waits.bounds()
+    assert b["response_bytes_max"] == 8 * 1024 * 1024
+    assert 0 < waits.TEST_DEADLINE < b["attempt_deadline_seconds_max"]
+    assert any(c["reply"].get("bytes") == b["response_bytes_max"] + 1 for c in waits.cases())
+    assert waits.HOSTILE_FOR > waits.TEST_DEADLINE + waits.SLACK  # a fault shows as one
+
+
+def test_reference_passes_every_bounded_wait(tmp_path: Path) -> None:
+    result = _run(tmp_path, REFERENCE, SCENARIOS)
+    assert result.exit_code == 0, [f.message for f in result.failures]  # type: ignore[attr-defined]
+    verdicts = {v["id"]: v["verdict"] for v in result.verdicts}  # type: ignore[attr-defined]
+    for rid in ("JF-CALL-006", "JF-CALL-013", "JF-CALL-014"):
+        assert verdicts[rid] == "pass", rid
+
+
+@pytest.mark.parametrize(
+    ("factory", "scenario", "requirement"),
+    [
+        ("no_deadline", "bounded-deadline", "JF-CALL-014"),
+        ("no_size_cap", "bounded-size", "JF-CALL-006"),
+        ("trusts_identifiers", "bounded-identifiers", "JF-CALL-013"),
+    ],
+)
+def test_a_driver_lacking_a_bound_fails_it(
+    tmp_path: Path, factory: str, scenario: str, requirement: str
+) -> None:
+    result = _run(tmp_path, BROKEN + factory, [scenario])
+    assert result.exit_code == 1  # type: ignore[attr-defined]
+    first = result.failures[0]  # type: ignore[attr-defined]
+    assert first.ids[0] == requirement, first.message
+    assert replay(first.trace, progress=lambda line: None) == 1
