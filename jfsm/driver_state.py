@@ -169,9 +169,14 @@ class StateDirectory:
 
         Raises `UnsafeDirectory` (a `PermissionError`, one line) for a root that is a link,
         another user's or writable by group or others; `OSError` if it cannot be made."""
-        with contextlib.suppress(FileExistsError):
-            os.makedirs(self.root, mode=0o700)
-        os.close(owned_directory(self.root, f"state directory {self.root}", trusted=self.trusted))
+        what = f"state directory {self.root}"
+        try:
+            fd = owned_directory(self.root, what, trusted=self.trusted)
+        except FileNotFoundError:
+            with contextlib.suppress(FileExistsError):
+                os.makedirs(self.root, mode=0o700)
+            fd = owned_directory(self.root, what, trusted=self.trusted)
+        os.close(fd)
 
     def check_folder(self, folder: GameFolder) -> None:
         """Raise `OSError` (`ELOOP`) unless the game's folder is a folder of the root reached

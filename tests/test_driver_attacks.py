@@ -16,6 +16,7 @@ import http.server
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import threading
@@ -419,3 +420,72 @@ def test_a_state_directory_not_ours_is_refused_in_one_line(tmp_path: Path) -> No
         timeout=WAIT,
     )
     assert run.returncode == 0 and json.loads(run.stdout)["ok"], run.stderr
+
+
+# -- request heads: the header limit by bytes, hosts by exact parse (JF-ERR-011/012) --------
+HEADER_BYTES = load_json("driver/protocol.json")["http"]["limits"]["header_bytes"]["value"]
+
+
+def _head(host: str, pad: int) -> bytes:
+    body = b'{"id": 1, "op": "dump", "args": {"game": "g"}}'
+    head = (
+        f"POST /v1/message HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+        f"Authorization: Bearer campaign-token\r\nContent-Length: {len(body)}\r\n"
+    ).encode()
+    head += b"X-Pad: " + b"a" * pad + b"\r\n\r\n" if pad else b"\r\n"
+    return head + body
+
+
+def _send_in_pieces(port: int, data: bytes, cuts: list[int]) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=WAIT) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        start = 0
+        for cut in [*sorted(set(cuts)), len(data)]:
+            sock.sendall(data[start:cut])
+            start = cut
+        response = b""
+        while b"\r\n\r\n" not in response:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            response += chunk
+    return response
+
+
+@pytest.mark.req("JF-ERR-012")
+@settings(CAMPAIGN, max_examples=max(1, CAMPAIGN.max_examples // 4))
+@given(
+    size=st.integers(HEADER_BYTES - 64, HEADER_BYTES + 64) | st.integers(0, 3 * HEADER_BYTES),
+    cuts=st.lists(st.integers(0, 4 * HEADER_BYTES), max_size=4),
+)
+def test_the_header_limit_holds_whatever_the_reads(
+    http_driver: HttpDriver, size: int, cuts: list[int]
+) -> None:
+    """A head of `size` bytes sent whole or in pieces: 431 exactly when it exceeds the limit
+    (the old driver answered a 40 KiB head 200 when one read took it whole)."""
+    base = len(_head("127.0.0.1", 0).split(b"\r\n\r\n")[0]) + 2 + len(b"X-Pad: \r\n\r\n")
+    data = _head("127.0.0.1", max(1, size - base))
+    head_size = data.index(b"\r\n\r\n") + 4
+    response = _send_in_pieces(http_driver.port, data, [c for c in cuts if c < len(data)])
+    expected = b"431" if head_size > HEADER_BYTES else b"200"
+    assert response.split(b" ", 2)[1] == expected, (head_size, response[:200])
+    assert http_driver.alive()
+
+
+@pytest.mark.req("JF-ERR-011")
+@settings(CAMPAIGN, max_examples=max(1, CAMPAIGN.max_examples // 4))
+@given(
+    name=st.sampled_from(["127.0.0.1", "localhost", "LocalHost", "[::1]"]),
+    port=st.none() | st.integers(0, 99999).map(str),
+    junk=st.text(alphabet="@.:[]/%evil.example0123456789-", max_size=14),
+)
+def test_hosts_are_parsed_exactly(
+    http_driver: HttpDriver, name: str, port: str | None, junk: str
+) -> None:
+    """A loopback name, an optional port and anything after them: served only when nothing
+    follows (`127.0.0.1:80@evil.example` and `[::1]evil.example` were served before)."""
+    after = ("" if port is None else ":" + port) + junk  # what follows the name
+    exact = after == "" or (after[:1] == ":" and after[1:].isdigit() and len(after) <= 6)
+    host = name + after
+    response = _send_in_pieces(http_driver.port, _head(host, 0), [])
+    assert response.split(b" ", 2)[1] == (b"200" if exact else b"421"), (host, response[:200])
