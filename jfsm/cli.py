@@ -139,9 +139,11 @@ def main(argv: list[str] | None = None) -> int:
                 file=sys.stderr,
             )
             return 2
-        driver = ReferenceDriver(args.state, store=args.store, trusted_state=args.trust_state)
+        driver = ReferenceDriver(args.state, store=args.store)
         try:
-            driver.check_state()
+            if driver.state is not None:
+                driver.state.trusted = args.trust_state
+                driver.state.claim()
         except OSError as exc:  # one line: a link, another user's, group- or other-writable
             print(f"jfsm driver: --state {args.state}: {exc.strerror or exc}", file=sys.stderr)
             return 2

@@ -26,13 +26,12 @@ Memory stores keep every game: closing one would lose it, until `forget_games` (
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import shutil
 import sys
 import tempfile
 from collections import Counter, OrderedDict
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -76,18 +75,6 @@ def _shown(value: object) -> str:
     return text if len(text) <= 80 else text[:80] + "..."
 
 
-@contextlib.contextmanager
-def _side_files(where: Path, what: str, state: str = "open") -> Iterator[None]:
-    """A file-system error of the driver's own files (participants, telemetry, a game's
-    folder) as the store's: `StoreUnavailable` naming the errno (R75)."""
-    try:
-        yield
-    except OSError as exc:
-        from jfsm.stores.file import fs_unavailable
-
-        raise fs_unavailable(str(where), what, exc, state) from exc
-
-
 def _message_id(message: object) -> int | None:
     msg_id = message.get("id") if isinstance(message, Mapping) else None
     if isinstance(msg_id, int) and not isinstance(msg_id, bool) and msg_id >= 0:
@@ -103,9 +90,6 @@ class ReferenceDriver:
     `skipped` lists the entries of the state directory the last scan could not serve (also
     returned by `hello` and written to stderr). `crash_injection` (file stores only, for
     in-process use by the suite) offers the `crash` op (`jfsm.driver_crash`).
-    `trusted_state` accepts a state directory (and stores) of another user or writable by
-    group or others (R74); without it they are refused (`UnsafeDirectory`). `check_state`
-    makes that check, and creates the directory, at once.
     """
 
     def __init__(
@@ -117,12 +101,10 @@ class ReferenceDriver:
         store: str | None = None,
         crash_injection: bool = False,
         max_open: int = MAX_OPEN,
-        trusted_state: bool = False,
     ) -> None:
         self.state_dir = None if state_dir is None else Path(state_dir)
         self.store = store  # a postgresql:// URL: game memory there, side files in state_dir
-        self.state = None if state_dir is None else StateDirectory(state_dir, trusted=trusted_state)
-        self.trusted_state = trusted_state
+        self.state = None if state_dir is None else StateDirectory(state_dir)
         self.games: OrderedDict[str, GameEngine] = OrderedDict()  # least recently used first
         self.max_open = max_open
         self._busy: Counter[str] = Counter()  # ops running per game (never closed meanwhile)
@@ -135,22 +117,10 @@ class ReferenceDriver:
         self._engine_class = engine_class
         # file stores open over a crash switch: the `crash` op (capability crashInjection)
         crashable = crash_injection and state_dir is not None and store is None
-        self._fs = CrashSwitch(self._os_fs()) if crashable else None
+        self._fs = CrashSwitch() if crashable else None
         self._ops: dict[str, Handler] = {
             name[3:]: getattr(self, name) for name in dir(self) if name.startswith("op_")
         }
-
-    def _os_fs(self) -> Any:
-        from jfsm.stores.fsio import OsFileSystem
-
-        return OsFileSystem(trusted=self.trusted_state)
-
-    def check_state(self) -> None:
-        """Create the state directory if missing and check that it is ours (R74).
-
-        Raises `UnsafeDirectory` (one line) or `OSError`; does nothing without one."""
-        if self.state is not None:
-            self.state.claim()
 
     # -- plumbing ------------------------------------------------------------------------
     async def handle(self, message: Mapping[str, Any]) -> dict[str, Any]:
@@ -247,13 +217,10 @@ class ReferenceDriver:
         return game_id
 
     def _open_store(self, folder: GameFolder) -> Any:
-        assert self.state is not None
-        with _side_files(folder.path, "open the game's folder", "closed"):
-            self.state.check_folder(folder)  # a link planted as the game's folder: ELOOP
         if self.store is None:
             from jfsm.stores.file import FileStore
 
-            return FileStore.open(folder.store, fs=self._fs or self._os_fs())
+            return FileStore.open(folder.store, fs=self._fs or folder.store_fs())
         from jfsm.stores.location import open_store
 
         folder.store.mkdir(exist_ok=True)  # marks the folder as a game's (memory in the database)
@@ -379,10 +346,7 @@ class ReferenceDriver:
         if self.state is None:
             self.games[game_id] = self._engine(game_id, MemoryStore())
             return {}
-        with (
-            _side_files(self.state.folder(game_id).path, "create the game", "closed"),
-            self.state.new_game(game_id) as fresh,
-        ):
+        with self.state.new_game(game_id) as fresh:
             self._open_store(fresh).close()
         folder = self.state.folder(game_id)
         self.games[game_id] = self._engine(game_id, self._open_store(folder))
@@ -395,9 +359,7 @@ class ReferenceDriver:
             raise InvalidInput("participants must be a list", field="participants")
         participants = [parse_record(Participant, p) for p in given]
         if self.state is not None:
-            folder = self.state.folder(engine.game_id)
-            with _side_files(folder.path, "save the participants"):
-                self.state.save_participants(folder, participants)
+            self.state.save_participants(self.state.folder(engine.game_id), participants)
         engine.set_participants(participants)
         return {}
 
@@ -450,10 +412,7 @@ class ReferenceDriver:
             return {}
         self._creating.add(into)
         try:
-            with (
-                _side_files(self.state.folder(into).path, "create the game", "closed"),
-                self.state.new_game(into) as fresh,
-            ):
+            with self.state.new_game(into) as fresh:
                 store = self._open_store(fresh)
                 try:
                     copy = await source.duplicate(store, into)
@@ -492,9 +451,7 @@ class ReferenceDriver:
     async def op_telemetry(self, args: Mapping[str, Any]) -> Any:
         engine = self._game(args)
         if self.state is not None:
-            folder = self.state.folder(engine.game_id)
-            with _side_files(folder.path, "read the telemetry"):
-                saved = self.state.read_telemetry(folder)
+            saved = self.state.read_telemetry(self.state.folder(engine.game_id))
             if saved is not None:
                 return saved
         return list(engine.telemetry)

@@ -31,7 +31,9 @@ followed.
 `scan` lists the games and never fails for one bad entry: a folder whose name is not a valid
 game id, a plain file named `game-...`, or a folder without a store is reported as skipped
 (JF-ERR-014) and the others are served. Errors: `StateDamaged` (a `ValueError`) for a
-participants file that cannot be read; `OSError` from the file system otherwise.
+participants file that cannot be read; `StoreUnavailable` naming the errno when creating a
+game, saving participants or reading telemetry fails (R75); `OSError` from the file system
+otherwise (`UnsafeDirectory` for a root not ours).
 """
 
 from __future__ import annotations
@@ -49,7 +51,8 @@ from typing import Any
 from jfsm.errors import InvalidInput, JfsmError
 from jfsm.limits import validate_id
 from jfsm.records import Participant, parse_record
-from jfsm.stores.fsio import open_file, owned_directory
+from jfsm.stores.file import fs_unavailable
+from jfsm.stores.fsio import OsFileSystem, open_file, owned_directory
 
 __all__ = ["GameFolder", "Skipped", "StateDamaged", "StateDirectory"]
 
@@ -70,6 +73,12 @@ class GameFolder:
 
     game_id: str
     path: Path
+    trusted: bool = False  # its state directory is trusted knowingly (R74)
+
+    def store_fs(self) -> OsFileSystem:
+        """The file system its `FileStore` opens over: links refused, and unless `trusted`,
+        a store folder of another user or writable by group or others (R74)."""
+        return OsFileSystem(trusted=self.trusted)
 
     @property
     def store(self) -> Path:
@@ -106,6 +115,16 @@ def _fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+@contextlib.contextmanager
+def _unavailable(where: Path, what: str, state: str = "open") -> Iterator[None]:
+    """A file-system error of the driver's own files as the store's: `StoreUnavailable`
+    naming the errno (R75), never an `internal_error`."""
+    try:
+        yield
+    except OSError as exc:
+        raise fs_unavailable(str(where), what, exc, state) from exc
 
 
 @contextlib.contextmanager
@@ -186,7 +205,8 @@ class StateDirectory:
 
     def folder(self, game_id: str) -> GameFolder:
         """The folder of `game_id` (which may not exist)."""
-        return GameFolder(game_id, self.root / (_GAME + game_id.encode("utf-8").hex()))
+        name = _GAME + game_id.encode("utf-8").hex()
+        return GameFolder(game_id, self.root / name, self.trusted)
 
     def exists(self, game_id: str) -> bool:
         return os.path.lexists(self.folder(game_id).path)
@@ -221,7 +241,7 @@ class StateDirectory:
             if problem is None and ((path / STORE).is_symlink() or not (path / STORE).is_dir()):
                 problem = "no store folder inside (a link is not one)"
             if problem is None:
-                games.append(GameFolder(game_id, path))
+                games.append(GameFolder(game_id, path, self.trusted))
             else:
                 skipped.append(Skipped(printable_name(name), problem))
         return games, skipped
@@ -237,33 +257,37 @@ class StateDirectory:
         folder exists already.
         """
         final = self.folder(game_id)
-        if os.path.lexists(final.path):
-            raise InvalidInput(f"game {game_id!r} already exists in the state directory")
-        self.claim()
-        tmp = self.root / f"{_NEW}{final.path.name[len(_GAME) :]}-{secrets.token_hex(4)}"
-        tmp.mkdir(mode=0o755)
-        try:
-            yield GameFolder(game_id, tmp)
-            _fsync_dir(tmp)
+        with _unavailable(final.path, "create the game", "closed"):
             if os.path.lexists(final.path):
                 raise InvalidInput(f"game {game_id!r} already exists in the state directory")
-            os.rename(tmp, final.path)
-            _fsync_dir(self.root)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
+            self.claim()
+            tmp = self.root / f"{_NEW}{final.path.name[len(_GAME) :]}-{secrets.token_hex(4)}"
+            tmp.mkdir(mode=0o755)
+            try:
+                yield GameFolder(game_id, tmp, self.trusted)
+                _fsync_dir(tmp)
+                if os.path.lexists(final.path):
+                    raise InvalidInput(f"game {game_id!r} already exists in the state directory")
+                os.rename(tmp, final.path)
+                _fsync_dir(self.root)
+            except BaseException:
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise
 
     # -- participants --------------------------------------------------------------------
     def save_participants(self, folder: GameFolder, participants: Iterable[Participant]) -> None:
         """Replace the participants file atomically."""
         data = json.dumps([p.to_json() for p in participants], ensure_ascii=False)
-        atomic_write(folder.participants, data.encode("utf-8"))
+        with _unavailable(folder.path, "save the participants"):
+            atomic_write(folder.participants, data.encode("utf-8"))
 
     def load_participants(self, folder: GameFolder) -> list[Participant]:
         """The saved participants (none if never saved); `StateDamaged` if unreadable.
 
-        Removes temporary files a crash left behind.
+        Removes temporary files a crash left behind. Raises `OSError` (`ELOOP`) for a game
+        folder that is a link (never followed).
         """
+        self.check_folder(folder)
         for leftover in folder.path.glob(f".{PARTICIPANTS}.*.tmp"):
             with contextlib.suppress(OSError):
                 leftover.unlink()
@@ -307,6 +331,8 @@ class StateDirectory:
             raw = _read(folder.telemetry)
         except FileNotFoundError:
             return None
+        except OSError as exc:  # ELOOP for a link, EIO...
+            raise fs_unavailable(str(folder.path), "read the telemetry", exc, "open") from exc
         events = []
         for line in raw.split(b"\n"):
             if not line.strip():
