@@ -89,7 +89,7 @@ def owned_directory(path: str | os.PathLike[str], what: str, *, trusted: bool = 
     or is writable by group or others; `trusted` skips the owner and mode checks (never the
     link check). Raises `OSError` if it cannot be opened (`ENOENT`, `ENOTDIR`...).
     """
-    shown = os.fspath(path)
+    shown = path = os.path.normpath(os.fspath(path))  # a trailing slash would follow a link
     try:
         link = stat.S_ISLNK(os.lstat(path).st_mode)
     except OSError:
@@ -313,6 +313,7 @@ class OsFileSystem:
         import fcntl  # POSIX only; imported here so that importing the stores works anywhere
 
         mode = (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB
+        directory = os.path.normpath(directory)
         fds = [owned_directory(directory, f"store {directory}", trusted=shared or self.trusted)]
         try:
             fcntl.flock(fds[0], mode)
