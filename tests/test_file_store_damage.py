@@ -625,3 +625,28 @@ def test_a_store_folder_not_ours_is_refused_unless_trusted(tmp_path: Path) -> No
     with pytest.raises(StoreUnavailable, match="symbolic link"):
         FileStore.open(tmp_path / "link", fs=OsFileSystem(trusted=True))
     assert list(real.iterdir()) == []
+
+
+@pytest.mark.req("JF-ERR-016")
+def test_an_open_store_writes_into_the_directory_it_locked(tmp_path: Path) -> None:
+    """The store's files are reached through the locked directory's descriptor: a folder
+    swapped in under its path (here a link to a neighbour's folder) receives nothing, and a
+    trailing slash does not make a linked store folder acceptable."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    store = FileStore.open(tmp_path / "s")
+    try:
+        store.commit(Projection.of({"a": 1}))
+        os.rename(tmp_path / "s", tmp_path / "moved")
+        (tmp_path / "s").symlink_to(outside, target_is_directory=True)
+        store.commit(Projection.of({"b": 2}))
+        store.checkpoint()
+        store.commit(Projection.of({"c": 3}))
+    finally:
+        store.close()
+    assert list(outside.iterdir()) == []
+    with FileStore.open(tmp_path / "moved") as again:
+        assert again.image.values_bytes() == {"a": b"1", "b": b"2", "c": b"3"}
+    with pytest.raises(StoreUnavailable, match="symbolic link"):
+        FileStore.open(str(tmp_path / "s") + "/")
+    assert list(outside.iterdir()) == []
