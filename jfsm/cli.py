@@ -5,7 +5,7 @@ jfsm conformance [...]        run the conformance suite (default: the reference 
 jfsm conformance smoke       a handshake and one op of each kind against a driver
 jfsm conformance replay TRACE run a recorded failing trace again
 jfsm driver [--state DIR]     the reference engine over the driver protocol on stdio
-            [--http PORT [--token T]]   ... or over HTTP on 127.0.0.1 (bearer token T)
+            [--http PORT]   ... or over HTTP on 127.0.0.1 (token: $JFSM_DRIVER_TOKEN)
 jfsm driver --store URL --state DIR   the same with game memory in PostgreSQL
 jfsm fake-compress [--port N] serve the fake compress.v2 on 127.0.0.1 until interrupted
 jfsm inspect PATH [--json]    a durable store's stacks, lengths, footprint and flags
@@ -78,12 +78,23 @@ def build_parser() -> argparse.ArgumentParser:
         add_help=False,
     )
     driver = sub.add_parser("driver", help="serve the reference engine over the driver protocol")
-    driver.add_argument("--state", help="directory of durable game stores (enables restart)")
+    driver.add_argument(
+        "--state",
+        help="directory of durable game stores (enables restart); refused if it is a link, "
+        "another user's or writable by group or others",
+    )
+    driver.add_argument(
+        "--trust-state",
+        action="store_true",
+        help="accept a --state directory of another user or writable by group or others "
+        "(they can then change your games); links are refused all the same",
+    )
     driver.add_argument("--http", type=int, metavar="PORT", help="serve HTTP on 127.0.0.1:PORT")
     driver.add_argument(
         "--token",
-        help="bearer token the HTTP driver requires (default: $JFSM_DRIVER_TOKEN, else a "
-        "random one printed on stderr)",
+        help="bearer token the HTTP driver requires; prefer the environment variable "
+        "JFSM_DRIVER_TOKEN: every local user can read --token in the process list "
+        "(default: $JFSM_DRIVER_TOKEN, else a random one printed on stderr)",
     )
     driver.add_argument(
         "--store",
@@ -129,6 +140,13 @@ def main(argv: list[str] | None = None) -> int:
             )
             return 2
         driver = ReferenceDriver(args.state, store_url=args.store)
+        try:
+            if driver.state is not None:
+                driver.state.trusted = args.trust_state
+                driver.state.claim()
+        except OSError as exc:  # one line: a link, another user's, group- or other-writable
+            print(f"jfsm driver: --state {args.state}: {exc.strerror or exc}", file=sys.stderr)
+            return 2
         if args.http is not None:
             token = args.token or os.environ.get("JFSM_DRIVER_TOKEN") or None
             serve_http(driver, args.http, token=token)

@@ -463,6 +463,7 @@ class GameEngine:
             "rounds": len(self.index.rounds),
             "footprint": self.store.image.footprint(),
             "quota": self.store.image.quota,
+            "telemetryFailures": self.memory.telemetry_failures,
         }
 
     def close(self) -> None:

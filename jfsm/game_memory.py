@@ -14,7 +14,9 @@ error nothing was written and the index is unchanged.
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
+import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -49,6 +51,7 @@ class GameMemory:
         self.index = MemoryIndex(store.image)
         self.lock = asyncio.Lock()
         self.telemetry: list[dict[str, Any]] = []
+        self.telemetry_failures = 0  # events the sink could not take (`status`, R75)
         self._sink = telemetry
 
     def commit(
@@ -86,10 +89,21 @@ class GameMemory:
         return [self.round(n) for n in sorted(self.index.rounds)]
 
     def emit(self, event: dict[str, Any]) -> None:
-        """Record a telemetry event; a failing sink is logged, never the caller's error."""
+        """Record a telemetry event; a failing sink is never the caller's error (what it
+        reports is still published): it is counted in `telemetry_failures`, and the first
+        failure is one line on stderr (R75)."""
         self.telemetry.append(event)
         if self._sink is not None:
             try:
                 self._sink(event)
             except Exception as exc:
-                _log.warning("telemetry sink failed: %s", type(exc).__name__)
+                self.telemetry_failures += 1
+                if self.telemetry_failures == 1:
+                    code = getattr(exc, "errno", None)
+                    name = errno.errorcode.get(code, type(exc).__name__) if code else ""
+                    print(
+                        f"jfsm: a telemetry event was not written ({name or type(exc).__name__}:"
+                        f" {exc}); later failures are only counted (status telemetryFailures)",
+                        file=sys.stderr,
+                    )
+                _log.debug("telemetry sink failed", exc_info=True)

@@ -110,3 +110,31 @@ def test_fake_compress_command_says_where_it_listens_and_stops_on_interrupt() ->
         if proc.poll() is None:
             proc.kill()
             proc.wait(timeout=5)
+
+
+def test_driver_help_recommends_the_environment_for_the_token(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`--token T` is readable by every local user in /proc/PID/cmdline."""
+    with pytest.raises(SystemExit):
+        main(["driver", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "prefer the environment variable JFSM_DRIVER_TOKEN" in text
+    assert "process list" in text
+
+
+def test_pg_server_help_is_a_real_parser() -> None:
+    """The old `python -m jfsm.stores.pg_server --help` took --help as the command: it started
+    a server and died with a traceback."""
+    done = subprocess.run(
+        [sys.executable, "-m", "jfsm.stores.pg_server", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0 and done.stdout.startswith("usage:"), done
+    assert "Traceback" not in done.stderr and "JFSM_PG_URL" in done.stdout
+    done = subprocess.run(
+        [sys.executable, "-m", "jfsm.stores.pg_server"], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2 and "COMMAND is missing" in done.stderr, done

@@ -10,9 +10,15 @@ of the state directory as it was (a refused operation writes nothing).
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import http.server
 import json
 import os
+import shutil
+import socket
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,9 +28,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from jfsm.driver import ReferenceDriver
+from jfsm.fake_compressor import FakeCompressor
 from jfsm.limits import depth
 from jfsm.spec import constants, load_json
-from tests.driver_helpers import WAIT, HttpDriver, StdioDriver, tree_hashes
+from jfsm.stores.manifest import MANIFEST_TMP, log_name
+from tests.driver_helpers import HELLO, WAIT, HttpDriver, StdioDriver, tree_hashes
 
 OPS = [op["name"] for op in load_json("driver/protocol.json")["ops"]]
 HOSTILE_OPS = [op for op in OPS if op not in {"hello", "shutdown"}]
@@ -239,3 +248,247 @@ def test_hostile_bodies_over_http(http_driver: HttpDriver, line: bytes) -> None:
     if refused:
         after = tree_hashes(state), http_driver.call("dump", {"game": "g"})["result"]
         assert after == before, (line[:200], reply)
+
+
+# -- planted links in the state directory (JF-ERR-016) ------------------------------------
+# A neighbour who could write into the state directory plants a link under a name the
+# driver writes, aimed at a file of their choice. The driver must never write through it.
+THRESHOLDS_HELLO = {**HELLO, "thresholds": {"game": 10}}
+ROUND = {"input": "hello there " * 3, "output": "general kenobi " * 3}
+
+
+def _outside(root: Path) -> dict[str, str]:
+    """Every entry under `root` (files hashed, links and folders named): what a planted link
+    could have written or created."""
+    out = {}
+    for path in sorted(root.rglob("*")):
+        kind = "link" if path.is_symlink() else "dir" if path.is_dir() else "file"
+        data = path.read_bytes() if kind == "file" else b""
+        out[str(path.relative_to(root))] = kind + ":" + hashlib.sha256(data).hexdigest()
+    return out
+
+
+async def _ok(driver: ReferenceDriver, op: str, args: dict[str, Any]) -> Any:
+    reply = await driver.handle({"id": 1, "op": op, "args": args})
+    assert reply["ok"], (op, reply)
+    return reply["result"]
+
+
+def _fake_driver(state: Path) -> ReferenceDriver:
+    return ReferenceDriver(state, compressor_factory=lambda url: FakeCompressor())
+
+
+async def _game_with_rounds(state: Path) -> ReferenceDriver:
+    driver = _fake_driver(state)
+    await _ok(driver, "hello", THRESHOLDS_HELLO)
+    await _ok(driver, "create_game", {"game": "g"})
+    await _ok(driver, "record_round", {"game": "g", **ROUND})
+    return driver
+
+
+def _plant(link: Path, target: Path) -> None:
+    if link.is_dir() and not link.is_symlink():
+        shutil.rmtree(link)
+    elif link.exists() or link.is_symlink():
+        link.unlink()
+    link.symlink_to(target)
+
+
+@pytest.mark.req("JF-ERR-016")
+@pytest.mark.parametrize(
+    "name",
+    [
+        "telemetry.jsonl",
+        "participants.json",
+        f"store/{log_name(1)}",  # the next checkpoint's log
+        "store/snapshot.00000001.tmp",  # would receive the game's text
+        f"store/{MANIFEST_TMP}",
+    ],
+)
+def test_a_planted_file_link_is_never_written_through(
+    tmp_path: Path, name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each link aims at an existing file outside (which the old driver overwrote) and the
+    operation that writes the name runs; it succeeds, and nothing outside changes."""
+    state, outside = tmp_path / "state", tmp_path / "outside"
+    outside.mkdir()
+    (outside / "target").write_bytes(b"the neighbour's file\n")
+
+    async def attack() -> None:
+        driver = await _game_with_rounds(state)
+        folder = driver.state.folder("g")  # type: ignore[union-attr]
+        _plant(folder.path / name, outside / "target")
+        before = _outside(outside)
+        if name == "telemetry.jsonl":
+            report = await _ok(driver, "generate", {"game": "g"})
+            assert report["outcome"] == "published"  # the compression is still published
+            await _ok(driver, "record_round", {"game": "g", **ROUND})
+            await _ok(driver, "record_round", {"game": "g", **ROUND})
+            assert (await _ok(driver, "generate", {"game": "g"}))["outcome"] == "published"
+            assert _outside(outside) == before
+            assert driver.games["g"].status()["telemetryFailures"] == 2
+        elif name == "participants.json":
+            people = [{"id": "p", "human": True, "spectator": False}]
+            await _ok(driver, "set_participants", {"game": "g", "participants": people})
+        else:
+            await _ok(driver, "checkpoint", {"game": "g"})
+            await _ok(driver, "record_round", {"game": "g", **ROUND})
+        assert _outside(outside) == before
+        driver.close()
+        again = _fake_driver(state)  # and the game reopens whole
+        assert (await _ok(again, "hello", HELLO))["skipped"] == []
+        assert len((await _ok(again, "dump", {"game": "g"}))["store"]) > 0
+        again.close()
+        assert _outside(outside) == before
+
+    asyncio.run(attack())
+    if name == "telemetry.jsonl":  # one stderr line for two failures
+        lines = [line for line in capsys.readouterr().err.splitlines() if "telemetry" in line]
+        assert len(lines) == 1 and "ELOOP" in lines[0], lines
+
+
+@pytest.mark.req("JF-ERR-016", "JF-ERR-014")
+@pytest.mark.parametrize("name", ["store", "store/lock", "."])
+def test_a_planted_folder_or_lock_link_is_skipped_never_followed(tmp_path: Path, name: str) -> None:
+    """`store` linked to another folder (the old driver served the game from there), the
+    store's `lock` linked to a missing file outside (the old driver created it), the game's
+    folder itself linked: the restarted driver skips the game and writes nothing outside."""
+    state, outside = tmp_path / "state", tmp_path / "outside"
+    outside.mkdir()
+
+    async def attack() -> None:
+        driver = await _game_with_rounds(state)
+        folder = driver.state.folder("g")  # type: ignore[union-attr]
+        driver.close()
+        if name == "store":
+            shutil.copytree(folder.store, outside / "store")
+            _plant(folder.store, outside / "store")
+        elif name == "store/lock":
+            _plant(folder.store / "lock", outside / "created-through-the-link")
+        else:
+            shutil.copytree(folder.path, outside / "game")
+            _plant(folder.path, outside / "game")
+        before = _outside(outside)
+        again = _fake_driver(state)
+        hello = await _ok(again, "hello", HELLO)
+        assert [s["entry"] for s in hello["skipped"]] == [folder.path.name], hello
+        reply = await again.handle({"id": 2, "op": "record_round", "args": {"game": "g", **ROUND}})
+        assert not reply["ok"]
+        reply = await again.handle({"id": 3, "op": "create_game", "args": {"game": "g"}})
+        assert not reply["ok"]
+        again.close()
+        assert _outside(outside) == before
+
+    asyncio.run(attack())
+
+
+def _refused_state(argv: list[str], state: Path) -> str:
+    run = subprocess.run(
+        [sys.executable, "-m", "jfsm.cli", "driver", *argv],
+        input=b'{"id": 1, "op": "hello", "args": {"protocol": 1, "compressUrl": "http://127.0.0.1:9"}}\n',
+        capture_output=True,
+        timeout=WAIT,
+    )
+    err = run.stderr.decode()
+    assert run.returncode == 2 and run.stdout == b"", (run.returncode, run.stdout, err)
+    assert len(err.strip().splitlines()) == 1 and str(state) in err, err
+    return err
+
+
+@pytest.mark.req("JF-ERR-016")
+def test_a_state_directory_not_ours_is_refused_in_one_line(tmp_path: Path) -> None:
+    """A --state folder made beforehand by a neighbour: mode 0777, another user's, or a
+    link. The old driver used it without a check."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    assert "writable by group or others" in _refused_state(["--state", str(shared)], shared)
+    assert list(shared.iterdir()) == []
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    (tmp_path / "elsewhere").mkdir(mode=0o700)
+    assert "symbolic link" in _refused_state(["--state", str(link)], link)
+    assert list((tmp_path / "elsewhere").iterdir()) == []
+    if os.geteuid() == 0:  # root can make a folder of another user; others cannot
+        theirs = tmp_path / "theirs"
+        theirs.mkdir(mode=0o755)
+        os.chown(theirs, 65534, 65534)
+        assert "another user" in _refused_state(["--state", str(theirs)], theirs)
+        assert list(theirs.iterdir()) == []
+    # trusted knowingly: served
+    run = subprocess.run(
+        [sys.executable, "-m", "jfsm.cli", "driver", "--state", str(shared), "--trust-state"],
+        input=b'{"id": 1, "op": "hello", "args": {"protocol": 1, "compressUrl": "http://127.0.0.1:9"}}\n',
+        capture_output=True,
+        timeout=WAIT,
+    )
+    assert run.returncode == 0 and json.loads(run.stdout)["ok"], run.stderr
+
+
+# -- request heads: the header limit by bytes, hosts by exact parse (JF-ERR-011/012) --------
+HEADER_BYTES = load_json("driver/protocol.json")["http"]["limits"]["header_bytes"]["value"]
+
+
+def _head(host: str, pad: int) -> bytes:
+    body = b'{"id": 1, "op": "dump", "args": {"game": "g"}}'
+    head = (
+        f"POST /v1/message HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+        f"Authorization: Bearer campaign-token\r\nContent-Length: {len(body)}\r\n"
+    ).encode()
+    head += b"X-Pad: " + b"a" * pad + b"\r\n\r\n" if pad else b"\r\n"
+    return head + body
+
+
+def _send_in_pieces(port: int, data: bytes, cuts: list[int]) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=WAIT) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        start = 0
+        for cut in [*sorted(set(cuts)), len(data)]:
+            sock.sendall(data[start:cut])
+            start = cut
+        response = b""
+        while b"\r\n\r\n" not in response:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            response += chunk
+    return response
+
+
+@pytest.mark.req("JF-ERR-012")
+@settings(CAMPAIGN, max_examples=max(1, CAMPAIGN.max_examples // 4))
+@given(
+    size=st.integers(HEADER_BYTES - 64, HEADER_BYTES + 64) | st.integers(0, 3 * HEADER_BYTES),
+    cuts=st.lists(st.integers(0, 4 * HEADER_BYTES), max_size=4),
+)
+def test_the_header_limit_holds_whatever_the_reads(
+    http_driver: HttpDriver, size: int, cuts: list[int]
+) -> None:
+    """A head of `size` bytes sent whole or in pieces: 431 exactly when it exceeds the limit
+    (the old driver answered a 40 KiB head 200 when one read took it whole)."""
+    base = len(_head("127.0.0.1", 0).split(b"\r\n\r\n")[0]) + 2 + len(b"X-Pad: \r\n\r\n")
+    data = _head("127.0.0.1", max(1, size - base))
+    head_size = data.index(b"\r\n\r\n") + 4
+    response = _send_in_pieces(http_driver.port, data, [c for c in cuts if c < len(data)])
+    expected = b"431" if head_size > HEADER_BYTES else b"200"
+    assert response.split(b" ", 2)[1] == expected, (head_size, response[:200])
+    assert http_driver.alive()
+
+
+@pytest.mark.req("JF-ERR-011")
+@settings(CAMPAIGN, max_examples=max(1, CAMPAIGN.max_examples // 4))
+@given(
+    name=st.sampled_from(["127.0.0.1", "localhost", "LocalHost", "[::1]"]),
+    port=st.none() | st.integers(0, 99999).map(str),
+    junk=st.text(alphabet="@.:[]/%evil.example0123456789-", max_size=14),
+)
+def test_hosts_are_parsed_exactly(
+    http_driver: HttpDriver, name: str, port: str | None, junk: str
+) -> None:
+    """A loopback name, an optional port and anything after them: served only when nothing
+    follows (`127.0.0.1:80@evil.example` and `[::1]evil.example` were served before)."""
+    after = ("" if port is None else ":" + port) + junk  # what follows the name
+    exact = after == "" or (after[:1] == ":" and after[1:].isdigit() and len(after) <= 6)
+    host = name + after
+    response = _send_in_pieces(http_driver.port, _head(host, 0), [])
+    assert response.split(b" ", 2)[1] == (b"200" if exact else b"421"), (host, response[:200])

@@ -4,6 +4,7 @@ participant saves), torn telemetry, and bad entries skipped and reported, never 
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import os
 import random
@@ -286,3 +287,71 @@ def test_an_unusable_state_directory_fails_hello_cleanly(tmp_path: Path) -> None
 
     _run(check())
     assert state.read_text() == "a file, not a folder"
+
+
+def _failing(monkeypatch: pytest.MonkeyPatch, name: str, code: int, when: Any = None) -> None:
+    """`os.<name>` fails with `code` (for the calls `when` accepts), as on a full or
+    read-only disk (the tests may run as root, whom permission bits do not stop)."""
+    real = getattr(os, name)
+
+    def failing(*args: Any, **kwargs: Any) -> Any:
+        if when is None or when(*args):
+            raise OSError(code, os.strerror(code))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(os, name, failing)
+
+
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EROFS])
+def test_side_file_errors_are_store_unavailable_with_the_errno(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, code: int
+) -> None:
+    """The old driver answered set_participants and create_game on a full or read-only disk
+    with internal_error "OSError: [Errno 28]"; store operations answer store_unavailable."""
+    driver = _driver_with_games(tmp_path / "state", ["g"])
+    name = errno.errorcode[code]
+
+    async def check() -> None:
+        with monkeypatch.context() as patch:
+            _failing(patch, "write", code)
+            reply = await _call(driver, "set_participants", {"game": "g", "participants": []})
+            assert reply["error"]["code"] == "store_unavailable", reply
+            assert reply["error"]["details"]["errno_name"] == name, reply
+        with monkeypatch.context() as patch:
+            _failing(patch, "mkdir", code)
+            reply = await _call(driver, "create_game", {"game": "h"})
+            assert reply["error"]["code"] == "store_unavailable", reply
+            assert reply["error"]["details"]["errno_name"] == name, reply
+        assert (await _call(driver, "create_game", {"game": "h"}))["ok"]  # nothing was left
+        driver.close()
+
+    _run(check())
+
+
+def test_a_failed_telemetry_write_is_counted_and_logged_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The old driver dropped compression telemetry on ENOSPC without a count."""
+    from jfsm.fake_compressor import FakeCompressor
+
+    rounds = {"input": "hello there " * 3, "output": "general kenobi " * 3}
+
+    async def check() -> None:
+        driver = ReferenceDriver(tmp_path / "s", compressor_factory=lambda url: FakeCompressor())
+        hello = {**HELLO, "thresholds": {"game": 10}}
+        assert (await _call(driver, "hello", hello))["ok"]
+        assert (await _call(driver, "create_game", {"game": "g"}))["ok"]
+        _failing(
+            monkeypatch, "open", errno.ENOSPC, lambda p, *a: str(p).endswith("telemetry.jsonl")
+        )
+        for _ in range(2):
+            for _ in range(2):
+                assert (await _call(driver, "record_round", {"game": "g", **rounds}))["ok"]
+            reply = await _call(driver, "generate", {"game": "g"})
+            assert reply["result"]["outcome"] == "published", reply  # published all the same
+        assert driver.games["g"].status()["telemetryFailures"] == 2
+        driver.close()
+
+    _run(check())
+    lines = [line for line in capsys.readouterr().err.splitlines() if "telemetry" in line]
+    assert len(lines) == 1 and "ENOSPC" in lines[0], lines

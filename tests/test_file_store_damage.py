@@ -34,7 +34,7 @@ from typing import Any
 import pytest
 
 from jfsm.cli import main
-from jfsm.errors import StoreCorrupted, StoreLocked, StoreUnavailable
+from jfsm.errors import InvalidInput, StoreCorrupted, StoreLocked, StoreUnavailable
 from jfsm.inspection import NotAStore, examine
 from jfsm.projection import Projection
 from jfsm.stores import FileStore, MemoryStore
@@ -598,3 +598,56 @@ def test_inspect_refuses_a_store_a_writer_holds(
         assert main(["inspect", str(tmp_path)]) == 2
     assert "store_locked" in capsys.readouterr().err
     assert main(["inspect", str(tmp_path)]) == 0
+
+
+def test_a_path_the_system_cannot_take_is_invalid_input(tmp_path: Path) -> None:
+    """`FileStore.open("a\\0b")` raised a raw ValueError."""
+    with pytest.raises(InvalidInput, match="not a usable path"):
+        FileStore.open(str(tmp_path / "a\0b"))
+
+
+@pytest.mark.req("JF-ERR-016")
+def test_a_store_folder_not_ours_is_refused_unless_trusted(tmp_path: Path) -> None:
+    """A store folder writable by others, or a link to a folder: refused with EPERM in one
+    line, nothing written there; trusted knowingly, the shared one opens (R74)."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    with pytest.raises(StoreUnavailable, match="writable by group or others") as refused:
+        FileStore.open(shared)
+    assert refused.value.details["errno_name"] == "EPERM"
+    assert "\n" not in str(refused.value) and list(shared.iterdir()) == []
+    FileStore.open(shared, fs=OsFileSystem(trusted=True)).close()
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "link").symlink_to(real)
+    with pytest.raises(StoreUnavailable, match="symbolic link"):
+        FileStore.open(tmp_path / "link")
+    with pytest.raises(StoreUnavailable, match="symbolic link"):
+        FileStore.open(tmp_path / "link", fs=OsFileSystem(trusted=True))
+    assert list(real.iterdir()) == []
+
+
+@pytest.mark.req("JF-ERR-016")
+def test_an_open_store_writes_into_the_directory_it_locked(tmp_path: Path) -> None:
+    """The store's files are reached through the locked directory's descriptor: a folder
+    swapped in under its path (here a link to a neighbour's folder) receives nothing, and a
+    trailing slash does not make a linked store folder acceptable."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    store = FileStore.open(tmp_path / "s")
+    try:
+        store.commit(Projection.of({"a": 1}))
+        os.rename(tmp_path / "s", tmp_path / "moved")
+        (tmp_path / "s").symlink_to(outside, target_is_directory=True)
+        store.commit(Projection.of({"b": 2}))
+        store.checkpoint()
+        store.commit(Projection.of({"c": 3}))
+    finally:
+        store.close()
+    assert list(outside.iterdir()) == []
+    with FileStore.open(tmp_path / "moved") as again:
+        assert again.image.values_bytes() == {"a": b"1", "b": b"2", "c": b"3"}
+    with pytest.raises(StoreUnavailable, match="symbolic link"):
+        FileStore.open(str(tmp_path / "s") + "/")
+    assert list(outside.iterdir()) == []

@@ -223,7 +223,7 @@ class ReferenceDriver:
         if self.store_url is None:
             from jfsm.stores.file import FileStore
 
-            return FileStore.open(folder.store, fs=self._fs)
+            return FileStore.open(folder.store, fs=self._fs or folder.store_fs())
         from jfsm.stores.location import open_store
 
         folder.store.mkdir(exist_ok=True)  # marks the folder as a game's (memory in the database)

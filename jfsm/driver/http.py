@@ -31,8 +31,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
+import re
 import secrets
 import sys
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
@@ -48,6 +50,8 @@ __all__ = ["HttpLimits", "http_limits", "new_token", "serve_http", "serve_http_a
 
 PATH = "/v1/message"
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "[::1]"})
+_HOST = re.compile(r"(?:127\.0\.0\.1|localhost|\[::1\])(?::[0-9]{1,5})?", re.IGNORECASE)
+_HEAD_END = re.compile(rb"\n\r?\n")  # h11 ends a head at a blank line, CRLF or LF
 _REASONS = {
     200: "OK",
     400: "Bad Request",
@@ -76,6 +80,8 @@ class HttpLimits:
     connections: int
     backlog: int
     body_bytes: int
+    auth_timeout: float = 3.0
+    unauthenticated_connections: int = 512
 
 
 @cache
@@ -90,6 +96,8 @@ def http_limits() -> HttpLimits:
         connections=raw["connections"],
         backlog=raw["backlog"],
         body_bytes=constants().message_max_bytes,
+        auth_timeout=raw["auth_timeout_seconds"],
+        unauthenticated_connections=raw["unauthenticated_connections"],
     )
 
 
@@ -123,11 +131,9 @@ def _refusal_body(message: str) -> bytes:
     return encode(error_reply(None, "invalid_input", message + "; nothing was done"))
 
 
-def _host_name(value: str) -> str:
-    value = value.strip().lower()
-    if value.startswith("["):
-        return value[: value.find("]") + 1] if "]" in value else value
-    return value.rsplit(":", 1)[0] if ":" in value else value
+def _loopback_host(value: str) -> bool:
+    """Whether a `Host` value is exactly a loopback name and an optional port."""
+    return _HOST.fullmatch(value) is not None
 
 
 class _Connection:
@@ -141,6 +147,7 @@ class _Connection:
         port: int,
         limits: HttpLimits,
         on_shutdown: Callable[[], None],
+        admit: Callable[[], bool] = lambda: True,
     ) -> None:
         self.driver = driver
         self.reader = reader
@@ -149,11 +156,32 @@ class _Connection:
         self.origins = {f"http://{host}:{port}" for host in LOOPBACK}
         self.limits = limits
         self.on_shutdown = on_shutdown
+        self.admit = admit  # takes a slot for an authenticated connection; False: none left
+        self.admitted = False
         self.h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=limits.header_bytes)
         self.loop = asyncio.get_running_loop()
+        self.accepted = self.loop.time()
+        self._head: bytearray | None = None  # the current head's first bytes, while it comes
 
-    async def _event(self, deadline: float, *, idle: float | None = None) -> Any:
-        """The next h11 event; `idle`: a later deadline that holds until the first byte."""
+    def _count_head(self, data: bytes) -> None:
+        """Refuse with 431 a head over the limit, counted on the bytes received."""
+        assert self._head is not None
+        limit = self.limits.header_bytes
+        self._head += data[: limit + 2 - len(self._head)]
+        end = _HEAD_END.search(self._head)
+        if (end.end() if end else len(self._head)) > limit:
+            raise _Refused(431, f"the request head exceeds {limit} bytes")
+        if end is not None:
+            self._head = None  # the head is complete: what follows is the body
+
+    async def _event(
+        self, deadline: float, *, idle: float | None = None, head: bool = False
+    ) -> Any:
+        """The next h11 event; `idle`: a later deadline that holds until the first byte;
+        `head`: a request head is awaited (its bytes are counted against the limit)."""
+        if head:
+            self._head = bytearray()
+            self._count_head(self.h11.trailing_data[0])
         while True:
             try:
                 event = self.h11.next_event()
@@ -174,6 +202,8 @@ class _Connection:
                 idle = None
                 deadline = self.loop.time() + self.limits.header_timeout
             self.h11.receive_data(data)
+            if self._head is not None:
+                self._count_head(data)
 
     def _check_head(self, request: h11.Request) -> None:
         # h11 bounds only a head that arrives in pieces; one that arrives whole is measured
@@ -185,7 +215,7 @@ class _Connection:
             headers.setdefault(name.lower(), []).append(value)
         hosts = headers.get(b"host", [])
         host = hosts[0].decode("latin-1") if len(hosts) == 1 else ""
-        if _host_name(host) not in LOOPBACK:
+        if not _loopback_host(host):
             raise _Refused(421, "Host must be a loopback name (127.0.0.1, localhost, [::1])")
         for origin in headers.get(b"origin", []):
             if origin.decode("latin-1").lower() not in self.origins:
@@ -198,6 +228,10 @@ class _Connection:
         given = auth[0] if len(auth) == 1 else b""
         if not (given[:7].lower() == b"bearer " and hmac.compare_digest(given[7:], self.token)):
             raise _Refused(401, "missing or wrong bearer token (Authorization: Bearer TOKEN)")
+        if not self.admitted:
+            if not self.admit():
+                raise _Refused(503, "every connection slot is busy; try again")
+            self.admitted = True
         types = headers.get(b"content-type", [])
         media = types[0].split(b";")[0].strip().lower() if len(types) == 1 else b""
         if media != b"application/json":
@@ -231,10 +265,18 @@ class _Connection:
             now = self.loop.time()
             try:
                 if first:
-                    event = await self._event(now + self.limits.header_timeout)
+                    event = await self._event(
+                        min(
+                            now + self.limits.header_timeout,
+                            self.accepted + self.limits.auth_timeout,
+                        ),
+                        head=True,
+                    )
                 else:
                     event = await self._event(
-                        now + self.limits.header_timeout, idle=now + self.limits.idle_timeout
+                        now + self.limits.header_timeout,
+                        idle=now + self.limits.idle_timeout,
+                        head=True,
                     )
             except _Refused as refused:
                 if self.h11.their_state is h11.IDLE and not self.h11.trailing_data[0]:
@@ -329,21 +371,32 @@ async def serve_http_async(
     if not token:
         raise ValueError("the HTTP driver needs a non-empty bearer token")
     limits = limits or http_limits()
+    _raise_open_files_limit(limits)
     stop = asyncio.Event()
-    tasks: set[asyncio.Task[Any]] = set()
+    tasks: set[asyncio.Task[Any]] = set()  # every connection's
+    waiting: OrderedDict[asyncio.Task[Any], None] = OrderedDict()  # unauthenticated, oldest first
+    served: set[asyncio.Task[Any]] = set()  # authenticated: they hold the slots
+    evicted: set[asyncio.Task[Any]] = set()
     bound = port
 
     async def connected(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
+
+        def admit() -> bool:
+            waiting.pop(task, None)
+            if len(served) >= limits.connections:
+                return False
+            served.add(task)
+            return True
+
         try:
-            if len(tasks) >= limits.connections:
-                busy = _refusal_body("every connection slot is busy; try again")
-                with contextlib.suppress(OSError, ConnectionError):
-                    writer.write(_response_bytes(503, busy, close=True))
-                    await asyncio.wait_for(writer.drain(), 1.0)
-                return
+            while len(waiting) >= limits.unauthenticated_connections:
+                oldest, _ = waiting.popitem(last=False)
+                evicted.add(oldest)
+                oldest.cancel()  # closed without a word: it never sent a valid token
             tasks.add(task)
+            waiting[task] = None
             connection = _Connection(
                 driver,
                 reader,
@@ -352,14 +405,24 @@ async def serve_http_async(
                 port=bound,
                 limits=limits,
                 on_shutdown=stop.set,
+                admit=admit,
             )
             await connection.run()
         except (OSError, ConnectionError):
             pass  # the client went away
+        except asyncio.CancelledError:
+            if task not in evicted:
+                raise
+            over = _refusal_body("too many connections without a token; the oldest is closed")
+            with contextlib.suppress(OSError, ConnectionError, RuntimeError):
+                writer.write(_response_bytes(503, over, close=True))  # buffered, not awaited
         except Exception as exc:  # never a traceback, never the server: one line
             print(f"jfsm driver: connection dropped: {type(exc).__name__}: {exc}", file=sys.stderr)
         finally:
             tasks.discard(task)
+            waiting.pop(task, None)
+            served.discard(task)
+            evicted.discard(task)
             writer.close()
 
     server = await asyncio.start_server(
@@ -379,6 +442,21 @@ async def serve_http_async(
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
         driver.close()
+
+
+def _raise_open_files_limit(limits: HttpLimits) -> None:
+    """Raise the soft limit of open files (best effort) so that every connection the limits
+    allow, plus the stores', can be open at once."""
+    try:
+        import resource
+    except ImportError:  # not POSIX
+        return
+    with contextlib.suppress(ValueError, OSError):
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        wanted = limits.connections + limits.unauthenticated_connections + 256
+        if soft != resource.RLIM_INFINITY and soft < wanted:
+            top = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+            resource.setrlimit(resource.RLIMIT_NOFILE, (top, hard))
 
 
 def serve_http(

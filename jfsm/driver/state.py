@@ -20,10 +20,20 @@ Every write survives a `kill -9` at any instant (decision R25):
   (the process died mid-append) is dropped on read and closed off by a newline before the
   next append.
 
+Nothing here is opened through a link (decision R74): the root is opened by
+`jfsm.stores.fsio.owned_directory`, refused if it is a link, another user's or writable by
+group or others (`UnsafeDirectory`, unless `trusted`), and created `0700` if missing; a game's
+folder is opened relative to the root's descriptor and its files relative to the folder's,
+every one by `open_file` (`O_NOFOLLOW`, new files `O_EXCL`). A link planted under a game's
+folder, `store`, `participants.json` or `telemetry.jsonl` is refused (`ELOOP`), never
+followed.
+
 `scan` lists the games and never fails for one bad entry: a folder whose name is not a valid
 game id, a plain file named `game-...`, or a folder without a store is reported as skipped
 (JF-ERR-014) and the others are served. Errors: `StateDamaged` (a `ValueError`) for a
-participants file that cannot be read; `OSError` from the file system otherwise.
+participants file that cannot be read; `StoreUnavailable` naming the errno when creating a
+game, saving participants or reading telemetry fails (R75); `OSError` from the file system
+otherwise (`UnsafeDirectory` for a root not ours).
 """
 
 from __future__ import annotations
@@ -41,6 +51,8 @@ from typing import Any
 from jfsm.errors import InvalidInput, JfsmError
 from jfsm.limits import validate_id
 from jfsm.records import Participant, parse_record
+from jfsm.stores.file import fs_unavailable
+from jfsm.stores.fsio import OsFileSystem, open_file, owned_directory
 
 __all__ = ["GameFolder", "Skipped", "StateDamaged", "StateDirectory"]
 
@@ -61,6 +73,12 @@ class GameFolder:
 
     game_id: str
     path: Path
+    trusted: bool = False  # its state directory is trusted knowingly (R74)
+
+    def store_fs(self) -> OsFileSystem:
+        """The file system its `FileStore` opens over: links refused, and unless `trusted`,
+        a store folder of another user or writable by group or others (R74)."""
+        return OsFileSystem(trusted=self.trusted)
 
     @property
     def store(self) -> Path:
@@ -92,9 +110,29 @@ def printable_name(name: str) -> str:
 
 
 def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
+    fd = open_file(path, "dir")
     try:
         os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def _unavailable(where: Path, what: str, state: str = "open") -> Iterator[None]:
+    """A file-system error of the driver's own files as the store's: `StoreUnavailable`
+    naming the errno (R75), never an `internal_error`."""
+    try:
+        yield
+    except OSError as exc:
+        raise fs_unavailable(str(where), what, exc, state) from exc
+
+
+@contextlib.contextmanager
+def _opened_dir(path: Path) -> Iterator[int]:
+    """A descriptor of the directory `path`, opened without following a link there."""
+    fd = open_file(path, "dir")
+    try:
+        yield fd
     finally:
         os.close(fd)
 
@@ -106,33 +144,69 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 def atomic_write(path: Path, data: bytes) -> None:
-    """Replace `path` with `data` so that a crash leaves the old or the new content."""
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    try:
+    """Replace `path` with `data` so that a crash leaves the old or the new content.
+
+    Everything happens relative to the folder's descriptor: the temporary file is new
+    (`O_EXCL`), and the rename replaces whatever has the name (a link itself, never its
+    target)."""
+    tmp = f".{path.name}.{secrets.token_hex(4)}.tmp"
+    with _opened_dir(path.parent) as folder:
+        fd = open_file(tmp, "new", dir_fd=folder)
         try:
-            _write_all(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(path.parent)
+            try:
+                _write_all(fd, data)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, path.name, src_dir_fd=folder, dst_dir_fd=folder)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=folder)
+            raise
+        os.fsync(folder)
+
+
+def _read(path: Path) -> bytes:
+    """The bytes of file `path`, never through a link (`ELOOP`)."""
+    fd = open_file(path, "read")
+    with open(fd, "rb", closefd=True) as file:
+        return file.read()
 
 
 class StateDirectory:
-    """The folders of a driver's durable games under `root` (created if missing)."""
+    """The folders of a driver's durable games under `root` (created if missing).
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    `trusted`: accept a root of another user or writable by group or others (R74)."""
+
+    def __init__(self, root: str | os.PathLike[str], *, trusted: bool = False) -> None:
         self.root = Path(root)
+        self.trusted = trusted
         self._tails_closed: set[str] = set()
+
+    def claim(self) -> None:
+        """Create the root (mode 0700) if missing and check it is ours (R74).
+
+        Raises `UnsafeDirectory` (a `PermissionError`, one line) for a root that is a link,
+        another user's or writable by group or others; `OSError` if it cannot be made."""
+        what = f"state directory {self.root}"
+        try:
+            fd = owned_directory(self.root, what, trusted=self.trusted)
+        except FileNotFoundError:
+            with contextlib.suppress(FileExistsError):
+                os.makedirs(self.root, mode=0o700)
+            fd = owned_directory(self.root, what, trusted=self.trusted)
+        os.close(fd)
+
+    def check_folder(self, folder: GameFolder) -> None:
+        """Raise `OSError` (`ELOOP`) unless the game's folder is a folder of the root reached
+        without a link (its `store` is checked by `FileStore.open`)."""
+        with _opened_dir(self.root) as root:
+            os.close(open_file(folder.path.name, "dir", dir_fd=root))
 
     def folder(self, game_id: str) -> GameFolder:
         """The folder of `game_id` (which may not exist)."""
-        return GameFolder(game_id, self.root / (_GAME + game_id.encode("utf-8").hex()))
+        name = _GAME + game_id.encode("utf-8").hex()
+        return GameFolder(game_id, self.root / name, self.trusted)
 
     def exists(self, game_id: str) -> bool:
         return os.path.lexists(self.folder(game_id).path)
@@ -144,7 +218,7 @@ class StateDirectory:
         Removes unfinished creations (`.new-...`). Raises `OSError` only when the root
         itself cannot be created or listed.
         """
-        self.root.mkdir(parents=True, exist_ok=True)
+        self.claim()
         games: list[GameFolder] = []
         skipped: list[Skipped] = []
         with os.scandir(self.root) as entries:
@@ -164,10 +238,10 @@ class StateDirectory:
                 problem = "the name is not game- and the hex of a valid game id"
             if problem is None and (path.is_symlink() or not path.is_dir()):
                 problem = "not a folder"
-            if problem is None and not (path / STORE).is_dir():
-                problem = "no store folder inside"
+            if problem is None and ((path / STORE).is_symlink() or not (path / STORE).is_dir()):
+                problem = "no store folder inside (a link is not one)"
             if problem is None:
-                games.append(GameFolder(game_id, path))
+                games.append(GameFolder(game_id, path, self.trusted))
             else:
                 skipped.append(Skipped(printable_name(name), problem))
         return games, skipped
@@ -183,38 +257,42 @@ class StateDirectory:
         folder exists already.
         """
         final = self.folder(game_id)
-        if os.path.lexists(final.path):
-            raise InvalidInput(f"game {game_id!r} already exists in the state directory")
-        self.root.mkdir(parents=True, exist_ok=True)
-        tmp = self.root / f"{_NEW}{final.path.name[len(_GAME) :]}-{secrets.token_hex(4)}"
-        tmp.mkdir()
-        try:
-            yield GameFolder(game_id, tmp)
-            _fsync_dir(tmp)
+        with _unavailable(final.path, "create the game", "closed"):
             if os.path.lexists(final.path):
                 raise InvalidInput(f"game {game_id!r} already exists in the state directory")
-            os.rename(tmp, final.path)
-            _fsync_dir(self.root)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
+            self.claim()
+            tmp = self.root / f"{_NEW}{final.path.name[len(_GAME) :]}-{secrets.token_hex(4)}"
+            tmp.mkdir(mode=0o755)
+            try:
+                yield GameFolder(game_id, tmp, self.trusted)
+                _fsync_dir(tmp)
+                if os.path.lexists(final.path):
+                    raise InvalidInput(f"game {game_id!r} already exists in the state directory")
+                os.rename(tmp, final.path)
+                _fsync_dir(self.root)
+            except BaseException:
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise
 
     # -- participants --------------------------------------------------------------------
     def save_participants(self, folder: GameFolder, participants: Iterable[Participant]) -> None:
         """Replace the participants file atomically."""
         data = json.dumps([p.to_json() for p in participants], ensure_ascii=False)
-        atomic_write(folder.participants, data.encode("utf-8"))
+        with _unavailable(folder.path, "save the participants"):
+            atomic_write(folder.participants, data.encode("utf-8"))
 
     def load_participants(self, folder: GameFolder) -> list[Participant]:
         """The saved participants (none if never saved); `StateDamaged` if unreadable.
 
-        Removes temporary files a crash left behind.
+        Removes temporary files a crash left behind. Raises `OSError` (`ELOOP`) for a game
+        folder that is a link (never followed).
         """
+        self.check_folder(folder)
         for leftover in folder.path.glob(f".{PARTICIPANTS}.*.tmp"):
             with contextlib.suppress(OSError):
                 leftover.unlink()
         try:
-            raw = folder.participants.read_bytes()
+            raw = _read(folder.participants)
         except FileNotFoundError:
             return []
         except OSError as exc:
@@ -229,9 +307,11 @@ class StateDirectory:
 
     # -- telemetry -----------------------------------------------------------------------
     def append_telemetry(self, folder: GameFolder, event: dict[str, Any]) -> None:
-        """Append one event as one line, flushed (closing off a torn tail first)."""
+        """Append one event as one line, flushed (closing off a torn tail first).
+
+        Raises `OSError`: `ELOOP` if the file is a link (nothing is written), `ENOSPC`..."""
         line = json.dumps(event, ensure_ascii=True).encode("ascii") + b"\n"
-        fd = os.open(folder.telemetry, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = open_file(folder.telemetry, "append", create=True)
         try:
             key = str(folder.path)
             if key not in self._tails_closed:
@@ -248,9 +328,11 @@ class StateDirectory:
         """Every complete event, oldest first (torn or foreign lines dropped); `None` if
         the game has no telemetry file."""
         try:
-            raw = folder.telemetry.read_bytes()
+            raw = _read(folder.telemetry)
         except FileNotFoundError:
             return None
+        except OSError as exc:  # ELOOP for a link, EIO...
+            raise fs_unavailable(str(folder.path), "read the telemetry", exc, "open") from exc
         events = []
         for line in raw.split(b"\n"):
             if not line.strip():

@@ -183,7 +183,10 @@ class FileStore:
         Raises `InvalidInput` for a quota that is not a positive integer, `StoreLocked` if
         another writer has it open, `StoreCorrupted` if it is damaged (naming the file),
         `StoreUnavailable` (state `closed`, `details["errno_name"]`) if the file system
-        refuses; the lock is released again in every case.
+        refuses, `EPERM` for a directory that is a link, another user's or writable by group
+        or others (R74), `ELOOP` for a file of the store that is a link; `InvalidInput` for
+        a path the system cannot take (a NUL in it). The lock is released again in every
+        case.
         """
         if type(quota) is not int or quota <= 0:
             raise InvalidInput(f"quota must be a positive integer of bytes, not {quota!r}")
@@ -192,6 +195,8 @@ class FileStore:
         try:
             fs.makedirs(path)
             lock = fs.lock(path)
+        except ValueError as exc:  # a NUL in the path
+            raise InvalidInput(f"store directory {path!r} is not a usable path: {exc}") from None
         except BlockingIOError as exc:
             raise StoreLocked(f"store {path} is locked by another writer", directory=path) from exc
         except OSError as exc:
@@ -218,7 +223,7 @@ class FileStore:
         if found.fresh:  # a new store: its id, and a log that starts with its header
             live = Manifest(0, None, live.log, os.urandom(8).hex())
         log_path = os.path.join(directory, live.log)
-        log = fs.create(log_path) if found.fresh else fs.open_write(log_path)
+        log = _create(fs, log_path) if found.fresh else fs.open_write(log_path)
         try:
             if found.fresh:
                 assert live.store is not None
@@ -326,7 +331,7 @@ class FileStore:
         log: int | None = None
         naming = False  # from the manifest's rename on, the checkpoint may have happened
         try:
-            log = fs.create(self._path(new_log))
+            log = _create(fs, self._path(new_log))
             fs.write(log, header)
             fs.fsync(log)
             _write_file(fs, self._path(tmp), content)
@@ -440,9 +445,20 @@ class FileStore:
                 self._fs.remove(self._path(name))
 
 
+def _create(fs: FileSystem, path: str) -> int:
+    """Create the store's file `path` anew. Whatever has the name already (a leftover of a
+    failed write, or a link someone planted) is not live, so it is removed (a link itself,
+    never what it points to) and the file created again, never through it (R74)."""
+    try:
+        return fs.create(path)
+    except FileExistsError:
+        fs.remove(path)
+        return fs.create(path)
+
+
 def _write_file(fs: FileSystem, path: str, content: bytes) -> None:
     """Create `path` with `content` and fsync it (its name is made durable by the caller)."""
-    handle = fs.create(path)
+    handle = _create(fs, path)
     try:
         fs.write(handle, content)
         fs.fsync(handle)

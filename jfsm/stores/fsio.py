@@ -13,6 +13,17 @@ The lock (decision R28) is an `flock` on the store's directory itself, opened re
 directory cannot be unlinked while it holds files, so deleting a file cannot defeat it (it
 could when the lock was only the `lock` file: a second writer got in after someone deleted
 it). Writers lock the `lock` file too, so that a writer older than R28 is kept out.
+
+# Never through a link (decision R74)
+
+Every file the store or the driver opens goes through `open_file`: `O_NOFOLLOW` always, and
+a file that is created is created with `O_EXCL`, so a symbolic link planted under one of
+their names is refused (`ELOOP`, `EEXIST`) instead of followed to a file of someone else's
+choosing. `owned_directory` opens a directory the same way and refuses one that is a link,
+belongs to another user or is writable by group or others (`UnsafeDirectory`), unless the
+caller trusts it knowingly. `OsFileSystem` opens, renames and removes the files of a store it
+has locked relative to the locked directory's descriptor (`openat`), so the directory
+cannot be swapped under an open store.
 """
 
 from __future__ import annotations
@@ -20,14 +31,94 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-from typing import Protocol
+import stat
+from typing import Literal, Protocol
 
-__all__ = ["FileSystem", "OsFileSystem"]
+__all__ = ["FileSystem", "OsFileSystem", "UnsafeDirectory", "open_file", "owned_directory"]
 
 LOCK_FILE = "lock"
 _ZEROS = bytes(1 << 20)
 _COMPANIONS: dict[int, list[int]] = {}  # a directory lock's descriptor -> its `lock` file's
 _fdatasync = getattr(os, "fdatasync", os.fsync)  # macOS has no fdatasync
+
+
+Opening = Literal["read", "new", "write", "append", "dir"]
+_FLAGS: dict[str, int] = {
+    "read": os.O_RDONLY,
+    "new": os.O_WRONLY | os.O_CREAT | os.O_EXCL,
+    "write": os.O_WRONLY,
+    "append": os.O_RDWR | os.O_APPEND,
+    "dir": os.O_RDONLY | getattr(os, "O_DIRECTORY", 0),
+}
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def open_file(
+    path: str | os.PathLike[str],
+    how: Opening,
+    *,
+    dir_fd: int | None = None,
+    mode: int = 0o644,
+    create: bool = False,
+) -> int:
+    """Open `path` (relative to `dir_fd` if given) without ever following a link there.
+
+    `how`: `read`; `new` (created, `O_EXCL`: fails if anything, a link included, has the
+    name); `write` (an existing file, for `pwrite`); `append` (`O_RDWR | O_APPEND`); `dir`.
+    `create` (for `write` and `append`): a missing file is created, with `O_EXCL`.
+    Raises `OSError`: `ELOOP` for a link, `EEXIST` for a taken name, `ENOENT`...
+    """
+    flags = _FLAGS[how] | _NOFOLLOW
+    try:
+        return os.open(path, flags, mode, dir_fd=dir_fd)
+    except FileNotFoundError:
+        if not create:
+            raise
+    return os.open(path, flags | os.O_CREAT | os.O_EXCL, mode, dir_fd=dir_fd)
+
+
+class UnsafeDirectory(PermissionError):
+    """A directory someone else could write into: a link, another user's, or writable by
+    group or others. Its message is one line naming the directory and the override."""
+
+
+def owned_directory(path: str | os.PathLike[str], what: str, *, trusted: bool = False) -> int:
+    """A descriptor of directory `path` (never through a link), checked to be ours.
+
+    Refuses with `UnsafeDirectory` a `path` that is a symbolic link, belongs to another user
+    or is writable by group or others; `trusted` skips the owner and mode checks (never the
+    link check). Raises `OSError` if it cannot be opened (`ENOENT`, `ENOTDIR`...).
+    """
+    shown = path = os.path.normpath(os.fspath(path))  # a trailing slash would follow a link
+    try:
+        link = stat.S_ISLNK(os.lstat(path).st_mode)
+    except OSError:
+        link = False  # opening says why
+    if link:
+        raise UnsafeDirectory(errno.EPERM, f"{what} is a symbolic link; give its target", shown)
+    try:
+        fd = open_file(path, "dir")
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UnsafeDirectory(errno.EPERM, f"{what} is a symbolic link", shown) from None
+        raise
+    try:
+        found = os.fstat(fd)
+        problem = None
+        if trusted:
+            pass
+        elif hasattr(os, "geteuid") and found.st_uid != os.geteuid():
+            problem = f"{what} belongs to another user (uid {found.st_uid})"
+        elif found.st_mode & 0o022:
+            problem = f"{what} is writable by group or others (mode {found.st_mode & 0o777:o})"
+        if problem is not None:
+            raise UnsafeDirectory(
+                errno.EPERM, problem + "; use a folder of your own or trust it knowingly", shown
+            )
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 class FileSystem(Protocol):
@@ -46,7 +137,8 @@ class FileSystem(Protocol):
         ...
 
     def create(self, path: str) -> int:
-        """Open `path` for writing from offset 0, created empty (truncated if it exists)."""
+        """Create `path` empty and open it for writing from offset 0; `FileExistsError` if
+        anything (a link included) has that name."""
         ...
 
     def open_write(self, path: str) -> int:
@@ -112,25 +204,51 @@ class FileSystem(Protocol):
 
 
 class OsFileSystem:
-    """The real file system (POSIX): `os` calls, `fcntl.flock` locks."""
+    """The real file system (POSIX): `os` calls, `fcntl.flock` locks, never through a link.
+
+    `trusted`: the exclusive lock accepts a directory of another user or one writable by
+    group or others (decision R74); without it that is `UnsafeDirectory`. A link is refused
+    either way. The files of a locked directory are reached through its descriptor.
+    """
+
+    trusted = False
+
+    def __init__(self, *, trusted: bool = False) -> None:
+        self.trusted = trusted
+
+    @property
+    def _dirs(self) -> dict[str, int]:
+        """A locked directory's path -> its descriptor (made here: subclasses in tests do
+        not all call `__init__`)."""
+        return self.__dict__.setdefault("_locked_dirs", {})
+
+    def _at(self, path: str) -> tuple[str, int | None]:
+        """`path` as (name, descriptor of its locked directory), or (path, None)."""
+        head, name = os.path.split(path)
+        fd = self._dirs.get(os.path.normpath(head or "."))
+        return (name, fd) if fd is not None else (path, None)
 
     def makedirs(self, path: str) -> None:
-        os.makedirs(path, exist_ok=True)
+        os.makedirs(path, mode=0o755, exist_ok=True)
 
     def listdir(self, path: str) -> list[str]:
-        return os.listdir(path)
+        fd = self._dirs.get(os.path.normpath(path))
+        return os.listdir(path if fd is None else fd)
 
     def read(self, path: str) -> bytes:
-        with open(path, "rb") as file:
+        name, at = self._at(path)
+        fd = open_file(name, "read", dir_fd=at)
+        with open(fd, "rb", closefd=True) as file:
             return file.read()
 
     def create(self, path: str) -> int:
         # No O_APPEND: on Linux, pwrite on an O_APPEND descriptor ignores its offset.
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
-        return os.open(path, flags, 0o644)
+        name, at = self._at(path)
+        return open_file(name, "new", dir_fd=at)
 
     def open_write(self, path: str) -> int:
-        return os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+        name, at = self._at(path)
+        return open_file(name, "write", dir_fd=at)
 
     def write(self, handle: int, data: bytes) -> None:
         view = memoryview(data)
@@ -162,13 +280,20 @@ class OsFileSystem:
         os.close(handle)
 
     def rename(self, src: str, dst: str) -> None:
-        os.replace(src, dst)
+        (src_name, src_at), (dst_name, dst_at) = self._at(src), self._at(dst)
+        os.replace(src_name, dst_name, src_dir_fd=src_at, dst_dir_fd=dst_at)
 
     def remove(self, path: str) -> None:
+        name, at = self._at(path)
         with contextlib.suppress(FileNotFoundError):
-            os.remove(path)
+            os.remove(name, dir_fd=at)  # a link is removed, never what it points to
 
     def fsync_dir(self, path: str) -> None:
+        locked = self._dirs.get(os.path.normpath(path))
+        if locked is not None:
+            os.fsync(locked)
+            return
+        # Read-only, for a flush: a parent reached through a link (macOS's /tmp) is fine.
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
             os.fsync(fd)
@@ -180,25 +305,26 @@ class OsFileSystem:
 
     def lock_shared(self, directory: str) -> int:
         """The lock shared (by readers such as `jfsm inspect`): creates nothing, works on a
-        read-only copy; raises `BlockingIOError` while a writer holds it."""
+        read-only copy or another user's store; raises `BlockingIOError` while a writer
+        holds it."""
         return self._lock(directory, shared=True)
 
     def _lock(self, directory: str, *, shared: bool) -> int:
         import fcntl  # POSIX only; imported here so that importing the stores works anywhere
 
         mode = (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB
-        fds = [os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)]
+        directory = os.path.normpath(directory)
+        fds = [owned_directory(directory, f"store {directory}", trusted=shared or self.trusted)]
         try:
             fcntl.flock(fds[0], mode)
-            here, locked = os.stat(directory), os.fstat(fds[0])
+            here, locked = os.lstat(directory), os.fstat(fds[0])
             if (here.st_dev, here.st_ino) != (locked.st_dev, locked.st_ino):
                 raise BlockingIOError(errno.EWOULDBLOCK, "replaced while locking", directory)
-            path = os.path.join(directory, LOCK_FILE)
             if shared:
                 with contextlib.suppress(FileNotFoundError, PermissionError):
-                    fds.append(os.open(path, os.O_RDONLY | os.O_CLOEXEC))
+                    fds.append(open_file(LOCK_FILE, "read", dir_fd=fds[0]))
             else:
-                fds.append(os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644))
+                fds.append(open_file(LOCK_FILE, "append", dir_fd=fds[0], create=True))
             for fd in fds[1:]:
                 fcntl.flock(fd, mode)
         except BaseException:
@@ -206,10 +332,14 @@ class OsFileSystem:
                 os.close(fd)
             raise
         _COMPANIONS[fds[0]] = fds[1:]
+        self._dirs[os.path.normpath(directory)] = fds[0]
         return fds[0]
 
     def unlock(self, handle: int) -> None:
         # Closing a descriptor releases its flock; no explicit LOCK_UN needed.
+        for path, fd in list(self._dirs.items()):
+            if fd == handle:
+                del self._dirs[path]
         for fd in _COMPANIONS.pop(handle, []):
             with contextlib.suppress(OSError):
                 os.close(fd)

@@ -22,6 +22,7 @@ so); `start` raises `RuntimeError` with the server's log when initdb or the serv
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import glob
 import os
@@ -194,12 +195,27 @@ class TemporaryServer:
         self._pg("pg_ctl", "-D", str(self.data), "-w", "-s", "-t", "60", action, *args)
 
 
+def build_parser() -> argparse.ArgumentParser:
+    """`python -m jfsm.stores.pg_server [-h] COMMAND [ARG...]`."""
+    parser = argparse.ArgumentParser(
+        prog="python -m jfsm.stores.pg_server",
+        description="Run COMMAND while a throwaway PostgreSQL server runs, with JFSM_PG_URL "
+        "set to its empty database jfsm; stop the server afterwards and exit with COMMAND's "
+        "status.",
+    )
+    parser.add_argument(
+        "command", metavar="COMMAND ...", nargs=argparse.REMAINDER, help="the program to run"
+    )
+    return parser
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run a command while a temporary server runs (see the module docstring)."""
-    command = sys.argv[1:] if argv is None else argv
+    """Run a command while a temporary server runs (see the module docstring). `-h`
+    prints the usage and exits 0; no COMMAND prints it and exits 2 (argparse)."""
+    parser = build_parser()
+    command = parser.parse_args(sys.argv[1:] if argv is None else argv).command
     if not command:
-        print("usage: python -m jfsm.stores.pg_server COMMAND [ARG...]", file=sys.stderr)
-        return 2
+        parser.error("COMMAND is missing")
     with TemporaryServer() as server:
         server.create_database("jfsm")
         env = {**os.environ, "JFSM_PG_URL": server.url("jfsm")}
