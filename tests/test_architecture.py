@@ -116,8 +116,9 @@ SUITE_LAYERS: dict[int, tuple[str, ...]] = {
         "fake",
         "driver_client",
     ),
-    # the world a session acts in: driver, fake, expected state
-    5: ("world",),
+    # the world a session acts in: driver, fake, expected state; the bodies of the hostile
+    # and bounded-wait steps (probes built from the spec, sent through the world)
+    5: ("world", "hostile", "hostile_http", "waits"),
     # the step vocabulary
     6: ("session",),
     # who chooses steps: the scenarios and the Hypothesis machine
@@ -127,6 +128,9 @@ SUITE_LAYERS: dict[int, tuple[str, ...]] = {
         "scenarios.durability",
         "scenarios.history",
         "scenarios.store",
+        "scenarios.hostile",
+        "scenarios.waits",
+        "scenarios.guesses",
         "scenarios",
         "memory_machine",
     ),

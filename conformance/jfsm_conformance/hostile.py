@@ -32,7 +32,8 @@ from jfsm_conformance.driver_client import HarnessError, NoWire
 from jfsm_conformance.protocol import spec_dir
 
 if TYPE_CHECKING:
-    from jfsm_conformance.session import Session
+    from jfsm_conformance.checks import Ledger
+    from jfsm_conformance.world import World
 
 __all__ = [
     "Limits",
@@ -381,23 +382,18 @@ def _fill(value: Any, names: dict[str, str]) -> Any:
     return value
 
 
-def run_probe(session: Session, game: str, scene: str, probe: dict[str, Any]) -> bool:
+def run_probe(world: World, ledger: Ledger, game: str, scene: str, probe: dict[str, Any]) -> bool:
     """Send one probe and check it; False when the transport cannot carry it (not covered)."""
-    client = session.world.client
-    ledger = session.ledger
+    client = world.client
     ids = tuple(probe["ids"])
     what = probe["what"]
-    if probe.get("needs") and not session.world.capabilities.get(probe["needs"]):
+    if probe.get("needs") and not world.capabilities.get(probe["needs"]):
         return False
-    if probe["kind"] == "http":
-        from jfsm_conformance.hostile_http import run_http_probe
-
-        return run_http_probe(session, game, probe)
     extra: list[Any] = getattr(client.transport, "extra_replies", list)()
     ledger.expect(
         C.HOSTILE, not extra, f"a message got more than one reply: {extra[:2]}", ids=("JF-ERR-008",)
     )
-    before = session.world.dump(game, remember=False)
+    before = world.dump(game, remember=False)
     msg_id: int | None = None
     if probe["kind"] == "message":
         names = {
@@ -451,7 +447,7 @@ def run_probe(session: Session, game: str, scene: str, probe: dict[str, Any]) ->
             f"{what}: HTTP status {status}, not 413",
             ids=("JF-ERR-012",),
         )
-    after = session.world.dump(game, remember=False)  # the driver still answers
+    after = world.dump(game, remember=False)  # the driver still answers
     ledger.expect(
         C.HOSTILE,
         after == before,

@@ -17,7 +17,8 @@ from jfsm_conformance.hostile import describe_change, limits, make_probe
 from jfsm_conformance.protocol import spec_dir
 
 if TYPE_CHECKING:
-    from jfsm_conformance.session import Session
+    from jfsm_conformance.checks import Ledger
+    from jfsm_conformance.world import World
 
 __all__ = ["http_probes", "run_http_probe"]
 
@@ -165,16 +166,16 @@ def _complete(received: bytes) -> bool:
     return False
 
 
-def run_http_probe(session: Session, game: str, probe: dict[str, Any]) -> bool:
+def run_http_probe(world: World, ledger: Ledger, game: str, probe: dict[str, Any]) -> bool:
     """One refused HTTP request: its status, an error reply with id null, the game's dump
     unchanged, and the driver still answering. False for a driver that is not HTTP."""
-    transport = session.world.client.transport
+    transport = world.client.transport
     url = getattr(transport, "url", None)
     if not isinstance(url, str) or not url.startswith("http"):
         return False
-    before = session.world.dump(game, remember=False)
+    before = world.dump(game, remember=False)
     auth = transport.headers.get("Authorization")
-    body = json.dumps({"id": session.world.client.next_id(), "op": "dump", "args": {"game": game}})
+    body = json.dumps({"id": world.client.next_id(), "op": "dump", "args": {"game": game}})
     text = (
         probe["request"]
         .replace("$HOST", urlsplit(url).netloc)
@@ -182,10 +183,9 @@ def run_http_probe(session: Session, game: str, probe: dict[str, Any]) -> bool:
         .replace("$LEN", str(len(body)))
         .replace("$BODY", body)
     )
-    session.world.client.transcript.append({"send_raw": probe["what"], "t": time.monotonic()})
+    world.client.transcript.append({"send_raw": probe["what"], "t": time.monotonic()})
     status, reply = _http_exchange(url, text.encode("latin-1"), probe.get("wait", 0))
     ids = tuple(probe["ids"])
-    ledger = session.ledger
     ledger.expect(
         C.HTTP_GUARD,
         status in probe["statuses"],
@@ -204,7 +204,7 @@ def run_http_probe(session: Session, game: str, probe: dict[str, Any]) -> bool:
         f"{str(reply)[:300]}",
         ids=("JF-ERR-012", *ids),
     )
-    after = session.world.dump(game, remember=False)
+    after = world.dump(game, remember=False)
     ledger.expect(
         C.HTTP_GUARD,
         after == before,

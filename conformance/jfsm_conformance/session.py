@@ -58,10 +58,10 @@ import time
 from typing import Any
 
 from jfsm_conformance import checks as C
-from jfsm_conformance import exercise, hostile, waits
+from jfsm_conformance import exercise, hostile, hostile_http, waits
 from jfsm_conformance.blame import Ctx
 from jfsm_conformance.canon import QUOTA, change_log, footprint, jcs
-from jfsm_conformance.checks import Ledger
+from jfsm_conformance.checks import ConformanceFailure, Ledger
 from jfsm_conformance.driver_client import HarnessError
 from jfsm_conformance.encoded import BaseCache
 from jfsm_conformance.oracle import GameModel, diff_store, normalize
@@ -741,14 +741,39 @@ class Session:
         cannot carry it (not covered)."""
         self.record("hostile", game=game, scene=scene, probe=probe)
         self.world.script([])
-        return hostile.run_probe(self, game, scene, probe)
+        if probe["kind"] == "http":  # raw HTTP requests, not protocol messages
+            if probe.get("needs") and not self.world.capabilities.get(probe["needs"]):
+                return False
+            return hostile_http.run_http_probe(self.world, self.ledger, game, probe)
+        return hostile.run_probe(self.world, self.ledger, game, scene, probe)
 
     def bounded_wait(self, game: str, case: dict[str, Any], then: dict[str, Any]) -> None:
         """A generation whose first attempt meets a hostile compress.v2 (`jfsm_conformance.
         waits`), under the short attempt deadline asked in hello: a transport failure within
         the deadline, then `then` published, nothing lost."""
         self.record("bounded_wait", game=game, case=case, then=then)
-        waits.run_case(self, game, case, then)
+        limit = waits.TEST_DEADLINE * case["waits"] + waits.SLACK
+        waits.hello(self.world, self.ledger, waits.TEST_DEADLINE)
+        steps = len(self._steps)
+        began = time.monotonic()
+        try:
+            self.generate(game, replies=[case["reply"], then])
+        except ConformanceFailure as exc:
+            ids = (case["id"], *[i for i in exc.ids if i != case["id"]])
+            raise ConformanceFailure(
+                exc.check, ids, f"{case['what']}: {exc.message}", exc.evidence
+            ) from exc
+        finally:
+            del self._steps[steps:]  # the case is one recorded step, not two
+            took = time.monotonic() - began
+            waits.hello(self.world, self.ledger, None)
+        self.ledger.expect(
+            C.BOUNDED_WAITS,
+            took <= limit,
+            f"{case['what']}: the generation answered after {took:.1f} s, past the attempt "
+            f"deadline of {waits.TEST_DEADLINE} s asked in hello (plus {waits.SLACK} s)",
+            ids=(case["id"],),
+        )
 
     # =====================================================================================
     # steps: concurrency

@@ -19,17 +19,16 @@ failure of the case names the case's requirement first.
 from __future__ import annotations
 
 import json
-import time
 from typing import TYPE_CHECKING, Any
 
 from jfsm_conformance import checks as C
-from jfsm_conformance.checks import ConformanceFailure
 from jfsm_conformance.protocol import spec_dir
 
 if TYPE_CHECKING:
-    from jfsm_conformance.session import Session
+    from jfsm_conformance.checks import Ledger
+    from jfsm_conformance.world import World
 
-__all__ = ["SLACK", "TEST_DEADLINE", "bounds", "cases", "run_case"]
+__all__ = ["SLACK", "TEST_DEADLINE", "bounds", "cases", "hello"]
 
 TEST_DEADLINE = 2.0  # seconds: the attempt deadline the suite asks for
 SLACK = 8.0  # seconds beyond the waited deadlines a loaded machine may need
@@ -119,43 +118,17 @@ def cases() -> list[dict[str, Any]]:
     ]
 
 
-def _hello(session: Session, deadline: float | None) -> None:
-    w = session.world
+def hello(w: World, ledger: Ledger, deadline: float | None) -> None:
+    """Say hello again, asking for the attempt deadline `deadline` (None: the driver's own)."""
     args: dict[str, Any] = {"protocol": 1, "compressUrl": w.fake.url}
     if w.override:
         args["thresholds"] = w.override
     if deadline is not None:
         args["compressDeadlineSeconds"] = deadline
     reply = w.client.call("hello", args, timeout=60)
-    session.ledger.expect(
+    ledger.expect(
         C.REPLY if deadline is None else C.BOUNDED_WAITS,
         reply.ok,
         f"hello with compressDeadlineSeconds={deadline} refused: {reply.get('error')}",
         ids=("JF-CALL-006",),
-    )
-
-
-def run_case(session: Session, game: str, case: dict[str, Any], then: dict[str, Any]) -> None:
-    """Generate on `game` with the case's hostile first attempt, then `then` (a success)."""
-    limit = TEST_DEADLINE * case["waits"] + SLACK
-    _hello(session, TEST_DEADLINE)
-    steps = len(session.steps)
-    began = time.monotonic()
-    try:
-        session.generate(game, replies=[case["reply"], then])
-    except ConformanceFailure as exc:
-        ids = (case["id"], *[i for i in exc.ids if i != case["id"]])
-        raise ConformanceFailure(
-            exc.check, ids, f"{case['what']}: {exc.message}", exc.evidence
-        ) from exc
-    finally:
-        del session.steps[steps:]  # the case is one recorded step, not two
-        took = time.monotonic() - began
-        _hello(session, None)
-    session.ledger.expect(
-        C.BOUNDED_WAITS,
-        took <= limit,
-        f"{case['what']}: the generation answered after {took:.1f} s, past the attempt "
-        f"deadline of {TEST_DEADLINE} s asked in hello (plus {SLACK} s)",
-        ids=(case["id"],),
     )
