@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from jfsm.engine import GameEngine
-from jfsm.fake_compressor import FakeCompressor
 from jfsm.stores.memory import MemoryStore
+from jfsm.testing import FakeCompressor
 
 __all__ = [
     "BuiltStore",

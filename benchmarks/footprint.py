@@ -24,10 +24,10 @@ from benchmarks.common import Samples, now_ns, ratio, summarize
 from benchmarks.data import MiB, Text, build_store, stack_feasible
 from jfsm.engine import GameEngine
 from jfsm.errors import QuotaExceeded
-from jfsm.fake_compressor import FakeCompressor
 from jfsm.jcs import canonical_bytes, key_order
 from jfsm.projection import Projection
 from jfsm.stores.memory import MemoryStore
+from jfsm.testing import FakeCompressor
 
 __all__ = ["NaiveStore", "run"]
 

@@ -67,8 +67,8 @@ def _hwm_kib() -> int | None:
 
 def _child(argv: list[str]) -> dict[str, Any]:
     from jfsm.engine import GameEngine
-    from jfsm.fake_compressor import FakeCompressor
     from jfsm.stores.file import FileStore
+    from jfsm.testing import FakeCompressor
 
     mode = argv[0]
     engine = None

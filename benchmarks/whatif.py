@@ -38,12 +38,12 @@ from benchmarks.common import Samples, now_ns, ratio, summarize
 from benchmarks.data import MiB, Text, build_store
 from jfsm.engine import GameEngine
 from jfsm.errors import InvalidTransition
-from jfsm.fake_compressor import FakeCompressor
 from jfsm.machines import StateMachine, Transition
 from jfsm.memory_index import MemoryIndex
 from jfsm.stores.file import FileStore
 from jfsm.stores.memory import MemoryStore
 from jfsm.stores.snapshot import read_snapshot
+from jfsm.testing import FakeCompressor
 
 DEFAULT_OUT = Path(__file__).resolve().parent.parent / "docs" / "benchmarks"
 FULL = {

@@ -17,10 +17,10 @@ from typing import Any
 
 from jfsm.compressor import CompressionRequest, CompressionResult, ParticipantSource
 from jfsm.engine import GameEngine
-from jfsm.fake_compressor import FakeCompressor
 from jfsm.jcs import canonical_bytes
 from jfsm.projection import Projection
 from jfsm.stores.memory import MemoryStore
+from jfsm.testing import FakeCompressor
 
 GAME_KIND = "paxhistoria.game-agent-stack.v1"
 CATALYST_KIND = "paxhistoria.catalyst-agent-stack.v1"

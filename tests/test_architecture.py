@@ -38,7 +38,7 @@ LAYERS: dict[int, tuple[str, ...]] = {
     # value shapes: records, projection of a store, the key layout, the compressor seam
     2: ("records", "projection", "layout", "compressor"),
     # the store image and the seams' implementations (telemetry, HTTP transport, fake)
-    3: ("image", "telemetry", "transport", "fake_compressor"),
+    3: ("image", "telemetry", "transport", "testing"),
     # stores and the in-memory index of one game's memory
     4: (
         "memory_index",

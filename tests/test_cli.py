@@ -11,9 +11,9 @@ import pytest
 
 from jfsm.cli import main
 from jfsm.engine import GameEngine
-from jfsm.fake_compressor import FakeCompressor
 from jfsm.stores.file import FileStore
 from jfsm.sync import SyncGameEngine
+from jfsm.testing import FakeCompressor
 
 
 def _make_store(path: Path) -> None:

@@ -11,8 +11,8 @@ import pytest
 
 from jfsm.engine import GameEngine
 from jfsm.errors import InvalidInput
-from jfsm.fake_compressor import FakeCompressor
 from jfsm.stores import FileStore, MemoryStore
+from jfsm.testing import FakeCompressor
 
 
 @pytest.mark.req("JF-STORE-027")

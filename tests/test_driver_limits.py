@@ -16,10 +16,10 @@ import pytest
 from jfsm.driver import ReferenceDriver
 from jfsm.engine import GameEngine
 from jfsm.errors import InvalidInput
-from jfsm.fake_compressor import FakeCompressor
 from jfsm.limits import depth, validate_id
 from jfsm.spec import constants, load_json
 from jfsm.stores.memory import MemoryStore
+from jfsm.testing import FakeCompressor
 from tests.driver_helpers import HELLO, spec_with
 
 

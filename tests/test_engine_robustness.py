@@ -14,9 +14,9 @@ import pytest
 from jfsm.compressor import Attempt, CompressionResult
 from jfsm.engine import GameEngine
 from jfsm.errors import CompressionPending, InvalidInput, StoreUnavailable
-from jfsm.fake_compressor import FakeCompressor
 from jfsm.jcs import canonical_bytes
 from jfsm.stores.memory import MemoryStore
+from jfsm.testing import FakeCompressor
 
 
 def run(coro: Any) -> Any:

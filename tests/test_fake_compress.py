@@ -569,7 +569,7 @@ def test_one_descriptor_scripts_both_fakes_alike(descriptor: dict[str, Any]) -> 
     import asyncio
 
     from jfsm.compressor import CompressionRequest
-    from jfsm.fake_compressor import FakeCompressor
+    from jfsm.testing import FakeCompressor
     from jfsm.transport import HttpCompressor
     from jfsm_conformance.scripted_replies import to_outcome
 

@@ -40,6 +40,7 @@ def test_package_root_api() -> None:
             "JfsmError",
             "MemoryStore",
             "Participant",
+            "PostgresStore",
             "Projection",
             "QuotaExceeded",
             "Store",
@@ -55,6 +56,7 @@ def test_package_root_api() -> None:
             "canonical_text",
             "constants",
             "count",
+            "migrate_postgres",
         ]
     )
 

@@ -20,10 +20,10 @@ from hypothesis import strategies as st
 import jfsm.layout
 import jfsm.records
 from jfsm.engine import GameEngine
-from jfsm.fake_compressor import FakeCompressor
 from jfsm.records import Participant
 from jfsm.spec import constants, layout, load_json
 from jfsm.stores.memory import MemoryStore
+from jfsm.testing import FakeCompressor
 
 LAYOUT = layout()
 KEYS = {entry["key"]: entry for entry in LAYOUT["keys"]}

@@ -3,7 +3,7 @@
 One vocabulary in two forms. The suite scripts the fake with language-neutral descriptors
 (they go into traces verbatim); `to_outcome` turns one into the fake's `Outcome`, which the
 builders below (`success`, `refuse`, `http_status`, `hold`...) also make directly, with the
-hostile extras a descriptor does not name (`oversized`, `delay`). `jfsm.fake_compressor`'s
+hostile extras a descriptor does not name (`oversized`, `delay`). `jfsm.testing`'s
 in-process `FakeCompressor` takes the same descriptors (`queue({"reply": "refuse", ...})`).
 
 ```

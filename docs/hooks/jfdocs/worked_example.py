@@ -19,10 +19,10 @@ from typing import Any
 
 from jfdocs.render import json_text
 from jfsm.engine import GameEngine
-from jfsm.fake_compressor import FakeCompressor
 from jfsm.jcs import canonicalize
 from jfsm.records import Participant
 from jfsm.stores import MemoryStore
+from jfsm.testing import FakeCompressor
 
 __all__ = ["page", "run"]
 
@@ -247,7 +247,7 @@ def page() -> str:
         "<!-- Generated at build time by running the reference engine (docs/hooks/jfdocs/"
         "worked_example.py). Do not edit. -->\n",
         "This page is produced by **running the reference engine** (`jfsm.engine.GameEngine` "
-        "over a `jfsm.stores.MemoryStore`, with the in-process `jfsm.fake_compressor."
+        "over a `jfsm.stores.MemoryStore`, with the in-process `jfsm.testing."
         "FakeCompressor` standing in for compress.v2) every time the site is built. Each "
         "step shows the code that ran, what it returned, the keys it set or deleted, and "
         "then the whole store (as RFC 8785 JCS, pretty-printed), the optimized change log, "

@@ -1,4 +1,4 @@
-"""An in-process compressor for tests and demos: scripted replies, hold and release.
+"""`jfsm.testing`: an in-process compressor for tests and demos (public, like `jfsm`).
 
 `FakeCompressor` follows the `Compressor` protocol without any network. By default it
 answers ok with a short deterministic summary that never quotes the input. A test can queue
@@ -7,8 +7,8 @@ is outstanding. Every request and the beneficiaries it would carry are recorded.
 
 Replies are scripted with the conformance suite's reply descriptors, plain JSON objects
 (`{"reply": "refuse", "code": "policy"}`, `{"reply": "success", "summary": "..."}`,
-`{"reply": "hold", "then": {"reply": "default"}}`, see `jfsm_conformance.scripted_replies`): one
-vocabulary for both fakes, the in-process one here and the HTTP one of the suite (R57).
+`{"reply": "hold", "then": {"reply": "default"}}`, see `jfsm_conformance.scripted_replies`):
+one vocabulary for both fakes, the in-process one here and the HTTP one of the suite (R57).
 """
 
 from __future__ import annotations
