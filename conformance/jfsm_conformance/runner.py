@@ -61,6 +61,8 @@ from jfsm_conformance.run_model import (
     implementation_label,
     load_catalog,
     select_error,
+    selected,
+    selection,
 )
 
 
@@ -76,18 +78,24 @@ class _LogCapture(logging.Handler):
         del self.lines[:-200]
 
 
-def _selected(ids: tuple[str, ...], prefix: str) -> bool:
-    return not prefix or any(i.startswith(prefix) for i in ids)
+def _selected(ids: tuple[str, ...], select: str) -> bool:
+    return any(selected(i, select) for i in ids)
 
 
 def _needs_met(scenario: Scenario, session: Session) -> str | None:
-    for need in filter(None, scenario.needs.split("+")):
+    needs = list(filter(None, scenario.needs.split("+")))
+    # the missing capability first: a stdio driver without durableRestart is told that
+    needs.sort(key=lambda need: need != "durableRestart")
+    for need in needs:
         if need == "stdio" and not session.driver_spec.startswith("stdio:"):
             return "needs a stdio driver (the runner kills the process mid-operation)"
         if need == "kill" and session.kill_mode is None:
             return "needs a stdio driver or capabilities.crashInjection (to kill it mid-operation)"
         if need == "durableRestart" and not session.capabilities.get("durableRestart"):
-            return "the driver does not declare capabilities.durableRestart"
+            return (
+                "the driver does not declare capabilities.durableRestart (the scenario "
+                "restarts the driver and reopens its games)"
+            )
     return None
 
 
@@ -106,6 +114,7 @@ class _Run:
         self.capabilities: dict[str, Any] = {}
         self.counts = exercise.Counts()
         self.phase = "starting"
+        self.current = "the handshake"  # the scenario or machine running (a harness error names it)
 
     def result(
         self, harness_error: str | None, driver_log: str = "", *, partial: bool
@@ -188,6 +197,7 @@ class _Run:
                 self.skipped[scenario.name] = reason
                 self.o.progress(f"[{i}/{len(chosen)}] {scenario.name}: skipped ({reason})")
                 continue
+            self.current = f"scenario {scenario.name}"
             session.steps = []
             start = session.client.transcript.mark()
             session.trace_start = start
@@ -222,6 +232,7 @@ class _Run:
         if examples <= 0:
             return
         began = time.monotonic()
+        self.current = f"machine {label}"
         self.o.progress(f"machine {label}: {examples} random sequences of up to {steps} steps")
         outcome = explore(
             session,
@@ -265,6 +276,7 @@ def run(options: Options) -> RunResult:
     driver_log = ""
     session = None
     interrupted = False
+    stopped = False  # a harness error ended the run before it finished
     try:
         with exercise.counting() as r.counts:
             if harness_error is None:
@@ -283,7 +295,9 @@ def run(options: Options) -> RunResult:
                 )
                 r.reached("handshake")
                 r.scenarios(session)
-                broad = options.machines and options.select in ("", "J", "JF", "JF-")
+                broad = options.machines and all(
+                    p in ("J", "JF", "JF-") for p in selection(options.select)
+                )
                 if broad:
                     r.machine(session, "at spec thresholds", profile.examples, profile.steps)
                 r.unsupported.update(session.unsupported)
@@ -295,6 +309,7 @@ def run(options: Options) -> RunResult:
                         "a narrowing --select runs the matching scenarios only"
                     )
                 elif capabilities.get("thresholdOverride") and profile.small_examples:
+                    r.current = "the start of the machine at small thresholds"
                     small = Session(options.driver, r.ledger, thresholds=SMALL_THRESHOLDS)
                     try:
                         r.machine(
@@ -313,8 +328,9 @@ def run(options: Options) -> RunResult:
                         "the driver does not declare thresholdOverride"
                     )
     except (HarnessError, ProtocolViolation) as exc:  # a violation here: in the handshake
-        harness_error = str(exc)
-        options.progress(f"HARNESS ERROR: {exc}")
+        harness_error = f"in {r.current}: {exc}"
+        stopped = True
+        options.progress(f"HARNESS ERROR {harness_error}")
         if session is not None:
             driver_log = session.client.stderr_tail()
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM turned into one by the CLI (R55)
@@ -330,9 +346,9 @@ def run(options: Options) -> RunResult:
                 session.close()
         logging.getLogger().removeHandler(capture)
     driver_log = "\n".join(filter(None, [driver_log, "\n".join(capture.lines[-40:])]))
-    if not interrupted:
+    if not (interrupted or stopped):
         r.phase = "finished"
-    return r.result(harness_error, driver_log, partial=interrupted)
+    return r.result(harness_error, driver_log, partial=interrupted or stopped)
 
 
 def judge(
@@ -365,7 +381,7 @@ def judge(
             )
     for req in catalog:
         rid = req["id"]
-        if options.select and not rid.startswith(options.select):
+        if not selected(rid, options.select):
             continue
         row: dict[str, Any] = {
             "id": rid,
