@@ -84,7 +84,7 @@ def _unavailable(reason: str) -> dict[str, Any]:
 
 def _roundtrips(cfg: dict[str, Any]) -> dict[str, Any]:
     from jfsm_conformance.driver_client import DriverClient
-    from jfsm_conformance.fake_compress import FakeCompress
+    from jfsm_conformance.fake.compress import FakeCompress
 
     fake = FakeCompress().start()
     clients: dict[str, Any] = {}

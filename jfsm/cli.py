@@ -183,7 +183,7 @@ def _main(argv: list[str]) -> int:
     if args.command == "fake-compress":
         if not _suite_or_exit("fake-compress"):
             return 2
-        from jfsm_conformance.fake_compress import serve
+        from jfsm_conformance.fake.compress import serve
 
         with contextlib.suppress(KeyboardInterrupt):
             serve(args.port or None)

@@ -8,7 +8,7 @@ never chooses payers, models or prompts. Beneficiaries are read from a participa
 The compression modules, one idea each: this seam; `jfsm.compression`, the judge of a reply
 and the flight of one compression (the engine's); `jfsm.transport`, the HTTP executor;
 `jfsm.fake_compressor`, an in-process fake for tests and demos. The conformance suite has its
-own HTTP fake (`jfsm_conformance.fake_compress`, whose behaviour is one `answer` function) and the
+own HTTP fake (`jfsm_conformance.fake.compress`, whose behaviour is one `answer` function) and the
 one vocabulary that scripts both fakes (`jfsm_conformance.replies`).
 
 A compressor never raises for a failed call: it returns a `CompressionResult` whose

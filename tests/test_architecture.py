@@ -61,11 +61,11 @@ LAYERS: dict[int, tuple[str, ...]] = {
     9: (
         "sync",
         "inspection",
-        "driver_wire",
-        "driver_stdio",
-        "driver_http",
-        "driver_state",
-        "driver_crash",
+        "driver.wire",
+        "driver.stdio",
+        "driver.http",
+        "driver.state",
+        "driver.crash",
         "driver",
     ),
     # the package's curated API and the command line

@@ -519,7 +519,7 @@ def _python_blocks(markdown: str) -> list[str]:
 
 
 def test_embedding_guide_examples_run(capsys: pytest.CaptureFixture[str]) -> None:
-    from jfsm_conformance.fake_compress import FakeCompress
+    from jfsm_conformance.fake.compress import FakeCompress
 
     blocks = _python_blocks((DOCS / "guide" / "embedding.md").read_text(encoding="utf-8"))
     assert len(blocks) >= 4

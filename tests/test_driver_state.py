@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from jfsm.driver import ReferenceDriver
-from jfsm.driver_state import StateDirectory
+from jfsm.driver.state import StateDirectory
 from tests.driver_helpers import HELLO, DriverZygote, StdioDriver
 
 PEOPLE = [

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from jfsm.driver_stdio import LineSplitter
-from jfsm.driver_wire import Refusal, decode
+from jfsm.driver.stdio import LineSplitter
+from jfsm.driver.wire import Refusal, decode
 from tests.driver_helpers import HELLO, StdioDriver, spec_with
 
 

@@ -20,8 +20,8 @@ import httpx
 import pytest
 
 from jfsm.records import Participant
-from jfsm_conformance import fake_compress
-from jfsm_conformance.fake_compress import PATH, FakeCompress
+from jfsm_conformance.fake import compress as fake_compress
+from jfsm_conformance.fake.compress import PATH, FakeCompress
 from jfsm_conformance.replies import (
     delay,
     empty,
@@ -131,7 +131,7 @@ def test_server_threads_are_daemons_and_close_is_prompt() -> None:
 
 
 def test_serve_prints_its_url_and_stops_on_interrupt() -> None:
-    code = "from jfsm_conformance.fake_compress import serve; serve(None)"
+    code = "from jfsm_conformance.fake.compress import serve; serve(None)"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(
         [sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, text=True, env=env
@@ -162,9 +162,9 @@ def test_serve_prints_its_url_and_stops_on_interrupt() -> None:
 
 def test_the_fake_imports_nothing_from_jfsm_but_the_spec_reader() -> None:
     """The fake is checked against the spec, not the engine: from `jfsm` it imports only the
-    spec reader `jfsm.spec` (decision R35), in any of its modules (`fake_*.py`)."""
+    spec reader `jfsm.spec` (decision R35), in any of its modules (`fake/*.py`)."""
     imported: set[str] = set()
-    for path in Path(fake_compress.__file__).parent.glob("fake_*.py"):
+    for path in Path(fake_compress.__file__).parent.glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Import):
                 imported |= {alias.name for alias in node.names}
@@ -172,8 +172,8 @@ def test_the_fake_imports_nothing_from_jfsm_but_the_spec_reader() -> None:
                 imported.add(node.module or "")
     assert [name for name in imported if name.split(".")[0] == "jfsm"] == ["jfsm.spec"]
     probe = (
-        "import jfsm_conformance.fake_compress as f; "
-        "from jfsm_conformance.fake_contract import validator; "
+        "import jfsm_conformance.fake.compress as f; "
+        "from jfsm_conformance.fake.contract import validator; "
         "validator('compress-request.schema.json'); print(f.spec_dir())"
     )
     out = subprocess.run(

@@ -19,7 +19,7 @@ from jfsm.cli import main
 from jfsm.driver import ReferenceDriver
 from jfsm.stores.pg_server import TemporaryServer
 from jfsm.stores.postgres import PostgresStore, read_image
-from jfsm_conformance.fake_compress import FakeCompress
+from jfsm_conformance.fake.compress import FakeCompress
 
 
 async def _call(driver: ReferenceDriver, op: str, **args: Any) -> Any:

@@ -2,7 +2,7 @@
 
 N forked worker processes (1, 2 and 4) share M games for a few seconds each. A worker takes
 a random game (sometimes with `takeover=True`, fencing whoever had it), records a few rounds
-and runs generations against the fake compress.v2 of `jfsm_conformance/fake_compress.py` (small
+and runs generations against the fake compress.v2 of `jfsm_conformance/fake/compress.py` (small
 thresholds, so compressions happen; the fake's script mixes successes, refusals, 500s,
 empty results and held replies that the test releases later), sometimes recording a round
 while its compression is in flight. Every few hundred milliseconds the test kills a random
@@ -46,7 +46,7 @@ from jfsm.machines import MACHINE_NAMES, table
 from jfsm.memory_index import MemoryIndex
 from jfsm.stores.postgres import PostgresStore, migrate
 from jfsm.transport import HttpCompressor
-from jfsm_conformance import fake_compress as fc
+from jfsm_conformance.fake import compress as fc
 
 GAMES = 24
 SECONDS = 4.0

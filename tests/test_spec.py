@@ -55,14 +55,15 @@ def test_every_constant_of_constants_json_is_read() -> None:
 
 def test_engine_suite_and_docs_read_the_same_spec() -> None:
     from jfsm import image
-    from jfsm_conformance import canon, fake_compress, protocol, replies, verifier, world
+    from jfsm_conformance import canon, protocol, replies, verify, world
+    from jfsm_conformance.fake import compress as fake_compress
 
     assert protocol.spec_dir is spec.spec_dir
     assert fake_compress.spec_dir() == spec.spec_dir()
     c = spec.constants()
     assert image.QUOTA_BYTES == canon.QUOTA == c.quota_bytes
     assert {"game": c.game_threshold, "catalyst": c.catalyst_threshold} == world.SPEC_THRESHOLDS
-    assert c.max_attempts == verifier.MAX_ATTEMPTS
+    assert c.max_attempts == verify.MAX_ATTEMPTS
     assert replies.SUMMARY_ENVELOPE == canon.SUMMARY_ENVELOPE == c.summary_envelope
     assert c.exchange_envelope == canon.EXCHANGE_ENVELOPE
     generate = (ROOT / "docs" / "hooks" / "generate.py").read_text(encoding="utf-8")

@@ -16,7 +16,7 @@ from jfsm.compressor import CompressionRequest, CompressionResult, beneficiaries
 from jfsm.errors import InvalidInput
 from jfsm.records import Participant
 from jfsm.transport import HttpCompressor, SyncHttpCompressor
-from jfsm_conformance.fake_compress import FakeCompress
+from jfsm_conformance.fake.compress import FakeCompress
 from jfsm_conformance.replies import (
     delay,
     empty,

@@ -7,7 +7,7 @@ requests the fake recorded (transport retries share a body and an Idempotency-Ke
 each with the reply it received (the next scripted one, or the fake's replay of a completed
 reply), decides the outcome (published, refused, transport, empty, not_smaller, quota,
 stale) and applies it to the model. It does no I/O and judges nothing: what the requests
-*should* have been is `jfsm_conformance.verifier`'s job, which walks the returned `Flow` in order.
+*should* have been is `jfsm_conformance.verify`'s job, which walks the returned `Flow` in order.
 
 A compression whose first request never arrived is `missing`; an attempt nothing was
 scripted for has `reply=None`. Either ends the flow there (the verifier fails the step).

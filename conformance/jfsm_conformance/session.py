@@ -7,7 +7,7 @@ so that a failing sequence can be written as a trace and replayed; then it
    descriptors, sends the operation to the driver, dumps the game;
 2. predicts (`jfsm_conformance.predictor`, pure): the oracle's model applies the operation, and a
    step that may compress gets its expected flow of compressions from the scripted replies;
-3. verifies (`jfsm_conformance.verifier`): the reply, the requests the fake received, the dumped
+3. verifies (`jfsm_conformance.verify`): the reply, the requests the fake received, the dumped
    store against the model, the change log, the footprint, canaries, the compression report
    and the telemetry, in that order (the blame order).
 

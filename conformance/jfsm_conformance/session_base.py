@@ -16,7 +16,7 @@ from jfsm_conformance.driver_client import DriverClient, HarnessError
 from jfsm_conformance.oracle import GameModel
 from jfsm_conformance.predictor import Compression, Flow, Predictor, publication_fits
 from jfsm_conformance.snapshot import BaseCache
-from jfsm_conformance.verifier import Verifier
+from jfsm_conformance.verify import Verifier
 from jfsm_conformance.world import Held, World
 
 __all__ = ["SessionBase"]

@@ -4,7 +4,7 @@ suite expects of them.
 `World` owns the things with identity and state, and nothing that judges:
 
 - the driver client (`jfsm_conformance.driver_client`) and the implementation's hello answer;
-- the fake compress.v2 (`jfsm_conformance.fake_compress`), the FIFO of scripted replies the suite
+- the fake compress.v2 (`jfsm_conformance.fake.compress`), the FIFO of scripted replies the suite
   mirrors (`script`), and the requests not read yet (`new_requests`);
 - the expected side: one oracle model per game (`jfsm_conformance.oracle`), the suite's own
   checkpoint base per game, the last dump of each game, the telemetry read so far, and the
@@ -28,7 +28,7 @@ from jfsm.spec import constants
 from jfsm_conformance import exercise
 from jfsm_conformance.canon import idempotency_key
 from jfsm_conformance.driver_client import DriverClient, HarnessError, Reply
-from jfsm_conformance.fake_compress import FakeCompress
+from jfsm_conformance.fake.compress import FakeCompress
 from jfsm_conformance.oracle import GameModel, InFlight
 from jfsm_conformance.protocol import ProtocolViolation
 from jfsm_conformance.replies import to_outcome

@@ -21,7 +21,7 @@ learns how many crash points a workload has before it tries each one.
 
 Users: the store's crash tests (`tests/test_file_store_crash.py`, which enumerate every
 crash point of a workload, on disk and under a simulated power loss) and the in-process
-conformance driver's `crash` op (`jfsm.driver_crash`).
+conformance driver's `crash` op (`jfsm.driver.crash`).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from jfsm.driver import ReferenceDriver
-from jfsm.driver_crash import CrashSwitch
+from jfsm.driver.crash import CrashSwitch
 from jfsm.projection import Projection
 from jfsm.stores import FileStore
 from jfsm.stores.crashfs import CrashingFileSystem

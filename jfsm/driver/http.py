@@ -40,8 +40,8 @@ from typing import Any
 
 import h11
 
-from jfsm.driver_stdio import MessageHandler
-from jfsm.driver_wire import Refusal, decode, encode, error_reply
+from jfsm.driver.stdio import MessageHandler
+from jfsm.driver.wire import Refusal, decode, encode, error_reply
 from jfsm.spec import constants, load_json
 
 __all__ = ["HttpLimits", "http_limits", "new_token", "serve_http", "serve_http_async"]

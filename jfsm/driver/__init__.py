@@ -9,9 +9,9 @@ gets an error reply (JF-ERR-008).
 
 Used three ways: in process (`python:jfsm.driver:reference_driver`, or
 `durable_reference_driver` for file stores in a temporary directory), over stdio
-(`jfsm driver [--state DIR]`, JSON lines, `jfsm.driver_stdio`) and over HTTP
-(`jfsm driver --http PORT`, `jfsm.driver_http`). With a state directory each game lives in
-a durable `FileStore` inside its folder (`jfsm.driver_state`), and a restarted driver
+(`jfsm driver [--state DIR]`, JSON lines, `jfsm.driver.stdio`) and over HTTP
+(`jfsm driver --http PORT`, `jfsm.driver.http`). With a state directory each game lives in
+a durable `FileStore` inside its folder (`jfsm.driver.state`), and a restarted driver
 reopens every game found there, skipping and reporting what it cannot open. With `store`
 (`jfsm driver --store postgresql://... --state DIR`) each game's memory lives in that
 database instead (`PostgresStore`) and the folder keeps only the driver's side files.
@@ -37,11 +37,11 @@ from typing import Any
 
 from jfsm._version import __version__
 from jfsm.compressor import Compressor
-from jfsm.driver_crash import CrashSwitch
-from jfsm.driver_http import serve_http
-from jfsm.driver_state import GameFolder, Skipped, StateDamaged, StateDirectory
-from jfsm.driver_stdio import serve_stdio
-from jfsm.driver_wire import error_reply
+from jfsm.driver.crash import CrashSwitch
+from jfsm.driver.http import serve_http
+from jfsm.driver.state import GameFolder, Skipped, StateDamaged, StateDirectory
+from jfsm.driver.stdio import serve_stdio
+from jfsm.driver.wire import error_reply
 from jfsm.engine import GameEngine
 from jfsm.errors import InvalidInput, JfsmError, StoreUnavailable
 from jfsm.limits import depth, validate_id
@@ -89,7 +89,7 @@ class ReferenceDriver:
     HTTP transport); `engine_class` is the engine each game runs (a seam for mutants).
     `skipped` lists the entries of the state directory the last scan could not serve (also
     returned by `hello` and written to stderr). `crash_injection` (file stores only, for
-    in-process use by the suite) offers the `crash` op (`jfsm.driver_crash`).
+    in-process use by the suite) offers the `crash` op (`jfsm.driver.crash`).
     """
 
     def __init__(
@@ -463,7 +463,7 @@ class ReferenceDriver:
         return {}
 
     async def op_crash(self, args: Mapping[str, Any]) -> Any:
-        """Arm a crash at the `at`-th durable write boundary from now (`jfsm.driver_crash`)."""
+        """Arm a crash at the `at`-th durable write boundary from now (`jfsm.driver.crash`)."""
         at = _arg(args, "at")
         if self._fs is None:
             raise InvalidInput("this driver offers no crash injection (no file stores)")

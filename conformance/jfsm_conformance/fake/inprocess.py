@@ -9,8 +9,8 @@ import asyncio
 
 import httpx
 
-from jfsm_conformance.fake_exchange import MAX_REQUEST_BYTES, FakeRequest, FakeResponse
-from jfsm_conformance.fake_http import Answer
+from jfsm_conformance.fake.exchange import MAX_REQUEST_BYTES, FakeRequest, FakeResponse
+from jfsm_conformance.fake.http import Answer
 
 __all__ = ["InProcess"]
 

@@ -21,10 +21,10 @@ from collections.abc import Iterable
 
 from jfsm_conformance.checks import Ledger
 from jfsm_conformance.snapshot import BaseCache
-from jfsm_conformance.verify_replies import ReplyChecks
-from jfsm_conformance.verify_requests import MAX_ATTEMPTS, RequestChecks
-from jfsm_conformance.verify_store import StoreChecks
-from jfsm_conformance.verify_telemetry import TelemetryChecks
+from jfsm_conformance.verify.replies import ReplyChecks
+from jfsm_conformance.verify.requests import MAX_ATTEMPTS, RequestChecks
+from jfsm_conformance.verify.store import StoreChecks
+from jfsm_conformance.verify.telemetry import TelemetryChecks
 
 __all__ = ["MAX_ATTEMPTS", "Verifier"]
 

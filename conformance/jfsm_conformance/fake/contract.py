@@ -17,7 +17,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 
 from jfsm.spec import locate_spec_dir as spec_dir  # the one spec reader (no engine code)
-from jfsm_conformance.fake_exchange import MAX_REQUEST_BYTES, PATH, FakeRequest
+from jfsm_conformance.fake.exchange import MAX_REQUEST_BYTES, PATH, FakeRequest
 
 __all__ = [
     "Problem",

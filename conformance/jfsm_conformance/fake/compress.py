@@ -62,7 +62,7 @@ from http.server import ThreadingHTTPServer
 from typing import Any
 
 from jfsm.spec import locate_spec_dir as spec_dir  # the one spec reader (no engine code)
-from jfsm_conformance.fake_contract import (
+from jfsm_conformance.fake.contract import (
     Problem,
     beneficiaries_problem,
     body_problem,
@@ -70,7 +70,7 @@ from jfsm_conformance.fake_contract import (
     logical_digest,
     validator,
 )
-from jfsm_conformance.fake_exchange import (
+from jfsm_conformance.fake.exchange import (
     LOOPBACK,
     MAX_REQUEST_BYTES,
     PATH,
@@ -78,8 +78,8 @@ from jfsm_conformance.fake_exchange import (
     FakeRequest,
     FakeResponse,
 )
-from jfsm_conformance.fake_http import start_server
-from jfsm_conformance.fake_summaries import oversized_body, reply_doc
+from jfsm_conformance.fake.http import start_server
+from jfsm_conformance.fake.summaries import oversized_body, reply_doc
 from jfsm_conformance.replies import (  # the builders are re-exported for older imports
     REPLY_KINDS,
     Outcome,
@@ -303,7 +303,7 @@ class FakeCompress:
         no socket: the same checks, script, replays and records as over HTTP, for any base
         URL. A `reset` raises `httpx.ReadError`; `delay` and `hold` block a worker thread
         (async) or the caller (sync). Imports `httpx`, which the HTTP fake does not need."""
-        from jfsm_conformance.fake_inprocess import InProcess
+        from jfsm_conformance.fake.inprocess import InProcess
 
         return InProcess(self.answer)
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from jfsm_conformance.fake_exchange import LOOPBACK, MAX_REQUEST_BYTES, FakeRequest, FakeResponse
+from jfsm_conformance.fake.exchange import LOOPBACK, MAX_REQUEST_BYTES, FakeRequest, FakeResponse
 
 __all__ = ["Answer", "start_server"]
 

@@ -1,6 +1,6 @@
 """Checks of the driver's replies: success, results, refusals and compression reports.
 
-Part of `jfsm_conformance.verifier` (see there for the blame order); each check credits or
+Part of `jfsm_conformance.verify` (see there for the blame order); each check credits or
 blames requirement IDs through the run's `Ledger`, and a failing one raises
 `ConformanceFailure`.
 """

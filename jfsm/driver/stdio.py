@@ -16,7 +16,7 @@ import sys
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, BinaryIO, Protocol
 
-from jfsm.driver_wire import Refusal, decode, encode, refusal_reply
+from jfsm.driver.wire import Refusal, decode, encode, refusal_reply
 from jfsm.spec import constants
 
 __all__ = ["LineSplitter", "MessageHandler", "serve_stdio"]

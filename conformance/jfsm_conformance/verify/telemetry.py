@@ -1,6 +1,6 @@
 """Checks of the telemetry events: one per compress.v2 attempt, each matching it, no text.
 
-Part of `jfsm_conformance.verifier` (see there for the blame order); each check credits or
+Part of `jfsm_conformance.verify` (see there for the blame order); each check credits or
 blames requirement IDs through the run's `Ledger`, and a failing one raises
 `ConformanceFailure`.
 """

@@ -1,6 +1,6 @@
 """Checks of the compress.v2 requests the fake received: when, how often, and what they carry.
 
-Part of `jfsm_conformance.verifier` (see there for the blame order); each check credits or
+Part of `jfsm_conformance.verify` (see there for the blame order); each check credits or
 blames requirement IDs through the run's `Ledger`, and a failing one raises
 `ConformanceFailure`.
 """
