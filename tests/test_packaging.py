@@ -91,7 +91,9 @@ def test_conformance_on_a_slim_install_says_what_to_install_in_one_line() -> Non
 
 
 def test_profile_on_a_slim_install_says_what_to_install_in_one_line() -> None:
-    done = _python("from jfsm.cli import main\nsys.exit(main(['profile', '--adapter', 'reference']))")
+    done = _python(
+        "from jfsm.cli import main\nsys.exit(main(['profile', '--adapter', 'reference']))"
+    )
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, lines
@@ -154,8 +156,19 @@ def test_wheels_install_into_fresh_venvs_and_run_as_documented(tmp_path: Path) -
     locked = tmp_path / "locked.txt"
     exported = _ok(
         _run(
-            ["uv", "export", "--frozen", "--no-dev", "--all-extras", "--no-hashes"]
-            + ["--no-emit-project", "--project", str(ROOT), "-o", str(locked)],
+            [
+                "uv",
+                "export",
+                "--frozen",
+                "--no-dev",
+                "--all-extras",
+                "--no-hashes",
+                "--no-emit-project",
+                "--project",
+                str(ROOT),
+                "-o",
+                str(locked),
+            ],
             tmp_path,
         )
     )
@@ -184,8 +197,16 @@ def test_wheels_install_into_fresh_venvs_and_run_as_documented(tmp_path: Path) -
     _ok(_run(["uv", "venv", "-q", str(slim)], tmp_path))
     _ok(
         _run(
-            ["uv", "pip", "install", "-q", "--python", str(slim / "bin" / "python"), str(wheel)]
-            + constrained,
+            [
+                "uv",
+                "pip",
+                "install",
+                "-q",
+                "--python",
+                str(slim / "bin" / "python"),
+                str(wheel),
+                *constrained,
+            ],
             tmp_path,
         )
     )
@@ -213,9 +234,16 @@ def test_wheels_install_into_fresh_venvs_and_run_as_documented(tmp_path: Path) -
     assert command[:2] == ["pip", "install"] and wheel.as_uri() in command[-1], command
     _ok(
         _run(
-            ["uv", "pip", "install", "--dry-run", "--python", str(slim / "bin" / "python")]
-            + constrained
-            + command[2:],
+            [
+                "uv",
+                "pip",
+                "install",
+                "--dry-run",
+                "--python",
+                str(slim / "bin" / "python"),
+                *constrained,
+                *command[2:],
+            ],
             app,
         )
     )
@@ -231,8 +259,16 @@ def test_wheels_install_into_fresh_venvs_and_run_as_documented(tmp_path: Path) -
     requirement = f"jfsm[conformance] @ {wheel.as_uri()}"
     _ok(
         _run(
-            ["uv", "pip", "install", "-q", "--python", str(suite / "bin" / "python"), requirement]
-            + constrained,
+            [
+                "uv",
+                "pip",
+                "install",
+                "-q",
+                "--python",
+                str(suite / "bin" / "python"),
+                requirement,
+                *constrained,
+            ],
             tmp_path,
         )
     )

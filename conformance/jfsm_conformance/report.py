@@ -72,11 +72,15 @@ def invoked_as() -> str:
     except OSError:
         return "jfsm"
     ours = sys.argv[1:]
+    if not sys.argv or os.path.basename(sys.argv[0]) != "jfsm":
+        return "jfsm"  # not the `jfsm` command (pytest, an embedding): the plain command
     if not parent or os.path.basename(parent[0]) not in ("uv", "uvx") or len(parent) <= len(ours):
         return "jfsm"
     if ours and parent[-len(ours) :] != ours:
         return "jfsm"
     words = parent[: len(parent) - len(ours)]
+    if os.path.basename(words[-1]) != "jfsm":
+        return "jfsm"
     words[0] = os.path.basename(words[0])
     return shlex.join(words)
 

@@ -120,3 +120,29 @@ def test_http_driver_spec_is_accepted_as_written(http_driver: str) -> None:
     code, text = _smoke(http_driver)
     assert code == 0, text
     assert "hello             ok" in text
+
+
+def test_a_harness_error_names_its_scenario_and_leaves_a_partial_report(tmp_path: Path) -> None:
+    script = (
+        "import json,sys\n"
+        "line=sys.stdin.readline(); m=json.loads(line)\n"
+        "print(json.dumps({'id':m['id'],'ok':True,'result':{'protocol':1,"
+        "'implementation':{'name':'dies','version':'1','language':'python'},"
+        "'capabilities':{'durableRestart':False,'concurrent':False,'thresholdOverride':False}}}),"
+        "flush=True)\n"
+        "sys.stdin.readline(); sys.exit(139)\n"
+    )
+    path = tmp_path / "dies.py"
+    path.write_text(script, encoding="utf-8")
+    result = run(
+        Options(
+            driver=f"stdio:{PY} {path}",
+            scenarios=["scene-lifecycle"],
+            machines=False,
+            report_dir=tmp_path / "report",
+            progress=lambda line: None,
+        )
+    )
+    assert result.exit_code == 2
+    assert (result.harness_error or "").startswith("in scenario scene-lifecycle: ")
+    assert result.partial is True and result.phase == "handshake"
