@@ -83,20 +83,28 @@ def _selected(ids: tuple[str, ...], select: str) -> bool:
 
 
 def _needs_met(scenario: Scenario, session: Session) -> str | None:
+    """Why `scenario` cannot run against this driver (every missing capability, the
+    declared-capability ones first), or None."""
+    reasons = []
+    stdio = session.driver_spec.startswith("stdio:")
+    capabilities = session.capabilities
     needs = list(filter(None, scenario.needs.split("+")))
-    # the missing capability first: a stdio driver without durableRestart is told that
     needs.sort(key=lambda need: need != "durableRestart")
     for need in needs:
-        if need == "stdio" and not session.driver_spec.startswith("stdio:"):
-            return "needs a stdio driver (the runner kills the process mid-operation)"
-        if need == "kill" and session.kill_mode is None:
-            return "needs a stdio driver or capabilities.crashInjection (to kill it mid-operation)"
-        if need == "durableRestart" and not session.capabilities.get("durableRestart"):
-            return (
+        if need == "durableRestart" and not capabilities.get("durableRestart"):
+            reasons.append(
                 "the driver does not declare capabilities.durableRestart (the scenario "
                 "restarts the driver and reopens its games)"
             )
-    return None
+        if need == "stdio" and not stdio:
+            reasons.append("needs a stdio driver (the runner kills the process mid-operation)")
+        if need == "kill" and not stdio and not capabilities.get("crashInjection"):
+            reasons.append(
+                "needs a stdio driver or capabilities.crashInjection (to kill it mid-operation)"
+            )
+    if not reasons and "kill" in needs and session.kill_mode is None:
+        reasons.append("the driver cannot be restarted in process (to kill it mid-operation)")
+    return "; ".join(reasons) or None
 
 
 class _Run:

@@ -130,6 +130,21 @@ class SessionBase:
             w.dumps[game] = dump
         self.check.store(w.games[game], dump, w.bases[game], ctx)
 
+    def _held_or_fail(self, op: str, future: Any, ids: tuple[str, ...]) -> None:
+        """Wait for the fake to hold `op`'s compression request. A request the fake rejected
+        (a violation) and an operation that answered without one are requirement failures."""
+        w = self.world
+        got = w.await_hold(future, lambda: self.check.violations(w.fake.violations))
+        if got is not None:
+            self.check.violations(w.fake.violations)
+            self.ledger.expect(
+                C.COMPRESSION_TRIGGER,
+                False,
+                f"{op} was expected to send a compression request and wait; it answered {got}",
+                ids=ids,
+            )
+        w.pending = None
+
     def _quiet(self, op: str) -> None:
         """No compress.v2 request arrived during `op`."""
         self.check.no_request(op, self.world.new_requests())

@@ -115,8 +115,7 @@ class DurabilitySteps(SessionBase):
         key = w.service.key(game, None, model)
         flight = model.flight_for(None, key)
         future = w.start("generate", {"game": game})
-        if not w.fake.wait_held(30):
-            raise HarnessError("generate: no compression request reached the fake within 30 s")
+        self._held_or_fail("generate", future, ("JF-COMP-001",))
         after = copy.deepcopy(model)
         after.publish_summary(flight, reply["summary"], reply["callId"])
         acked = False

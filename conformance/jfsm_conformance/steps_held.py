@@ -3,7 +3,6 @@ an intervene), release it and check how it settles, and a generation refused mea
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from jfsm_conformance import checks as C
@@ -63,20 +62,7 @@ class HeldSteps(SessionBase):
             model.intervene(*intervene)
         if scene is not None:
             model.mark_running(scene)
-        deadline = time.monotonic() + 30
-        while not w.fake.wait_held(0.05):
-            self.check.violations(w.fake.violations)
-            if w.client.done(future, 0):
-                got = w.wait(future)
-                self.check.violations(w.fake.violations)
-                self.ledger.expect(
-                    C.COMPRESSION_TRIGGER,
-                    False,
-                    f"{op} was expected to send a compression request and wait; it answered {got}",
-                    ids=("JF-INT-004",) if forced else ("JF-COMP-001",),
-                )
-            if time.monotonic() > deadline:
-                raise HarnessError(f"{op}: no compression request reached the fake within 30 s")
+        self._held_or_fail(op, future, ("JF-INT-004",) if forced else ("JF-COMP-001",))
         predictor = self._arrived(game)
         comp = Compression(game, model.flight_for(scene, w.service.key(game, scene, model), forced))
         done = predictor.run(comp)

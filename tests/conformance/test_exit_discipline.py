@@ -1,0 +1,46 @@
+"""Exit discipline (issue 22): a fault of the implementation ends in exit 1, never 2.
+
+A held compression request that the fake rejected, or an operation that answered without
+sending one, is a requirement failure, never a 30 s wait ending in a harness error; and a
+request held for a failed step is released by recovery, so later scenarios never wait on it.
+The driver here is the durable reference engine over stdio whose compressor sends bots as
+beneficiaries (JF-CALL-009): every compression request it sends is rejected by the fake.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from jfsm_conformance.runner import Options, run
+
+DRIVER = """
+import asyncio, sys
+from jfsm.driver import ReferenceDriver, serve_stdio
+from jfsm_conformance.examples.mutants.compression import _BotsPay
+asyncio.run(serve_stdio(ReferenceDriver(sys.argv[1], compressor_factory=_BotsPay)))
+"""
+
+
+def test_rejected_held_requests_are_failures_and_recovery_releases_every_hold(
+    tmp_path: Path,
+) -> None:
+    script = tmp_path / "bots_pay_driver.py"
+    script.write_text(DRIVER, encoding="utf-8")
+    state = tmp_path / "state"
+    state.mkdir()
+    result = run(
+        Options(
+            driver=f"stdio:{sys.executable} {script} {state}",
+            # a held intervene fails its request check; the kills come after it
+            scenarios=["intervene-in-flight", "concurrent-stacks", "kill-mid-publication"],
+            machines=False,
+            report_dir=tmp_path / "report",
+            progress=lambda line: None,
+        )
+    )
+    assert result.harness_error is None, result.harness_error
+    assert result.exit_code == 1
+    assert {v["id"] for v in result.verdicts if v["verdict"] == "fail"} == {"JF-CALL-009"}
+    sources = {f.source for f in result.failures}
+    assert "scenario kill-mid-publication" in sources  # judged, not waited on for 30 s
