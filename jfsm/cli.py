@@ -25,14 +25,12 @@ file or checkout it was installed from, else the package index), and exit 2. A c
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import importlib.util
 import json
 import os
 import shlex
 import sys
-from urllib.parse import unquote, urlparse
 
 __all__ = ["SUITE_EXTRA", "install_hint", "main", "missing_suite_dependencies"]
 
@@ -67,6 +65,8 @@ def install_hint() -> str:
     except Exception:  # no metadata (run from a checkout), or damaged: the index
         editable = False
     if url.startswith("file://"):
+        from urllib.parse import unquote, urlparse
+
         path = unquote(urlparse(url).path)
         if editable or os.path.isdir(path):
             return "pip install -e " + shlex.quote(f"{path}[conformance]")
@@ -165,6 +165,8 @@ def _main(argv: list[str]) -> int:
         return profile_main(argv[1:])
     args = build_parser().parse_args(argv)
     if args.command == "driver":
+        import asyncio
+
         from jfsm.driver import ReferenceDriver, serve_http, serve_stdio
 
         if args.store and not args.state:

@@ -94,10 +94,15 @@ def replay_command(trace: str) -> str:
 def versions() -> dict[str, str]:
     """The suite's, the spec's and the engine's versions. The suite ships in the `jfsm`
     distribution, so its version is that distribution's (decision R84)."""
-    from jfsm import __version__
+    from importlib.metadata import PackageNotFoundError, version
+
     from jfsm.spec import constants
 
-    return {"suite": __version__, "spec": constants().spec_version, "jfsm": __version__}
+    try:
+        installed = version("jfsm")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        installed = "unknown"
+    return {"suite": installed, "spec": constants().spec_version, "jfsm": installed}
 
 
 def first_failure(result: RunResult) -> dict[str, Any] | None:
