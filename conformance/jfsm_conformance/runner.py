@@ -35,7 +35,7 @@ from jfsm_conformance.explore import (
 )
 from jfsm_conformance.scenarios import SCENARIOS, Scenario
 from jfsm_conformance.session import Session
-from jfsm_conformance.traces import TRACE_FORMAT, TraceDir
+from jfsm_conformance.traces import TRACE_FORMAT, TraceDir, unpack
 
 __all__ = [
     "PROFILES",
@@ -455,8 +455,8 @@ def replay(
         return 2
     try:
         for i, step in enumerate(trace["steps"], start=1):
-            progress(f"  {i}. {step['step']}({_brief(step['args'])})")
-            getattr(session, step["step"])(**step["args"])
+            progress(f"  {i}. {step['step']}({_brief(unpack(step['args']))})")
+            getattr(session, step["step"])(**unpack(step["args"]))
     except (ConformanceFailure, ProtocolViolation) as exc:
         progress(f"reproduced: {exc}")
         return 1
