@@ -82,6 +82,8 @@ def invoked_as() -> str:
     if os.path.basename(words[-1]) != "jfsm":
         return "jfsm"
     words[0] = os.path.basename(words[0])
+    if words[:3] == ["uv", "tool", "uvx"]:  # how `uvx` runs a tool
+        words[:3] = ["uvx"]
     return shlex.join(words)
 
 
