@@ -182,6 +182,12 @@ def test_wheels_install_into_fresh_venvs_and_run_as_documented(tmp_path: Path) -
     # top-level `conformance`; R52), with the spec, the skeleton and both `py.typed` inside
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
+        metadata = archive.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode(
+            "utf-8"
+        )
+    assert "License-Expression: MIT" in metadata and "License-File: LICENSE" in metadata
+    for label, url in PYPROJECT["project"].get("urls", {}).items():
+        assert f"Project-URL: {label}, {url}" in metadata
     top = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
     assert top == {"jfsm", "jfsm_conformance"}, top
     for inside in (
