@@ -79,6 +79,18 @@ def _goals(r: dict[str, Any]) -> list[str]:
             ]
         )
     rows += _suite_goals(r.get("suite") or {})
+    st = r.get("startup")
+    if st and "goal" in st:
+        bare = {row["variant"]: row["ratio_to_bare_python"] for row in st["rows"]}
+        imported = _fmt(bare.get("python -c 'import jfsm'"), 2)
+        rows.append(
+            [
+                "Start-up CPU",
+                st["goal"]["text"],
+                f"{_fmt(st['goal']['worst_cpu_s'], 3)} s (import: {imported}× bare Python)",
+                _fmt(st["goal"]["met"]),
+            ]
+        )
     return _table(["Goal", "Target", "Measured", "Met"], rows)
 
 
@@ -564,6 +576,34 @@ def _docs(do: dict[str, Any]) -> list[str]:
     return out
 
 
+def _startup(st: dict[str, Any]) -> list[str]:
+    out = [
+        "## Start-up: `import jfsm` and `jfsm --version` against bare Python",
+        "",
+        "CPU seconds (user + system) of a fresh interpreter, from the child's resource usage; "
+        "the three variants interleaved.",
+        "",
+    ]
+    out += _table(
+        ["Variant", "Runs", "CPU s, median", "CPU s, max", "Ratio to `python -c pass`"],
+        [
+            [
+                f"`{r['variant']}`",
+                _fmt(r["n"]),
+                _fmt(r["cpu_s_median"], 3),
+                _fmt(r["cpu_s_max"], 3),
+                _fmt(r["ratio_to_bare_python"], 2),
+            ]
+            for r in st["rows"]
+        ],
+    )
+    out += [
+        "",
+        f"Goal: {st['goal']['text']}: " + ("met." if st["goal"]["met"] else "**not met**."),
+    ]
+    return out
+
+
 def render(results: dict[str, Any]) -> str:
     meta = results["meta"]
     lines = ["# jfsm benchmarks", ""]
@@ -594,6 +634,7 @@ def render(results: dict[str, Any]) -> str:
         ("durable", _durable),
         ("suite", _suite),
         ("memory", _memory),
+        ("startup", _startup),
         ("docs", _docs),
     ):
         section = results.get(key)

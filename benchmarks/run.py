@@ -5,7 +5,8 @@
 `--quick` is the CI smoke: tiny sizes, checks that the harness runs and that the output
 files are well-formed, not the numbers. `--out` defaults to `docs/benchmarks`.
 Sections: memory (run first, while this process is still small), docs (the mkdocs build,
-against the same build without the generation hook), footprint, durable, suite. A section
+against the same build without the generation hook), footprint, durable, suite, startup
+(the CPU of `import jfsm` and `jfsm --version` against bare `python -c pass`). A section
 that raises is recorded with its error and the others still run.
 """
 
@@ -29,7 +30,7 @@ __all__ = ["SECTIONS", "main"]
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "docs" / "benchmarks"
-SECTIONS = ("memory", "docs", "footprint", "durable", "suite")
+SECTIONS = ("memory", "docs", "footprint", "durable", "suite", "startup")
 
 
 def _git(*args: str) -> str | None:
@@ -51,6 +52,8 @@ def _section(name: str, quick: bool, log: Any) -> dict[str, Any]:
         from benchmarks import footprint as mod  # type: ignore[no-redef]
     elif name == "durable":
         from benchmarks import durable as mod  # type: ignore[no-redef]
+    elif name == "startup":
+        from benchmarks import startup as mod  # type: ignore[no-redef]
     else:
         from benchmarks import suite as mod  # type: ignore[no-redef]
     return mod.run(quick=quick, log=log)

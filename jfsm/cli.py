@@ -14,22 +14,25 @@ jfsm pg-migrate URL           create or upgrade the PostgreSQL store's tables
 jfsm profile --adapter NAME   the compaction safety profile against an agent-memory adapter
 ```
 
-`jfsm --version` prints the version. `jfsm conformance` and `jfsm fake-compress` need the
-suite's extra (`pip install 'jfsm[conformance]'`); without it they say so in one line and
-exit 2. Exit codes: 0 success, 1 failure (conformance: a requirement failed), 2 usage or
-harness error.
+`jfsm --version` prints the version. `jfsm conformance`, `jfsm profile` and
+`jfsm fake-compress` need the suite's extra (`jfsm[conformance]`); without it they say so in
+one line, with an install command that resolves where this copy of jfsm came from (the wheel
+file or checkout it was installed from, else the package index), and exit 2. A closed stdout
+(`jfsm inspect ... | head`) ends the command quietly. Exit codes: 0 success, 1 failure
+(conformance: a requirement failed), 2 usage or harness error.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import importlib.util
+import json
 import os
+import shlex
 import sys
 
-__all__ = ["SUITE_EXTRA", "main", "missing_suite_dependencies"]
+__all__ = ["SUITE_EXTRA", "install_hint", "main", "missing_suite_dependencies"]
 
 SUITE_EXTRA = "jfsm[conformance]"
 _SUITE_MODULES = ("hypothesis", "jsonschema", "jfsm_conformance.runner")
@@ -47,13 +50,36 @@ def _importable(module: str) -> bool:
         return False
 
 
+def install_hint() -> str:
+    """The command that installs the suite's extra for this copy of jfsm: from the wheel file
+    or the checkout it was installed from (PEP 610 `direct_url.json`), else from the index.
+
+    Never raises: unreadable metadata falls back to the index's `pip install 'jfsm[...]'`."""
+    url = ""
+    try:
+        from importlib.metadata import distribution
+
+        origin = json.loads(distribution("jfsm").read_text("direct_url.json") or "{}")
+        url = str(origin.get("url", ""))
+        editable = bool(origin.get("dir_info", {}).get("editable"))
+    except Exception:  # no metadata (run from a checkout), or damaged: the index
+        editable = False
+    if url.startswith("file://"):
+        from urllib.parse import unquote, urlparse
+
+        path = unquote(urlparse(url).path)
+        if editable or os.path.isdir(path):
+            return "pip install -e " + shlex.quote(f"{path}[conformance]")
+        return "pip install " + shlex.quote(f"{SUITE_EXTRA} @ {url}")
+    return f"pip install '{SUITE_EXTRA}'"
+
+
 def _suite_or_exit(command: str) -> bool:
     missing = missing_suite_dependencies()
     if missing:
         names = ", ".join(m.split(".")[0] for m in missing)
         print(
-            f"jfsm {command} needs the conformance suite's extra (missing: {names})"
-            f": pip install '{SUITE_EXTRA}', or uvx --from '{SUITE_EXTRA}' jfsm {command} ...",
+            f"jfsm {command} needs the extra {SUITE_EXTRA} (missing: {names}): {install_hint()}",
             file=sys.stderr,
         )
     return not missing
@@ -118,7 +144,24 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    """Run one `jfsm` command; returns its exit code. A closed stdout ends it quietly: the
+    code is then 0 (nothing more was wanted; the `head` convention, cf. `sys.stdout` docs)."""
+    try:
+        return _main(sys.argv[1:] if argv is None else argv)
+    except BrokenPipeError:
+        _quiet_closed_stdout()
+        return 0
+
+
+def _quiet_closed_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush raises nothing more."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
+def _main(argv: list[str]) -> int:
     if argv[:1] == ["conformance"]:
         if not _suite_or_exit("conformance"):
             return 2
@@ -126,11 +169,15 @@ def main(argv: list[str] | None = None) -> int:
 
         return conformance_main(argv[1:])
     if argv[:1] == ["profile"]:
+        if not _suite_or_exit("profile"):
+            return 2
         from jfsm_conformance.profile.cli import main as profile_main
 
         return profile_main(argv[1:])
     args = build_parser().parse_args(argv)
     if args.command == "driver":
+        import asyncio
+
         from jfsm.driver import ReferenceDriver, serve_http, serve_stdio
 
         if args.store and not args.state:

@@ -1,20 +1,30 @@
 """A blocking facade over `GameEngine`, for callers without an event loop.
 
-Every coroutine method of the engine becomes a blocking method of the same name and
-signature, run on the wrapper's own event loop; other attributes pass through. Errors are
-the engine's own. Not for use from inside a running event loop (that raises `RuntimeError`).
+Every coroutine method of the engine is a blocking method of the same name and signature,
+declared here with the engine's types (so a type checker rejects `record_round(1, None)` as
+it does on the engine), run on the wrapper's own event loop; the engine's reading methods
+are declared too. Other attributes still pass through at run time, untyped. Errors are the
+engine's own. Not for use from inside a running event loop (that raises `RuntimeError`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
-import inspect
-from typing import Any
+from collections.abc import Coroutine, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from jfsm.engine import GameEngine
 
+if TYPE_CHECKING:
+    from jfsm.memory_index import MemoryIndex
+    from jfsm.records import Participant
+    from jfsm.stack_compression import CompressionReport
+    from jfsm.stores.base import Store
+    from jfsm.telemetry import TelemetrySink
+
 __all__ = ["SyncGameEngine"]
+
+_T = TypeVar("_T")
 
 
 class SyncGameEngine:
@@ -24,20 +34,94 @@ class SyncGameEngine:
         self.engine = engine
         self._runner = asyncio.Runner()
 
-    def __getattr__(self, name: str) -> Any:
-        attribute = getattr(self.engine, name)
-        if not inspect.iscoroutinefunction(attribute):
-            return attribute
+    def _run(self, coroutine: Coroutine[Any, Any, _T]) -> _T:
+        return self._runner.run(coroutine)
 
-        @functools.wraps(attribute)
-        def blocking(*args: Any, **kwargs: Any) -> Any:
-            return self._runner.run(attribute(*args, **kwargs))
+    if not TYPE_CHECKING:  # the rest of the engine, untyped, for callers that reach it
 
-        return blocking
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.engine, name)
 
-    def duplicate(self, target: Any, game_id: str) -> SyncGameEngine:
+    # -- reading (no event loop needed) ------------------------------------------------
+    @property
+    def game_id(self) -> str:
+        return self.engine.game_id
+
+    @property
+    def index(self) -> MemoryIndex:
+        return self.engine.index
+
+    @property
+    def telemetry(self) -> list[dict[str, Any]]:
+        return self.engine.telemetry
+
+    def set_participants(self, participants: Iterable[Participant | Mapping[str, Any]]) -> None:
+        self.engine.set_participants(participants)
+
+    def participants(self) -> Sequence[Participant]:
+        return self.engine.participants()
+
+    def canonical_text(self, scene_id: str | None = None) -> str:
+        return self.engine.canonical_text(scene_id)
+
+    def dump(self) -> dict[str, Any]:
+        return self.engine.dump()
+
+    def status(self) -> dict[str, Any]:
+        return self.engine.status()
+
+    # -- the engine's coroutines, blocking ---------------------------------------------
+    def record_round(self, input: str, output: str) -> dict[str, int]:
+        return self._run(self.engine.record_round(input, output))
+
+    def before_generation(self, scene_id: str | None = None) -> CompressionReport:
+        return self._run(self.engine.before_generation(scene_id))
+
+    def intervene(self, input: str, output: str, revealed: int) -> dict[str, Any]:
+        return self._run(self.engine.intervene(input, output, revealed))
+
+    def start_scene(self, scene_id: str) -> None:
+        return self._run(self.engine.start_scene(scene_id))
+
+    def record_scene_exchange(self, scene_id: str, user: str, assistant: str) -> int:
+        return self._run(self.engine.record_scene_exchange(scene_id, user, assistant))
+
+    def publish_scene(
+        self, scene_id: str, closing_summary: str, meanwhile_event: str
+    ) -> dict[str, Any]:
+        return self._run(self.engine.publish_scene(scene_id, closing_summary, meanwhile_event))
+
+    def cancel_scene(self, scene_id: str) -> dict[str, Any]:
+        return self._run(self.engine.cancel_scene(scene_id))
+
+    def reset(self, to_round: int) -> dict[str, int]:
+        return self._run(self.engine.reset(to_round))
+
+    def edit_round(self, n: int, input: str, output: str) -> dict[str, int]:
+        return self._run(self.engine.edit_round(n, input, output))
+
+    def convert_simple_to_live(self, rounds: Sequence[Mapping[str, str]]) -> dict[str, int]:
+        return self._run(self.engine.convert_simple_to_live(rounds))
+
+    def write(
+        self,
+        sets: Mapping[str, Any] | None = None,
+        deletes: Iterable[str] = (),
+        *,
+        cheat: bool = False,
+    ) -> int:
+        return self._run(self.engine.write(sets, deletes, cheat=cheat))
+
+    def checkpoint(self) -> None:
+        return self._run(self.engine.checkpoint())
+
+    def duplicate(
+        self, target: Store, game_id: str, *, telemetry: TelemetrySink | None = None
+    ) -> SyncGameEngine:
         """Duplicate into `target`; returns the new game's blocking engine."""
-        return SyncGameEngine(self._runner.run(self.engine.duplicate(target, game_id)))
+        return SyncGameEngine(
+            self._run(self.engine.duplicate(target, game_id, telemetry=telemetry))
+        )
 
     def close(self) -> None:
         """Close the store and the event loop."""

@@ -56,6 +56,12 @@ def test_quick_run_writes_every_section(tmp_path: Path) -> None:
         for part in ("roundtrips", "machines", "quick_profile"):
             assert part in su
 
+    st = results["startup"]
+    assert st["rows"][0]["variant"] == "python -c pass"
+    assert all(r["ratio_to_bare_python"] for r in st["rows"]) and isinstance(
+        st["goal"]["met"], bool
+    )
+
     me = results["memory"]
     assert [c["case"] for c in me["cases"]] == ["built in memory", "reopened from disk"]
     for case in me["cases"]:

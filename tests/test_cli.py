@@ -138,3 +138,18 @@ def test_pg_server_help_is_a_real_parser() -> None:
         [sys.executable, "-m", "jfsm.stores.pg_server"], capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 2 and "COMMAND is missing" in done.stderr, done
+
+
+def test_a_closed_stdout_ends_the_command_quietly(tmp_path: Path) -> None:
+    """`jfsm inspect STORE | head`: the reader is gone before the first line is written."""
+    _make_store(tmp_path / "store")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jfsm.cli", "inspect", str(tmp_path / "store")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # long before the child has imported jfsm
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 0, err
+    assert err == ""

@@ -2,10 +2,13 @@
 and installed into fresh virtual environments outside the repo, run as the guides say.
 
 The acceptance test (`slow`) builds the sdist and the wheel with `uv build`, then, in
-directories outside the checkout and with uv offline (its cache holds the dependencies):
+directories outside the checkout, installs them with the versions `uv.lock` resolves
+(`uv export` as constraints), fetched from the index when the uv cache is empty (it never
+relies on a warm cache; `.ci/run` runs it with an empty `UV_CACHE_DIR`):
 
 - a slim venv (`pip install jfsm`): the README's embedding example runs, `jfsm driver`
-  answers, `jfsm conformance` says in one line what to install (exit 2);
+  answers, `jfsm conformance` says in one line what to install (exit 2), and that install
+  command resolves;
 - a suite venv (`jfsm[conformance]`): `smoke` and the quick profile (narrowed to JF-CAT, to
   bound the time) pass against the reference driver, `--junit-xml` is JUnit with one case
   per requirement, an unknown `--select` exits 2;
@@ -18,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import tomllib
@@ -83,7 +87,17 @@ def test_conformance_on_a_slim_install_says_what_to_install_in_one_line() -> Non
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, lines
-    assert "pip install 'jfsm[conformance]'" in lines[0]
+    assert "jfsm[conformance]" in lines[0] and "pip install" in lines[0]
+
+
+def test_profile_on_a_slim_install_says_what_to_install_in_one_line() -> None:
+    done = _python(
+        "from jfsm.cli import main\nsys.exit(main(['profile', '--adapter', 'reference']))"
+    )
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert "jfsm profile needs the extra jfsm[conformance]" in lines[0]
 
 
 def test_metadata_version_license_and_typing() -> None:
@@ -117,7 +131,7 @@ def _run(
     args: list[str], cwd: Path, *, timeout: float = 300, stdin: str | None = None
 ) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "UV_PROJECT"))}
-    env["UV_OFFLINE"] = "1"  # the uv cache holds every dependency; never the network
+    env.pop("UV_OFFLINE", None)  # a cold cache fetches from the index
     return subprocess.run(
         args, cwd=cwd, env=env, input=stdin, capture_output=True, text=True, timeout=timeout
     )
@@ -138,6 +152,28 @@ def _embedding_example() -> str:
 
 @pytest.mark.slow
 def test_wheels_install_into_fresh_venvs_and_run_as_documented(tmp_path: Path) -> None:
+    # the versions the lock resolves, as constraints for every install below
+    locked = tmp_path / "locked.txt"
+    exported = _ok(
+        _run(
+            [
+                "uv",
+                "export",
+                "--frozen",
+                "--no-dev",
+                "--all-extras",
+                "--no-hashes",
+                "--no-emit-project",
+                "--project",
+                str(ROOT),
+                "-o",
+                str(locked),
+            ],
+            tmp_path,
+        )
+    )
+    assert "h11==" in locked.read_text(encoding="utf-8"), exported.stderr
+    constrained = ["-c", str(locked)]
     dist = tmp_path / "dist"
     _ok(_run(["uv", "build", "--out-dir", str(dist), str(ROOT)], tmp_path))
     (wheel,) = dist.glob("jfsm-*-py3-none-any.whl")
@@ -146,6 +182,12 @@ def test_wheels_install_into_fresh_venvs_and_run_as_documented(tmp_path: Path) -
     # top-level `conformance`; R52), with the spec, the skeleton and both `py.typed` inside
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
+        metadata = archive.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode(
+            "utf-8"
+        )
+    assert "License-Expression: MIT" in metadata and "License-File: LICENSE" in metadata
+    for label, url in PYPROJECT["project"].get("urls", {}).items():
+        assert f"Project-URL: {label}, {url}" in metadata
     top = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
     assert top == {"jfsm", "jfsm_conformance"}, top
     for inside in (
@@ -161,7 +203,16 @@ def test_wheels_install_into_fresh_venvs_and_run_as_documented(tmp_path: Path) -
     _ok(_run(["uv", "venv", "-q", str(slim)], tmp_path))
     _ok(
         _run(
-            ["uv", "pip", "install", "-q", "--python", str(slim / "bin" / "python"), str(wheel)],
+            [
+                "uv",
+                "pip",
+                "install",
+                "-q",
+                "--python",
+                str(slim / "bin" / "python"),
+                str(wheel),
+                *constrained,
+            ],
             tmp_path,
         )
     )
@@ -184,6 +235,24 @@ def test_wheels_install_into_fresh_venvs_and_run_as_documented(tmp_path: Path) -
     assert imported.stdout.strip() == "[]"
     hint = _run([str(slim / "bin" / "jfsm"), "conformance"], app)
     assert hint.returncode == 2 and "jfsm[conformance]" in hint.stderr
+    # the hint's command resolves: it names the wheel this venv was installed from
+    command = shlex.split(hint.stderr.strip().split("): ", 1)[1])
+    assert command[:2] == ["pip", "install"] and wheel.as_uri() in command[-1], command
+    _ok(
+        _run(
+            [
+                "uv",
+                "pip",
+                "install",
+                "--dry-run",
+                "--python",
+                str(slim / "bin" / "python"),
+                *constrained,
+                *command[2:],
+            ],
+            app,
+        )
+    )
     hello = json.dumps(
         {"id": 1, "op": "hello", "args": {"protocol": 1, "compressUrl": "http://127.0.0.1:9"}}
     )
@@ -196,7 +265,16 @@ def test_wheels_install_into_fresh_venvs_and_run_as_documented(tmp_path: Path) -
     requirement = f"jfsm[conformance] @ {wheel.as_uri()}"
     _ok(
         _run(
-            ["uv", "pip", "install", "-q", "--python", str(suite / "bin" / "python"), requirement],
+            [
+                "uv",
+                "pip",
+                "install",
+                "-q",
+                "--python",
+                str(suite / "bin" / "python"),
+                requirement,
+                *constrained,
+            ],
             tmp_path,
         )
     )

@@ -66,3 +66,29 @@ def test_every_error_code_is_in_the_spec() -> None:
     from jfsm.spec import load_json
 
     assert list(ERROR_CODES) == load_json("constants.json")["error_codes"]
+
+
+def test_import_jfsm_and_version_load_no_dependency() -> None:
+    """`import jfsm` and `jfsm --version` import none of the engine's dependencies (the
+    public names load on first use); their CPU cost is measured in `benchmarks/startup.py`."""
+    import subprocess
+    import sys
+
+    heavy = ("pydantic", "httpx", "jsonschema", "transitions", "asyncio", "jfsm.engine")
+    probe = f"import sys\n{{}}\nprint(sorted(m for m in {heavy!r} if m in sys.modules))"
+    for setup in ("import jfsm", "from jfsm.cli import build_parser; build_parser()"):
+        done = subprocess.run(
+            [sys.executable, "-c", probe.format(setup)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == "[]", (setup, done.stdout)
+    done = subprocess.run(
+        [sys.executable, "-c", "import jfsm; print(jfsm.SyncGameEngine.__module__)"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.stdout.strip() == "jfsm.sync", done.stderr

@@ -9,7 +9,10 @@ jfsm conformance skeleton > jfsm-driver.ts     the TypeScript driver skeleton
 jfsm conformance replay TRACE [--driver SPEC]
 ```
 
-SPEC is `python:MODULE:FACTORY`, `stdio:COMMAND` or `http://HOST:PORT`. `--junit-xml`
+SPEC is `python:MODULE:FACTORY`, `stdio:COMMAND` or `http://HOST:PORT`. `--select` may be
+repeated (the union of the prefixes). The verdicts, the first failures in full (message and
+diff, trace, replay command) and the summary go to stdout; progress goes to stderr, so
+`> out.txt` keeps the verdicts. `--junit-xml`
 writes one JUnit test case per requirement; when `GITHUB_ACTIONS` is set, each failed
 requirement is also printed as a GitHub `::error` annotation.
 
@@ -27,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import signal
 import sys
 import tomllib
@@ -61,17 +65,37 @@ def load_expected_failures(path: str) -> dict[str, str]:
     return out
 
 
+SUBCOMMANDS = """subcommands:
+  jfsm conformance smoke [--driver SPEC]     a handshake and one op of each kind, in seconds
+  jfsm conformance replay TRACE [--driver SPEC]   run a recorded failing trace again
+  jfsm conformance skeleton > jfsm-driver.ts      the TypeScript driver skeleton
+
+exit codes: 0 every covered requirement passed, 1 a requirement failed, 2 harness error,
+interrupted run or bad usage"""
+
+
 def build_parser() -> argparse.ArgumentParser:
     from jfsm_conformance.runner import DEFAULT_DRIVER, PROFILES
 
-    parser = argparse.ArgumentParser(prog="jfsm conformance", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="jfsm conformance",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=SUBCOMMANDS,
+    )
     parser.add_argument(
         "--driver",
         default=DEFAULT_DRIVER,
         help="python:MODULE:FACTORY, stdio:COMMAND or http://HOST:PORT (default: %(default)s)",
     )
     parser.add_argument("--profile", default="quick", choices=sorted(PROFILES))
-    parser.add_argument("--select", default="", help="only requirements whose ID starts with this")
+    parser.add_argument(
+        "--select",
+        action="append",
+        default=[],
+        metavar="PREFIX",
+        help="only requirements whose ID starts with PREFIX (repeatable: any of them)",
+    )
     parser.add_argument("--expected-failures", help="JSON or TOML file of {id, reason} entries")
     parser.add_argument(
         "--report-dir",
@@ -106,10 +130,19 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:
         return 0 if exc.code == 0 else 2
-    from jfsm_conformance.report import github_annotations, summary_lines, write_junit, write_report
+    from jfsm_conformance.report import (
+        first_failure_lines,
+        github_annotations,
+        invoked_as,
+        summary_lines,
+        verdict_lines,
+        write_junit,
+        write_report,
+    )
     from jfsm_conformance.runner import Options, run, select_error
 
-    problem = select_error(args.select)
+    select = ",".join(args.select)
+    problem = select_error(select)
     if problem:
         print(f"jfsm conformance: {problem}", file=sys.stderr)
         return 2
@@ -122,12 +155,13 @@ def main(argv: list[str] | None = None) -> int:
     options = Options(
         driver=args.driver,
         profile=args.profile,
-        select=args.select,
+        select=select,
         expected_failures=expected,
         report_dir=report_dir,
         seed=args.seed,
         shrink=args.shrink,
         checkpoint=lambda partial: write_report(partial, report_dir),
+        command=" ".join([invoked_as(), "conformance", *(shlex.quote(a) for a in argv)]),
     )
     try:
         previous = signal.signal(signal.SIGTERM, _interrupt)
@@ -139,12 +173,12 @@ def main(argv: list[str] | None = None) -> int:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
     json_path, md_path = write_report(result, options.report_dir)
-    for line in summary_lines(result):
-        print(line, file=sys.stderr)
+    for line in [*verdict_lines(result), *first_failure_lines(result), *summary_lines(result)]:
+        print(line)
     written = f"report: {md_path} and {json_path}"
     if args.junit_xml:
         written += f"; JUnit XML: {write_junit(result, Path(args.junit_xml))}"
-    print(written, file=sys.stderr)
+    print(written, flush=True)
     if os.environ.get("GITHUB_ACTIONS") == "true":
         for line in github_annotations(result):
             print(line, flush=True)

@@ -9,8 +9,11 @@ pytest --jfsm-driver "stdio:node dist/driver.js" \\
 ```
 
 Without `--jfsm-driver` the plugin adds nothing. With it, pytest collects one item per
-requirement of the catalog (`jfsm-conformance::JF-COMP-003`...). The suite runs once, at
-the first item; each item then passes, fails with the suite's message (check, trace path,
+requirement of the catalog; its node ID is the catalog's path and the requirement ID
+(`.../jfsm/_spec/requirements.toml::JF-COMP-003`), so a node ID pytest printed selects that
+requirement again (`pytest --jfsm-driver D PATH::JF-COMP-003`), and `-k JF-COMP-003` works
+too. The suite runs once, at the first item, for the requirements selected (by node ID,
+`-k` or `--jfsm-select`); each item then passes, fails with the suite's message (check, trace path,
 replay command), is xfailed (`--jfsm-expected-failures`), or is skipped with the reason the
 requirement is not covered. A harness error (driver dead or mute) fails every item.
 While the suite runs, its progress lines (counts and an estimate in long phases) go to the
@@ -25,7 +28,12 @@ from typing import Any
 
 import pytest
 
-__all__ = ["pytest_addoption", "pytest_collect_file", "pytest_collection_modifyitems"]
+__all__ = [
+    "pytest_addoption",
+    "pytest_collect_file",
+    "pytest_collection_modifyitems",
+    "pytest_sessionstart",
+]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -71,7 +79,7 @@ class _SuiteRun:
             options = Options(
                 driver=opt("--jfsm-driver"),
                 profile=opt("--jfsm-profile"),
-                select=opt("--jfsm-select"),
+                select=self.select(),
                 expected_failures=expected,
                 report_dir=Path(opt("--jfsm-report-dir")),
                 progress=self.progress,
@@ -79,6 +87,23 @@ class _SuiteRun:
             self.result = run(options)
             write_report(self.result, options.report_dir)
         return self.result
+
+    def select(self) -> str:
+        """`--jfsm-select`, narrowed to the requirement items pytest kept (node IDs, `-k`)
+        when they are fewer than the catalog's selected requirements."""
+        from jfsm_conformance.runner import load_catalog
+
+        prefix = self.config.getoption("--jfsm-select")
+        kept = [i.requirement["id"] for i in self.items if isinstance(i, RequirementItem)]
+        everything = [r["id"] for r in load_catalog() if r["id"].startswith(prefix)]
+        if kept and len(set(kept)) < len(everything):
+            return ",".join(dict.fromkeys(kept))
+        return prefix
+
+    @property
+    def items(self) -> list[pytest.Item]:
+        session = getattr(self.config, "_jfsm_session", None)
+        return list(getattr(session, "items", []) or [])
 
     def progress(self, line: str) -> None:
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
@@ -93,6 +118,8 @@ class RequirementItem(pytest.Item):
         self.suite = suite
 
     def runtest(self) -> None:
+        from jfsm_conformance.report import replay_command
+
         result = self.suite.get()
         if result.harness_error:
             raise RequirementFailure(f"harness error: {result.harness_error}")
@@ -104,7 +131,7 @@ class RequirementItem(pytest.Item):
             for f in verdict["failures"]:
                 lines.append(f"{f['source']} / {f['check']}:\n{f['message']}")
                 if f.get("trace"):
-                    lines.append(f"replay: jfsm conformance replay {f['trace']}")
+                    lines.append(f"replay: {replay_command(f['trace'])}")
             raise RequirementFailure("\n\n".join(lines))
         if verdict["verdict"] == "xfail":
             pytest.xfail(verdict.get("reason") or "expected failure")
@@ -137,8 +164,27 @@ class CatalogFile(pytest.File):
                 )
 
 
+def _is_catalog(file_path: Path) -> bool:
+    from jfsm_conformance.protocol import spec_dir
+
+    try:
+        return file_path.name == "requirements.toml" and file_path.samefile(
+            spec_dir() / "requirements.toml"
+        )
+    except OSError:
+        return False
+
+
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> Any:
+    """The catalog, named on the command line (`PATH::JF-CAT-001`), is collected as the
+    requirement items; nothing else is, and nothing without `--jfsm-driver`."""
+    if parent.config.getoption("--jfsm-driver") and _is_catalog(file_path):
+        return CatalogFile.from_parent(parent, path=file_path)
     return None
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    session.config._jfsm_session = session  # type: ignore[attr-defined]
 
 
 def pytest_collection_modifyitems(
@@ -152,5 +198,7 @@ def pytest_collection_modifyitems(
     problem = select_error(config.getoption("--jfsm-select"))
     if problem:
         raise pytest.UsageError(problem.replace("--select", "--jfsm-select", 1))
+    if any(isinstance(item, RequirementItem) for item in items):
+        return  # the catalog was named on the command line and collected already
     catalog = CatalogFile.from_parent(session, path=spec_dir() / "requirements.toml")
     items.extend(catalog.collect())

@@ -11,6 +11,7 @@ import json
 import os
 import re
 import shlex
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -25,12 +26,18 @@ from jfsm_conformance.runner import (
 
 __all__ = [
     "EXERCISE_KINDS",
+    "FIRST_FAILURES_SHOWN",
+    "first_failure",
+    "first_failure_lines",
     "github_annotations",
+    "invoked_as",
     "replay_command",
     "summary_lines",
     "to_json",
     "to_junit",
     "to_markdown",
+    "verdict_lines",
+    "versions",
     "write_junit",
     "write_report",
 ]
@@ -50,15 +57,116 @@ FAKE_NOTE = (
 )
 
 
+FIRST_FAILURES_SHOWN = 3  # failures the terminal shows in full (message, diff, trace, replay)
+_MESSAGE_LINES = 30  # lines of a failure's message (its diff included) the terminal shows
+_MESSAGE_CHARS = 3000
+
+
+def invoked_as() -> str:
+    """The words the user typed to start `jfsm`, as a shell command: `uvx --from SPEC jfsm`,
+    `uv run --project DIR jfsm` when uv started this process (read from the parent's command
+    line on Linux), else `jfsm`. Never raises."""
+    try:
+        with open(f"/proc/{os.getppid()}/cmdline", "rb") as f:
+            parent = [a.decode("utf-8", "surrogateescape") for a in f.read().split(b"\0")[:-1]]
+    except OSError:
+        return "jfsm"
+    ours = sys.argv[1:]
+    if not sys.argv or os.path.basename(sys.argv[0]) != "jfsm":
+        return "jfsm"  # not the `jfsm` command (pytest, an embedding): the plain command
+    if not parent or os.path.basename(parent[0]) not in ("uv", "uvx") or len(parent) <= len(ours):
+        return "jfsm"
+    if ours and parent[-len(ours) :] != ours:
+        return "jfsm"
+    words = parent[: len(parent) - len(ours)]
+    if os.path.basename(words[-1]) != "jfsm":
+        return "jfsm"
+    words[0] = os.path.basename(words[0])
+    if words[:3] == ["uv", "tool", "uvx"]:  # how `uvx` runs a tool
+        words[:3] = ["uvx"]
+    return shlex.join(words)
+
+
 def replay_command(trace: str) -> str:
-    """The shell command that replays `trace` (quoted for any POSIX shell)."""
-    return f"jfsm conformance replay {shlex.quote(trace)}"
+    """The shell command that replays `trace` (quoted for any POSIX shell), started the way
+    this run was (`invoked_as`)."""
+    return f"{invoked_as()} conformance replay {shlex.quote(trace)}"
+
+
+def versions() -> dict[str, str]:
+    """The suite's, the spec's and the engine's versions. The suite ships in the `jfsm`
+    distribution, so its version is that distribution's (decision R84)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from jfsm.spec import constants
+
+    try:
+        installed = version("jfsm")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        installed = "unknown"
+    return {"suite": installed, "spec": constants().spec_version, "jfsm": installed}
+
+
+def first_failure(result: RunResult) -> dict[str, Any] | None:
+    """The run's first failure (in the order the run met them): the requirement IDs, where
+    (scenario or machine), the check, the message, the trace and its replay command; or None."""
+    failing = _run_failures(result)
+    if not failing:
+        return None
+    f = failing[0]
+    return {
+        "ids": list(f.ids),
+        "source": f.source,
+        "check": f.check,
+        "message": f.message,
+        "trace": f.trace,
+        "replay": replay_command(f.trace) if f.trace else None,
+    }
+
+
+def _run_failures(result: RunResult) -> list[Any]:
+    """The failures that fail the run: those blaming an ID not listed as expected."""
+    expected = result.options.expected_failures
+    return [f for f in result.failures if any(i not in expected for i in f.ids)]
+
+
+def _bounded(message: str) -> list[str]:
+    lines = message[:_MESSAGE_CHARS].splitlines()
+    cut = len(message) > _MESSAGE_CHARS or len(lines) > _MESSAGE_LINES
+    lines = lines[:_MESSAGE_LINES]
+    if cut:
+        lines.append(f"… ({len(message.splitlines())} lines in all; the report has the whole)")
+    return lines
+
+
+def first_failure_lines(result: RunResult, shown: int = FIRST_FAILURES_SHOWN) -> list[str]:
+    """The terminal's account of the first `shown` failures: IDs, where, the message with its
+    diff (bounded: `_MESSAGE_LINES` lines), the trace and the command that replays it."""
+    out: list[str] = []
+    failing = _run_failures(result)
+    for n, f in enumerate(failing[:shown], start=1):
+        out += ["", f"Failure {n} of {len(failing)}: [{', '.join(f.ids)}] {f.source}"]
+        out.append(f"  check {f.check}")
+        out += ["    " + line for line in _bounded(f.message)]
+        if f.trace:
+            out += [f"  trace:  {f.trace}", f"  replay: {replay_command(f.trace)}"]
+    if len(failing) > shown:
+        out += ["", f"{len(failing) - shown} more failure(s): see the report"]
+    return out
+
+
+def verdict_lines(result: RunResult) -> list[str]:
+    """One line per requirement: verdict, ID and title."""
+    return [f"{v['verdict'].upper():12} {v['id']}  {v['title']}" for v in result.verdicts]
 
 
 def to_json(result: RunResult) -> dict[str, Any]:
     counts = Counter(v["verdict"] for v in result.verdicts)
     return {
         "format": "jfsm-conformance-report/1",
+        "first_failure": first_failure(result),
+        "versions": versions(),
+        "command": result.options.command or None,
         "driver": result.options.driver,
         "profile": result.options.profile,
         "select": result.options.select or None,
@@ -80,9 +188,24 @@ def to_json(result: RunResult) -> dict[str, Any]:
 
 def to_markdown(result: RunResult) -> str:
     counts = Counter(v["verdict"] for v in result.verdicts)
-    lines = [
-        "# jfsm conformance report",
-        "",
+    lines = ["# jfsm conformance report", ""]
+    first = first_failure(result)
+    if first is not None:
+        lines += [
+            f"**First failure**: [{', '.join(first['ids'])}] in {first['source']}, "
+            f"check `{first['check']}`",
+            "",
+            "```",
+            *_bounded(first["message"]),
+            "```",
+            "",
+        ]
+        if first["trace"]:
+            lines += [f"trace: `{first['trace']}`; replay: `{first['replay']}`", ""]
+    ver = versions()
+    lines += [
+        f"- versions: suite {ver['suite']}, spec {ver['spec']}, jfsm {ver['jfsm']}",
+        *([f"- command: `{result.options.command}`"] if result.options.command else []),
         f"- driver: `{result.options.driver}`",
         f"- implementation: {implementation_label(result.implementation)}",
         f"- profile: {result.options.profile}"

@@ -29,6 +29,8 @@ __all__ = [
     "implementation_label",
     "load_catalog",
     "select_error",
+    "selected",
+    "selection",
 ]
 
 
@@ -67,7 +69,7 @@ SMALL_THRESHOLDS = {"game": 3000, "catalyst": 1500}
 class Options:
     driver: str = DEFAULT_DRIVER
     profile: str = "quick"
-    select: str = ""
+    select: str = ""  # ID prefixes, comma-separated (a repeated --select): see `selection`
     expected_failures: dict[str, str] = field(default_factory=dict)
     report_dir: Path = Path("conformance-report")
     progress: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True)
@@ -76,6 +78,7 @@ class Options:
     machines: bool = True  # run the state machines (only with no narrowing --select)
     shrink: bool | None = None  # shrink machine failures (None: not in the quick profile)
     checkpoint: Callable[[RunResult], object] | None = None  # gets partial results (R55)
+    command: str = ""  # the command line as the user typed it (recorded in the report)
 
 
 @dataclass
@@ -119,18 +122,31 @@ def implementation_label(implementation: dict[str, Any]) -> str:
     return name + (f" {version}" if version else "") + (f" ({language})" if language else "")
 
 
+def selection(select: str) -> tuple[str, ...]:
+    """The ID prefixes of `Options.select` (comma-separated; empty: everything)."""
+    return tuple(p.strip() for p in select.split(",") if p.strip())
+
+
+def selected(rid: str, select: str) -> bool:
+    """Whether requirement `rid` is in the selection (`select` empty: every ID is)."""
+    prefixes = selection(select)
+    return not prefixes or any(rid.startswith(p) for p in prefixes)
+
+
 def select_error(select: str, catalog: list[dict[str, Any]] | None = None) -> str | None:
-    """Why `--select PREFIX` is unusable (it matches no requirement ID), or None."""
+    """Why a `--select PREFIX` is unusable (one of the prefixes matches no requirement ID),
+    or None."""
     if not select:
         return None
     ids = [r["id"] for r in (catalog if catalog is not None else load_catalog())]
-    if any(i.startswith(select) for i in ids):
-        return None
-    areas = sorted({i.rsplit("-", 1)[0] for i in ids})
-    return (
-        f"--select {select!r} matches no requirement ID (IDs start with one of "
-        f"{', '.join(areas)}; a prefix such as JF-COMP or JF-COMP-003 selects)"
-    )
+    for prefix in selection(select):
+        if not any(i.startswith(prefix) for i in ids):
+            areas = sorted({i.rsplit("-", 1)[0] for i in ids})
+            return (
+                f"--select {prefix!r} matches no requirement ID (IDs start with one of "
+                f"{', '.join(areas)}; a prefix such as JF-COMP or JF-COMP-003 selects)"
+            )
+    return None
 
 
 def load_catalog() -> list[dict[str, Any]]:

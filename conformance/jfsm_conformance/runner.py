@@ -35,7 +35,7 @@ from jfsm_conformance.explore import (
 )
 from jfsm_conformance.scenarios import SCENARIOS, Scenario
 from jfsm_conformance.session import STEPS, Session
-from jfsm_conformance.traces import TRACE_FORMAT, TraceDir
+from jfsm_conformance.traces import TRACE_FORMAT, TraceDir, unpack
 
 __all__ = [
     "PROFILES",
@@ -61,6 +61,8 @@ from jfsm_conformance.run_model import (
     implementation_label,
     load_catalog,
     select_error,
+    selected,
+    selection,
 )
 
 
@@ -76,8 +78,8 @@ class _LogCapture(logging.Handler):
         del self.lines[:-200]
 
 
-def _selected(ids: tuple[str, ...], prefix: str) -> bool:
-    return not prefix or any(i.startswith(prefix) for i in ids)
+def _selected(ids: tuple[str, ...], select: str) -> bool:
+    return any(selected(i, select) for i in ids)
 
 
 NOT_SHRUNK = (
@@ -87,18 +89,35 @@ NOT_SHRUNK = (
 
 
 def _needs_met(scenario: Scenario, session: Session) -> str | None:
-    for need in filter(None, scenario.needs.split("+")):
-        if need == "stdio" and not session.world.driver_spec.startswith("stdio:"):
-            return "needs a stdio driver (the runner kills the process mid-operation)"
-        if need == "kill" and session.kill_mode is None:
-            return "needs a stdio driver or capabilities.crashInjection (to kill it mid-operation)"
-        if need == "http" and not session.world.driver_spec.startswith(("http:", "https:")):
-            return "needs an HTTP driver (JF-ERR-011 and JF-ERR-012 are about HTTP requests)"
-        if need == "deadlineOverride" and not session.world.capabilities.get("deadlineOverride"):
-            return "the driver does not declare capabilities.deadlineOverride"
-        if need == "durableRestart" and not session.world.capabilities.get("durableRestart"):
-            return "the driver does not declare capabilities.durableRestart"
-    return None
+    """Why `scenario` cannot run against this driver (every missing capability, the
+    declared-capability ones first), or None."""
+    reasons = []
+    stdio = session.world.driver_spec.startswith("stdio:")
+    http = session.world.driver_spec.startswith(("http:", "https:"))
+    capabilities = session.world.capabilities
+    needs = list(filter(None, scenario.needs.split("+")))
+    needs.sort(key=lambda need: need != "durableRestart")
+    for need in needs:
+        if need == "durableRestart" and not capabilities.get("durableRestart"):
+            reasons.append(
+                "the driver does not declare capabilities.durableRestart (the scenario "
+                "restarts the driver and reopens its games)"
+            )
+        if need == "deadlineOverride" and not capabilities.get("deadlineOverride"):
+            reasons.append("the driver does not declare capabilities.deadlineOverride")
+        if need == "http" and not http:
+            reasons.append(
+                "needs an HTTP driver (JF-ERR-011 and JF-ERR-012 are about HTTP requests)"
+            )
+        if need == "stdio" and not stdio:
+            reasons.append("needs a stdio driver (the runner kills the process mid-operation)")
+        if need == "kill" and not stdio and not capabilities.get("crashInjection"):
+            reasons.append(
+                "needs a stdio driver or capabilities.crashInjection (to kill it mid-operation)"
+            )
+    if not reasons and "kill" in needs and session.kill_mode is None:
+        reasons.append("the driver cannot be restarted in process (to kill it mid-operation)")
+    return "; ".join(reasons) or None
 
 
 class _Run:
@@ -116,6 +135,7 @@ class _Run:
         self.capabilities: dict[str, Any] = {}
         self.counts = exercise.Counts()
         self.phase = "starting"
+        self.current = "the handshake"  # the scenario or machine running (a harness error names it)
 
     def result(
         self, harness_error: str | None, driver_log: str = "", *, partial: bool
@@ -198,6 +218,7 @@ class _Run:
                 self.skipped[scenario.name] = reason
                 self.o.progress(f"[{i}/{len(chosen)}] {scenario.name}: skipped ({reason})")
                 continue
+            self.current = f"scenario {scenario.name}"
             session.begin_sequence()
             start = session.world.client.transcript.mark()
             session.trace_start = start
@@ -232,6 +253,7 @@ class _Run:
         if examples <= 0:
             return
         began = time.monotonic()
+        self.current = f"machine {label}"
         self.o.progress(f"machine {label}: {examples} random sequences of up to {steps} steps")
         # a scenario already failed: its trace names the cause; no minutes of shrinking (R80)
         shrink = self.shrink and not self.failures
@@ -279,6 +301,7 @@ def run(options: Options) -> RunResult:
     driver_log = ""
     session = None
     interrupted = False
+    stopped = False  # a harness error ended the run before it finished
     try:
         with exercise.counting() as r.counts:
             if harness_error is None:
@@ -300,7 +323,9 @@ def run(options: Options) -> RunResult:
                 )
                 r.reached("handshake")
                 r.scenarios(session)
-                broad = options.machines and options.select in ("", "J", "JF", "JF-")
+                broad = options.machines and all(
+                    p in ("J", "JF", "JF-") for p in selection(options.select)
+                )
                 if broad:
                     r.machine(session, "at spec thresholds", profile.examples, profile.steps)
                 r.unsupported.update(session.world.unsupported)
@@ -312,6 +337,7 @@ def run(options: Options) -> RunResult:
                         "a narrowing --select runs the matching scenarios only"
                     )
                 elif capabilities.get("thresholdOverride") and profile.small_examples:
+                    r.current = "the start of the machine at small thresholds"
                     small = Session(options.driver, r.ledger, thresholds=SMALL_THRESHOLDS)
                     try:
                         r.machine(
@@ -330,8 +356,9 @@ def run(options: Options) -> RunResult:
                         "the driver does not declare thresholdOverride"
                     )
     except (HarnessError, ProtocolViolation) as exc:  # a violation here: in the handshake
-        harness_error = str(exc)
-        options.progress(f"HARNESS ERROR: {exc}")
+        harness_error = f"in {r.current}: {exc}"
+        stopped = True
+        options.progress(f"HARNESS ERROR {harness_error}")
         if session is not None:
             driver_log = session.world.client.stderr_tail()
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM turned into one by the CLI (R55)
@@ -347,9 +374,9 @@ def run(options: Options) -> RunResult:
                 session.close()
         logging.getLogger().removeHandler(capture)
     driver_log = "\n".join(filter(None, [driver_log, "\n".join(capture.lines[-40:])]))
-    if not interrupted:
+    if not (interrupted or stopped):
         r.phase = "finished"
-    return r.result(harness_error, driver_log, partial=interrupted)
+    return r.result(harness_error, driver_log, partial=interrupted or stopped)
 
 
 def judge(
@@ -382,7 +409,7 @@ def judge(
             )
     for req in catalog:
         rid = req["id"]
-        if options.select and not rid.startswith(options.select):
+        if not selected(rid, options.select):
             continue
         row: dict[str, Any] = {
             "id": rid,
@@ -454,8 +481,8 @@ def replay(
         return 2
     try:
         for i, step in enumerate(trace["steps"], start=1):
-            progress(f"  {i}. {step['step']}({_brief(step['args'])})")
-            getattr(session, step["step"])(**step["args"])
+            progress(f"  {i}. {step['step']}({_brief(unpack(step['args']))})")
+            getattr(session, step["step"])(**unpack(step["args"]))
     except (ConformanceFailure, ProtocolViolation) as exc:
         progress(f"reproduced: {exc}")
         return 1

@@ -392,20 +392,7 @@ class Session:
             model.intervene(*intervene)
         if scene is not None:
             model.mark_running(scene)
-        deadline = time.monotonic() + 30
-        while not w.fake.wait_held(0.05):
-            self.check.requests.violations(w.fake.violations)
-            if w.client.done(future, 0):
-                got = w.wait(future)
-                self.check.requests.violations(w.fake.violations)
-                self.ledger.expect(
-                    C.COMPRESSION_TRIGGER,
-                    False,
-                    f"{op} was expected to send a compression request and wait; it answered {got}",
-                    ids=("JF-INT-004",) if forced else ("JF-COMP-001",),
-                )
-            if time.monotonic() > deadline:
-                raise HarnessError(f"{op}: no compression request reached the fake within 30 s")
+        self._held_or_fail(op, future, ("JF-INT-004",) if forced else ("JF-COMP-001",))
         predictor = self._arrived(game)
         comp = Compression(game, model.flight_for(scene, w.service.key(game, scene, model), forced))
         done = predictor.run(comp)
@@ -879,8 +866,7 @@ class Session:
         key = w.service.key(game, None, model)
         flight = model.flight_for(None, key)
         future = w.start("generate", {"game": game})
-        if not w.fake.wait_held(30):
-            raise HarnessError("generate: no compression request reached the fake within 30 s")
+        self._held_or_fail("generate", future, ("JF-COMP-001",))
         after = copy.deepcopy(model)
         after.publish_summary(flight, reply["summary"], reply["callId"])
         acked = False
@@ -913,6 +899,21 @@ class Session:
         else:
             w.dumps[game] = dump
         self.check.store.dump(w.games[game], dump, w.bases[game], ctx)
+
+    def _held_or_fail(self, op: str, future: Any, ids: tuple[str, ...]) -> None:
+        """Wait for the fake to hold `op`'s compression request. A request the fake rejected
+        (a violation) and an operation that answered without one are requirement failures."""
+        w = self.world
+        got = w.await_hold(future, lambda: self.check.requests.violations(w.fake.violations))
+        if got is not None:
+            self.check.requests.violations(w.fake.violations)
+            self.ledger.expect(
+                C.COMPRESSION_TRIGGER,
+                False,
+                f"{op} was expected to send a compression request and wait; it answered {got}",
+                ids=ids,
+            )
+        w.pending = None
 
     def _quiet(self, op: str) -> None:
         """No compress.v2 request arrived during `op`."""

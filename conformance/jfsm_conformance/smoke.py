@@ -5,8 +5,10 @@ the driver protocol once, in short chains on fresh games (rounds and compression
 conversion, restart), every step fully checked by the same session the suite uses. Each
 line says `ok`, `not implemented` (the driver answered `unsupported_op`), `FAIL` (with the
 check's first line and the requirement IDs) or `not run` (an earlier step of its chain
-failed). A driver that cannot start, prints garbage on stdout or exits is diagnosed at the
-step where it happened, with its exit status and stderr tail.
+failed). Each op is listed and counted once, with its worst status: an op that several
+chains use (`create_game`) gets a second line only if it does worse there. A driver that
+cannot start, prints garbage on stdout or exits is diagnosed at the step where it happened,
+with its exit status and stderr tail.
 
 Exit codes: 0 every implemented op behaved, 1 an op failed, 2 the driver could not be
 started or stopped answering (the Bowtie habit: `bowtie smoke`).
@@ -15,6 +17,7 @@ started or stopped answering (the Bowtie habit: `bowtie smoke`).
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -26,6 +29,7 @@ from jfsm_conformance.session import Session
 __all__ = ["CHAINS", "Probe", "smoke"]
 
 Step = Callable[[Session, str], None]
+_RANK = {"ok": 0, "not run": 1, "not implemented": 2, "FAIL": 3}
 
 
 @dataclass(frozen=True)
@@ -102,7 +106,7 @@ def smoke(driver: str, *, say: Callable[[str], None] = print, timeout: float = 3
         f"  {'hello':<17} ok    {implementation_label(session.world.implementation)}; "
         f"capabilities: {caps}"
     )
-    counts = {"ok": 1, "FAIL": 0, "not implemented": 0, "not run": 0}
+    status_of: dict[str, str] = {"hello": "ok"}  # each op counted once: its worst status
     try:
         for chain, probes in CHAINS.items():
             if chain == "restart" and not session.world.capabilities.get("durableRestart"):
@@ -112,13 +116,17 @@ def smoke(driver: str, *, say: Callable[[str], None] = print, timeout: float = 3
             game = session.world.fresh(f"smoke-{chain}-")
             broken: str | None = None
             for probe in probes:
+                before = status_of.get(probe.op)
                 if broken is not None:
-                    say(f"  {probe.op:<17} not run (after {broken})")
-                    counts["not run"] += 1
+                    if before is None:
+                        status_of[probe.op] = "not run"
+                        say(f"  {probe.op:<17} not run (after {broken})")
                     continue
                 status, detail = _step(session, probe, game)
-                counts[status] += 1
-                say(f"  {probe.op:<17} {status:<5} {detail}".rstrip())
+                if before in (None, "not run") or _RANK[status] > _RANK[before]:
+                    status_of[probe.op] = status
+                    where = "" if before in (None, "not run") else f" (in the {chain} chain)"
+                    say(f"  {probe.op:<17} {status:<5} {detail}{where}".rstrip())
                 if status != "ok":
                     broken = f"{probe.op} {'failed' if status == 'FAIL' else 'is not implemented'}"
                     session.recover()
@@ -130,6 +138,7 @@ def smoke(driver: str, *, say: Callable[[str], None] = print, timeout: float = 3
     finally:
         session.close()
     took = time.monotonic() - began
+    counts = Counter(status_of.values())
     say(
         f"smoke: {counts['ok']} ok, {counts['FAIL']} failed, "
         f"{counts['not implemented']} not implemented, {counts['not run']} not run "

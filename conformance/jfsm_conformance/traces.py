@@ -6,6 +6,14 @@ runs them again) and the protocol messages around the failure (for reading only:
 strings are cut to `TEXT_LIMIT` code points with a marker naming their full length and
 SHA-256, and at most `MESSAGE_LIMIT` messages are kept, the last ones).
 
+A trace file is capped at `TRACE_LIMIT` bytes (1 MiB; decision R85). A string of a step
+longer than `PACK_OVER` code points is stored packed (zlib, base64, with its length and a
+preview; `unpack` restores it exactly for the replay): the suite's long texts repeat, so a
+300,000-code-point text takes a few KiB. If the trace is still over the cap, the earliest
+messages are left out (counted in the leading note) until it fits: the messages nearest the
+failure, its window, are kept. Only steps that alone exceed the cap (never seen) would
+leave a trace over it.
+
 `TraceDir.clear()` removes the traces of a previous run at the start of a run, so the
 report directory only ever holds the current run's traces. Names are `NN-slug.json` where
 the slug keeps only `[A-Za-z0-9._-]`: the printed replay command works in any shell.
@@ -13,9 +21,11 @@ the slug keeps only `[A-Za-z0-9._-]`: the printed replay command works in any sh
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import re
+import zlib
 from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,17 +33,24 @@ from typing import Any
 
 __all__ = [
     "MESSAGE_LIMIT",
+    "PACK_OVER",
     "TEXT_LIMIT",
     "TRACE_FORMAT",
+    "TRACE_LIMIT",
     "TraceDir",
     "Transcript",
     "compact",
+    "pack",
     "slug",
+    "unpack",
 ]
 
 TRACE_FORMAT = "jfsm-conformance-trace/1"
 TEXT_LIMIT = 2000
 MESSAGE_LIMIT = 400
+TRACE_LIMIT = 1 << 20  # bytes of one trace file
+PACK_OVER = 2048  # code points: a longer string of a step is stored packed
+_PACKED = "$jfsm-packed-text"
 _NAME = re.compile(r"^\d{2,}-[A-Za-z0-9._-]*\.json$")
 
 
@@ -55,6 +72,45 @@ def compact(value: Any, limit: int = TEXT_LIMIT) -> Any:
         return {k: compact(v, limit) for k, v in value.items()}
     if isinstance(value, list):
         return [compact(v, limit) for v in value]
+    return value
+
+
+def pack(value: Any) -> Any:
+    """A copy of `value` with every string longer than `PACK_OVER` code points replaced by
+    `{"$jfsm-packed-text": "zlib+base64", "length", "preview", "data"}` (lossless, lone
+    surrogates included)."""
+    if isinstance(value, str):
+        if len(value) <= PACK_OVER:
+            return value
+        raw = value.encode("utf-8", "surrogatepass")
+        return {
+            _PACKED: "zlib+base64",
+            "length": len(value),
+            "preview": value[:120],
+            "data": base64.b64encode(zlib.compress(raw, 9)).decode("ascii"),
+        }
+    if isinstance(value, dict):
+        return {k: pack(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [pack(v) for v in value]
+    return value
+
+
+def unpack(value: Any) -> Any:
+    """The inverse of `pack`; `ValueError` if a packed string is damaged."""
+    if isinstance(value, dict):
+        if value.get(_PACKED) == "zlib+base64":
+            try:
+                raw = zlib.decompress(base64.b64decode(value["data"], validate=True))
+                text = raw.decode("utf-8", "surrogatepass")
+            except (KeyError, TypeError, ValueError, zlib.error) as exc:
+                raise ValueError(f"a packed text of the trace is damaged: {exc}") from exc
+            if len(text) != value.get("length"):
+                raise ValueError("a packed text of the trace does not have its stated length")
+            return text
+        return {k: unpack(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [unpack(v) for v in value]
     return value
 
 
@@ -153,8 +209,30 @@ class TraceDir:
             "source": source,
             "failure": failure,
             "note": note,
-            "steps": steps,
+            "steps": pack(steps),
             "messages": compact_messages(messages),
         }
-        path.write_text(json.dumps(trace, ensure_ascii=True, indent=1), encoding="utf-8")
+        path.write_text(_capped(trace), encoding="utf-8")
         return path
+
+
+def _capped(trace: dict[str, Any]) -> str:
+    """The trace as JSON of at most `TRACE_LIMIT` bytes: the earliest messages are left out
+    (counted in the leading note) until it fits, keeping those nearest the failure."""
+    text = json.dumps(trace, ensure_ascii=True, indent=1)
+    if len(text) <= TRACE_LIMIT:
+        return text
+    messages = list(trace["messages"])
+    earlier = 0
+    if messages and "leftOut" in messages[0]:
+        earlier = int(messages.pop(0)["leftOut"])
+    sizes = [len(json.dumps(m, ensure_ascii=True, indent=1)) + 2 for m in messages]
+    excess = len(text) - TRACE_LIMIT + 200  # the note's own size
+    dropped = 0
+    while dropped < len(messages) and excess > 0:
+        excess -= sizes[dropped]
+        dropped += 1
+    kept = messages[dropped:]
+    if dropped + earlier:
+        kept.insert(0, _left_out(dropped + earlier))
+    return json.dumps({**trace, "messages": kept}, ensure_ascii=True, indent=1)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -38,6 +39,7 @@ __all__ = ["IN_FLIGHT_TIMEOUT", "SPEC_THRESHOLDS", "Held", "World"]
 
 SPEC_THRESHOLDS = {"game": constants().game_threshold, "catalyst": constants().catalyst_threshold}
 IN_FLIGHT_TIMEOUT = 15.0  # how long an operation may take while a compression is held
+HOLD_WAIT = 30.0  # how long an operation may take to send the request the fake is to hold
 
 
 @dataclass
@@ -79,6 +81,7 @@ class World:
         self.service = Service()
         self.mirror: deque[dict[str, Any]] = deque()
         self.held: Held | None = None
+        self.pending: Any = None  # an operation waited on by `await_hold`, its hold not recorded
         self.unsupported: dict[str, str] = {}
         self.broken: set[str] = set()
         # games whose participants were copied by duplicate and not set since (JF-HIST-012)
@@ -212,11 +215,39 @@ class World:
             with contextlib.suppress(ProtocolViolation):
                 self.call("forget_games", {"games": names[at : at + 10_000]})
 
+    def await_hold(self, future: Any, on_poll: Callable[[], None]) -> Reply | None:
+        """Wait until the fake holds the compression request of `future`'s operation (None),
+        or that operation answered first (its reply: it sent no request, or gave up on one
+        the fake rejected). `on_poll` runs every 50 ms (the caller's check of the fake's
+        violations). `HarnessError` only when neither happened within `HOLD_WAIT` seconds.
+
+        While it waits, `future` is remembered as pending: `release_held` waits for it too,
+        should the step fail before it records its hold."""
+        self.pending = future
+        deadline = time.monotonic() + HOLD_WAIT
+        while not self.fake.wait_held(0.05):
+            on_poll()
+            if self.client.done(future, 0):
+                self.pending = None
+                return self.wait(future)
+            if time.monotonic() > deadline:
+                raise HarnessError(
+                    f"{future.op}: neither a compression request reached the fake nor a reply "
+                    f"came within {HOLD_WAIT:.0f} s"
+                )
+        return None
+
     def release_held(self, timeout: float) -> None:
-        if self.held is not None:
-            self.fake.release()
-            self.client.done(self.held.future, timeout)
-            self.held = None
+        """Drop the script, so that no request is held from here on, and let go EVERY request
+        the fake holds: also one held for a step that failed before it recorded its hold
+        (`self.held`), which a later sequence would otherwise wait on. Then wait up to
+        `timeout` seconds for the recorded held operation's reply."""
+        self.fake.reset_script()
+        self.fake.release()
+        waited = [self.pending, self.held.future if self.held is not None else None]
+        for future in dict.fromkeys(f for f in waited if f is not None):
+            self.client.done(future, timeout)
+        self.held = self.pending = None
 
     def recover(self, games: Iterable[str]) -> None:
         """After a failed step: mark `games` broken (their models may be out of step),

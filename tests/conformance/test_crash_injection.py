@@ -146,3 +146,22 @@ def test_a_stdio_driver_is_still_killed_with_sigkill(tmp_path: Path) -> None:
     kills = result.exercised["kill"]
     assert sum(kills.values()) == 3, kills
     assert not [name for name in kills if name.endswith("neither")]
+
+
+def test_a_stdio_driver_without_durable_restart_is_told_the_missing_capability(
+    tmp_path: Path,
+) -> None:
+    jfsm = Path(sys.executable).with_name("jfsm")
+    result = run(
+        Options(
+            driver=f"stdio:{jfsm} driver",  # no --state: memory stores, no durableRestart
+            scenarios=["kill-mid-operation", "kill-mid-publication"],
+            machines=False,
+            report_dir=tmp_path,
+            progress=lambda line: None,
+        )
+    )
+    assert result.exit_code == 0
+    for name in ("kill-mid-operation", "kill-mid-publication"):
+        reason = result.skipped[name]
+        assert "durableRestart" in reason and "stdio" not in reason, reason

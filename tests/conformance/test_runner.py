@@ -18,7 +18,7 @@ from jfsm_conformance.cli import main
 from jfsm_conformance.explore import NONDETERMINISM_ROW
 from jfsm_conformance.report import to_markdown
 from jfsm_conformance.runner import Options, RunResult, run, select_error
-from jfsm_conformance.traces import TEXT_LIMIT, TraceDir, compact, slug
+from jfsm_conformance.traces import TEXT_LIMIT, TRACE_LIMIT, TraceDir, compact, slug, unpack
 
 FLAKY = "python:jfsm_conformance.examples.flaky:"
 
@@ -144,10 +144,27 @@ def test_trace_names_are_shell_safe_and_texts_are_cut(tmp_path: Path) -> None:
         steps=[{"step": "record_round", "args": {"user": big}}],
         messages=[{"send": {"op": "dump", "args": {"text": big}}}] * 1000,
     )
-    assert path.stat().st_size < 3_000_000
+    assert path.stat().st_size <= TRACE_LIMIT == 1 << 20  # the cap (R85)
     trace = json.loads(path.read_text(encoding="utf-8"))
-    assert trace["steps"][0]["args"]["user"] == big  # steps stay exact: replay needs them
+    # steps stay exact, packed: replay needs them
+    assert unpack(trace["steps"])[0]["args"]["user"] == big
+    assert len(json.dumps(trace["steps"])) < 5000
     assert "left out" in trace["messages"][0]["note"]
+    # over the cap, the earliest messages go and the failing window (the last ones) stays
+    text = "y" * 1900 + "😀" * 50
+    window = [{"send": {"op": "dump", "n": i, "a": text, "b": text}} for i in range(900)]
+    capped = traces.write(
+        source="capped",
+        driver="python:x:y",
+        thresholds=None,
+        failure={"check": "c", "ids": ["JF-X"], "message": "m"},
+        steps=[{"step": "record_round", "args": {"user": "\ud800 lone " + "😀" * 5000}}],
+        messages=window,
+    )
+    assert capped.stat().st_size <= TRACE_LIMIT
+    kept = json.loads(capped.read_text(encoding="utf-8"))
+    assert kept["messages"][-1]["send"]["n"] == 899 and kept["messages"][0]["leftOut"] > 500
+    assert unpack(kept["steps"])[0]["args"]["user"] == "\ud800 lone " + "😀" * 5000
     # the printed replay command works in bash as printed
     done = subprocess.run(
         ["bash", "-c", f"test -f {shlex.quote(str(path))} && echo yes"],
@@ -157,7 +174,7 @@ def test_trace_names_are_shell_safe_and_texts_are_cut(tmp_path: Path) -> None:
     )
     assert done.stdout.strip() == "yes"
     (tmp_path / "traces" / "keep.txt").write_text("not a trace", encoding="utf-8")
-    assert TraceDir(tmp_path / "traces").clear() == 1
+    assert TraceDir(tmp_path / "traces").clear() == 2
     assert [p.name for p in (tmp_path / "traces").iterdir()] == ["keep.txt"]
 
 

@@ -120,3 +120,54 @@ def test_http_driver_spec_is_accepted_as_written(http_driver: str) -> None:
     code, text = _smoke(http_driver)
     assert code == 0, text
     assert "hello             ok" in text
+
+
+def test_a_harness_error_names_its_scenario_and_leaves_a_partial_report(tmp_path: Path) -> None:
+    script = (
+        "import json,sys\n"
+        "line=sys.stdin.readline(); m=json.loads(line)\n"
+        "print(json.dumps({'id':m['id'],'ok':True,'result':{'protocol':1,"
+        "'implementation':{'name':'dies','version':'1','language':'python'},"
+        "'capabilities':{'durableRestart':False,'concurrent':False,'thresholdOverride':False}}}),"
+        "flush=True)\n"
+        "sys.stdin.readline(); sys.exit(139)\n"
+    )
+    path = tmp_path / "dies.py"
+    path.write_text(script, encoding="utf-8")
+    result = run(
+        Options(
+            driver=f"stdio:{PY} {path}",
+            scenarios=["scene-lifecycle"],
+            machines=False,
+            report_dir=tmp_path / "report",
+            progress=lambda line: None,
+        )
+    )
+    assert result.exit_code == 2
+    assert (result.harness_error or "").startswith("in scenario scene-lifecycle: ")
+    assert result.partial is True and result.phase == "handshake"
+
+
+def test_smoke_lists_and_counts_each_op_once(tmp_path: Path) -> None:
+    """A driver that implements only `hello`: `create_game`, which every chain starts with,
+    is one line and one "not implemented"; the ops after it are "not run" once each."""
+    script = (
+        "import json,sys\n"
+        "for line in sys.stdin:\n"
+        "    m=json.loads(line)\n"
+        "    if m['op']=='hello':\n"
+        "        r={'id':m['id'],'ok':True,'result':{'protocol':1,"
+        "'implementation':{'name':'hello-only','version':'1','language':'python'},"
+        "'capabilities':{'durableRestart':False,'concurrent':False,'thresholdOverride':False}}}\n"
+        "    else:\n"
+        "        r={'id':m['id'],'ok':False,'error':{'code':'unsupported_op','message':'no'}}\n"
+        "    print(json.dumps(r),flush=True)\n"
+    )
+    path = tmp_path / "hello_only.py"
+    path.write_text(script, encoding="utf-8")
+    code, text = _smoke(f"stdio:{PY} {path}")
+    assert code == 0, text
+    ops = [line.split()[0] for line in text.splitlines()[1:-1] if line.startswith("  ")]
+    assert ops.count("create_game") == 1, text
+    assert len(ops) == len(set(ops)), text
+    assert "1 ok, 0 failed, 1 not implemented" in text.splitlines()[-1], text

@@ -4,6 +4,8 @@ report's implementation line and its quiet driver log on a passing run."""
 from __future__ import annotations
 
 import copy
+import json
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -123,7 +125,14 @@ def test_no_annotations_outside_github(
     assert code == 1
     captured = capsys.readouterr()
     assert "::error" not in captured.out + captured.err
-    assert "FAIL   JF-COMP-003" in captured.err
+    # verdicts, the first failure in full and the summary on stdout; progress on stderr
+    assert "FAIL   JF-COMP-003" in captured.out
+    assert re.search(r"^FAIL +JF-COMP-003 ", captured.out, re.MULTILINE)
+    assert "Failure 1 of " in captured.out and "differs from the model" in captured.out
+    assert "jfGameStack.chunk." in captured.out  # the diff itself, not only its heading
+    assert re.search(r"^  trace: +\S+\.json$", captured.out, re.MULTILINE)
+    assert re.search(r"^  replay: jfsm conformance replay \S+\.json$", captured.out, re.M)
+    assert "[1/" in captured.err and "[1/" not in captured.out
 
 
 def test_markdown_names_the_implementation_and_hides_injected_faults_on_a_pass(
@@ -181,3 +190,38 @@ def test_pytest_plugin_shows_progress_and_refuses_an_empty_select(tmp_path: Path
     typo = pytest_run("JF-TYPO")
     assert typo.returncode == 4  # pytest's usage error
     assert "--jfsm-select 'JF-TYPO' matches no requirement ID" in typo.stderr
+
+
+def test_reports_lead_with_the_first_failure_and_record_the_versions(dropped: RunResult) -> None:
+    from jfsm import __version__
+    from jfsm.spec import constants
+    from jfsm_conformance.report import to_json
+
+    report = to_json(dropped)
+    assert next(iter(report)) == "format" and list(report)[1] == "first_failure"
+    first = report["first_failure"]
+    assert first["ids"] == ["JF-COMP-003"] and first["source"] == "scenario suffix-survives"
+    assert "differs from the model" in first["message"]
+    assert first["trace"] and Path(first["trace"]).is_file()
+    assert first["replay"] == f"jfsm conformance replay {first['trace']}"
+    assert report["versions"] == {
+        "suite": __version__,
+        "spec": constants().spec_version,
+        "jfsm": __version__,
+    }
+    markdown = to_markdown(dropped).splitlines()
+    assert markdown[2].startswith("**First failure**: [JF-COMP-003] in scenario suffix-survives")
+    assert any(first["replay"] in line for line in markdown[:30])
+
+
+def test_a_passing_report_has_no_first_failure_and_records_the_command(tmp_path: Path) -> None:
+    code = main(["--select", "JF-CAT-00", "--select", "JF-TEXT-00", "--report-dir", str(tmp_path)])
+    assert code == 0
+    report = json.loads((tmp_path / "report.json").read_text("utf-8"))
+    assert report["first_failure"] is None
+    assert report["command"].endswith(
+        f"conformance --select JF-CAT-00 --select JF-TEXT-00 --report-dir {tmp_path}"
+    )
+    ids = {v["id"] for v in report["verdicts"]}
+    assert any(i.startswith("JF-CAT-00") for i in ids) and any(i.startswith("JF-TEXT") for i in ids)
+    assert all(i.startswith(("JF-CAT-00", "JF-TEXT-00")) for i in ids)

@@ -4,6 +4,7 @@ and passes the reference engine."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -235,3 +236,37 @@ def test_reference_without_backoff_passes_the_transport_scenarios(tmp_path: Path
     )
     assert result.exit_code == 0, [f.message[:200] for f in result.failures]
     assert result.capabilities.get("durableRestart") is True
+
+
+def test_pytest_plugin_node_ids_name_the_requirement_and_select_it(tmp_path: Path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    from jfsm_conformance.protocol import spec_dir
+
+    catalog = spec_dir() / "requirements.toml"
+    run_ = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "--jfsm-driver",
+            "python:jfsm_conformance.examples.reference:durable_without_backoff",
+            "--jfsm-report-dir",
+            str(tmp_path / "report"),
+            "-v",
+            f"{catalog}::JF-CAT-001",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run_.returncode == 0, run_.stdout[-2000:] + run_.stderr[-2000:]
+    assert re.search(r"requirements\.toml::JF-CAT-001 PASSED", run_.stdout), run_.stdout
+    assert "1 passed" in run_.stdout
+    report = json.loads((tmp_path / "report" / "report.json").read_text(encoding="utf-8"))
+    assert report["select"] == "JF-CAT-001"  # the suite ran for the selected node only

@@ -1,0 +1,93 @@
+"""Exit discipline (issue 22): a fault of the implementation ends in exit 1, never 2.
+
+A held compression request that the fake rejected, or an operation that answered without
+sending one, is a requirement failure, never a 30 s wait ending in a harness error; and a
+request held for a failed step is released by recovery, so later scenarios never wait on it.
+The driver here is the durable reference engine over stdio whose compressor sends bots as
+beneficiaries (JF-CALL-009): every compression request it sends is rejected by the fake.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from jfsm_conformance.runner import Options, run
+
+DRIVER = """
+import asyncio, sys
+from jfsm.driver import ReferenceDriver, serve_stdio
+from jfsm_conformance.examples.mutants.compression import _BotsPay
+asyncio.run(serve_stdio(ReferenceDriver(sys.argv[1], compressor_factory=_BotsPay)))
+"""
+
+
+def test_rejected_held_requests_are_failures_and_recovery_releases_every_hold(
+    tmp_path: Path,
+) -> None:
+    script = tmp_path / "bots_pay_driver.py"
+    script.write_text(DRIVER, encoding="utf-8")
+    state = tmp_path / "state"
+    state.mkdir()
+    result = run(
+        Options(
+            driver=f"stdio:{sys.executable} {script} {state}",
+            # a held intervene fails its request check; the kills come after it
+            scenarios=["intervene-in-flight", "concurrent-stacks", "kill-mid-publication"],
+            machines=False,
+            report_dir=tmp_path / "report",
+            progress=lambda line: None,
+        )
+    )
+    assert result.harness_error is None, result.harness_error
+    assert result.exit_code == 1
+    assert {v["id"] for v in result.verdicts if v["verdict"] == "fail"} == {"JF-CALL-009"}
+    sources = {f.source for f in result.failures}
+    assert "scenario kill-mid-publication" in sources  # judged, not waited on for 30 s
+
+
+def _example_broken_drivers() -> list[str]:
+    """Every broken driver of `jfsm_conformance/examples/` (`broken`, `flaky`) as a spec."""
+    from jfsm_conformance.examples import broken, flaky
+
+    specs = []
+    for module in (broken, flaky):
+        for name in module.__all__:
+            if name[0].islower():  # the factories (not the BrokenDriver class)
+                specs.append(f"python:{module.__name__}:{name}")
+    return specs
+
+
+@pytest.mark.slow
+def test_every_example_broken_driver_exits_1_under_the_quick_profile(tmp_path: Path) -> None:
+    """Each one as a user runs it (`jfsm conformance --driver D`, the quick profile), two
+    at a time (the machine's cores); every one must end in exit 1, none in 2."""
+    jfsm = str(Path(sys.executable).with_name("jfsm"))
+    specs = _example_broken_drivers()
+    assert len(specs) >= 15
+
+    def one(spec: str) -> tuple[str, int, str]:
+        report = tmp_path / spec.rsplit(":", 1)[1]
+        done = subprocess.run(
+            [jfsm, "conformance", "--driver", spec, "--report-dir", str(report)],
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        return spec, done.returncode, done.stderr[-1500:]
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(one, specs))
+    wrong = [(spec, code, err) for spec, code, err in results if code != 1]
+    assert not wrong, wrong
+    for spec, _, _ in results:
+        report = json.loads(
+            (tmp_path / spec.rsplit(":", 1)[1] / "report.json").read_text(encoding="utf-8")
+        )
+        assert report["partial"] is False and report["harness_error"] is None, spec
+        assert report["first_failure"] is not None and report["first_failure"]["ids"], spec
