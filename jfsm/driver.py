@@ -13,8 +13,7 @@ Used three ways: in process (`python:jfsm.driver:reference_driver`, or
 (`jfsm driver --http PORT`, `jfsm.driver_http`). With a state directory each game lives in
 a durable `FileStore` inside its folder (`jfsm.driver_state`), and a restarted driver
 reopens every game found there, skipping and reporting what it cannot open. With `store`
-(`jfsm driver --store postgresql://... --state DIR`) each game's memory lives in that
-database instead (`PostgresStore`) and the folder keeps only the driver's side files.
+(`--store postgresql://...`) every game lives in that database, side files too (`driver_pg`).
 
 With a state directory at most `max_open` games are open at once (decision R56): the least
 recently used idle game is closed and reopened from its folder when an op names it again.
@@ -39,6 +38,7 @@ from jfsm._version import __version__
 from jfsm.compressor import Compressor
 from jfsm.driver_crash import CrashSwitch
 from jfsm.driver_http import serve_http
+from jfsm.driver_pg import DatabaseGames
 from jfsm.driver_state import GameFolder, Skipped, StateDamaged, StateDirectory
 from jfsm.driver_stdio import serve_stdio
 from jfsm.driver_wire import error_reply
@@ -47,6 +47,7 @@ from jfsm.errors import InvalidInput, JfsmError, StoreUnavailable
 from jfsm.limits import depth, validate_id
 from jfsm.records import Participant, parse_record
 from jfsm.spec import constants
+from jfsm.stores.file import FileStore
 from jfsm.stores.memory import MemoryStore
 
 __all__ = [
@@ -103,8 +104,9 @@ class ReferenceDriver:
         max_open: int = MAX_OPEN,
     ) -> None:
         self.state_dir = None if state_dir is None else Path(state_dir)
-        self.store = store  # a postgresql:// URL: game memory there, side files in state_dir
-        self.state = None if state_dir is None else StateDirectory(state_dir)
+        self.store = store  # a PostgreSQL target: every game there (state_dir unused)
+        self.db = None if store is None else DatabaseGames(store)
+        self.state = None if state_dir is None or store is not None else StateDirectory(state_dir)
         self.games: OrderedDict[str, GameEngine] = OrderedDict()  # least recently used first
         self.max_open = max_open
         self._busy: Counter[str] = Counter()  # ops running per game (never closed meanwhile)
@@ -146,6 +148,8 @@ class ReferenceDriver:
             names = [v for k in ("game", "into") if isinstance(v := args.get(k), str)]
             self._busy.update(names)
             try:
+                if self.db is not None and op != "create_game":  # an unopened game of the database
+                    await self.db.reopen(args.get("game"), self.games, self._creating, self._engine)
                 result = await handler(args)
             finally:
                 for name in names:
@@ -192,7 +196,7 @@ class ReferenceDriver:
     def _close_idle(self) -> None:
         """Close least recently used idle games until at most `max_open` are open (only with
         a state directory, from which they reopen)."""
-        if self.state is None or len(self.games) <= self.max_open:
+        if (self.state is None and self.db is None) or len(self.games) <= self.max_open:
             return
         for game_id in list(self.games):
             if len(self.games) <= self.max_open:
@@ -217,14 +221,7 @@ class ReferenceDriver:
         return game_id
 
     def _open_store(self, folder: GameFolder) -> Any:
-        if self.store is None:
-            from jfsm.stores.file import FileStore
-
-            return FileStore.open(folder.store, fs=self._fs)
-        from jfsm.stores.location import open_store
-
-        folder.store.mkdir(exist_ok=True)  # marks the folder as a game's (memory in the database)
-        return open_store(self.store, folder.game_id)
+        return FileStore.open(folder.store, fs=self._fs)
 
     def _engine(
         self, game_id: str, store: Any, participants: list[Participant] | tuple[()] = ()
@@ -240,6 +237,8 @@ class ReferenceDriver:
         )
 
     def _telemetry_sink(self, game_id: str) -> Callable[[dict[str, Any]], None] | None:
+        if self.db is not None:
+            return self.db.telemetry_sink(game_id)
         state = self.state
         if state is None:
             return None
@@ -332,7 +331,7 @@ class ReferenceDriver:
             "protocol": PROTOCOL_VERSION,
             "implementation": {"name": "jfsm", "version": __version__, "language": "python"},
             "capabilities": {
-                "durableRestart": self.state_dir is not None,
+                "durableRestart": self.state_dir is not None or self.db is not None,
                 "concurrent": True,
                 "thresholdOverride": True,
                 "crashInjection": self._fs is not None,
@@ -343,6 +342,8 @@ class ReferenceDriver:
 
     async def op_create_game(self, args: Mapping[str, Any]) -> dict[str, Any]:
         game_id = self._new_id(args, "game")
+        if self.db is not None:  # never adopts a game of the database (DatabaseGames.create)
+            return await self.db.create(game_id, None, self._creating, self.games, self._engine)
         if self.state is None:
             self.games[game_id] = self._engine(game_id, MemoryStore())
             return {}
@@ -358,6 +359,8 @@ class ReferenceDriver:
         if not isinstance(given, list):
             raise InvalidInput("participants must be a list", field="participants")
         participants = [parse_record(Participant, p) for p in given]
+        if self.db is not None:
+            await self.db.save_participants(engine.store, participants)  # type: ignore[arg-type]
         if self.state is not None:
             self.state.save_participants(self.state.folder(engine.game_id), participants)
         engine.set_participants(participants)
@@ -407,6 +410,8 @@ class ReferenceDriver:
     async def op_duplicate(self, args: Mapping[str, Any]) -> Any:
         source = self._game(args)
         into = self._new_id(args, "into")
+        if self.db is not None:  # never touches an existing game `into`
+            return await self.db.create(into, source, self._creating, self.games, self._engine)
         if self.state is None:
             self.games[into] = await source.duplicate(MemoryStore(), into)
             return {}
@@ -422,12 +427,6 @@ class ReferenceDriver:
             folder = self.state.folder(into)
             participants = list(copy.participants())
             self.games[into] = self._engine(into, self._open_store(folder), participants)
-        except BaseException:
-            if self.store is not None and into not in self.games:
-                from jfsm.stores.location import remove_store
-
-                remove_store(self.store, into)
-            raise
         finally:
             self._creating.discard(into)
         return {}
@@ -450,6 +449,8 @@ class ReferenceDriver:
 
     async def op_telemetry(self, args: Mapping[str, Any]) -> Any:
         engine = self._game(args)
+        if self.db is not None:
+            return await self.db.read_telemetry(engine.game_id) or list(engine.telemetry)
         if self.state is not None:
             saved = self.state.read_telemetry(self.state.folder(engine.game_id))
             if saved is not None:
@@ -457,7 +458,7 @@ class ReferenceDriver:
         return list(engine.telemetry)
 
     async def op_restart(self, args: Mapping[str, Any]) -> Any:
-        if self.state_dir is None:
+        if self.state_dir is None and self.db is None:
             raise InvalidInput("this driver has no durable state to restart from")
         self.restart()
         return {}

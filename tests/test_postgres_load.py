@@ -44,7 +44,8 @@ from jfsm.jcs import canonical_bytes
 from jfsm.layout import round_key
 from jfsm.machines import MACHINE_NAMES, table
 from jfsm.memory_index import MemoryIndex
-from jfsm.stores.postgres import PostgresStore, migrate
+from jfsm.stores.pg_blocking import BlockingPostgresStore as PostgresStore
+from jfsm.stores.postgres import migrate
 from jfsm.transport import HttpCompressor
 from jfsm_conformance import fake_compress as fc
 

@@ -99,10 +99,10 @@ class StoreEquivalence(RuleBasedStateMachine):
         self.model_base: dict[str, bytes] = {}
         self.pg: Any = None
         if self.postgres is not None:
-            from jfsm.stores.postgres import PostgresStore
+            from jfsm.stores.pg_blocking import BlockingPostgresStore
 
             self.game = "eq-" + uuid.uuid4().hex
-            self.pg = PostgresStore.open(self.postgres, self.game, quota=QUOTA)
+            self.pg = BlockingPostgresStore.open(self.postgres, self.game, quota=QUOTA)
 
     def stores(self) -> list[Any]:
         return [self.memory, self.file] + ([self.pg] if self.pg is not None else [])
@@ -222,11 +222,12 @@ TestStoreEquivalence = pytest.mark.req(
 
 
 @pytest.mark.req("JF-STORE-015", "JF-STORE-013", "JF-ATOM-001", "JF-QUOTA-001")
-def test_memory_file_and_postgres_agree(pg_database: str) -> None:
-    """The same machine with a PostgresStore alongside (a real server, see pg_fixtures)."""
+def test_memory_file_and_postgres_agree(pg_target: str) -> None:
+    """The same machine with a PostgresStore alongside (a real server, see pg_fixtures),
+    directly and through PgBouncer in transaction pooling mode."""
 
     class WithPostgres(StoreEquivalence):
-        postgres = pg_database
+        postgres = pg_target
 
     run_state_machine_as_test(
         WithPostgres, settings=settings(max_examples=20, stateful_step_count=25, deadline=None)

@@ -1,0 +1,200 @@
+"""The reference driver's games in PostgreSQL (`jfsm driver --store URL`, no `--state`).
+
+Everything of a game lives in the database: its store (`PostgresStore`), its participants
+(`jfsm_game.participants`) and its telemetry (`jfsm_telemetry`), so two driver processes on
+two hosts serve the same games; ownership is the store's lease (an op on a game another
+driver owns is refused with `store_locked`).
+
+- `open(game, create=True)` refuses a game that exists in the database (`InvalidInput`,
+  "already exists"), never adopting another driver's game; `create=False` refuses a missing
+  one.
+- `discard(store)` is the failure path of a creation: it deletes the game only while the
+  store's token is still current, that is only what this very call created.
+- Telemetry events are appended in the background as they come; `read_telemetry` first
+  waits for the game's pending appends.
+
+Until the engine awaits its store (issue 21, item 2), the stores handed to engines are
+`BlockingPostgresStore`s whose coroutines run on the process's private PostgreSQL loop;
+this module awaits them from the driver's loop without blocking it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import json
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+from jfsm.engine import GameEngine
+from jfsm.errors import InvalidInput
+from jfsm.records import Participant, parse_record
+from jfsm.stores.pg_blocking import BlockingPostgresStore, submit
+from jfsm.stores.pg_conninfo import database_target, describe
+from jfsm.stores.pg_games import append_telemetry, load_participants, read_telemetry
+from jfsm.stores.pg_games import save_participants as save_participants_sql
+from jfsm.stores.pg_pool import shared_pool
+from jfsm.stores.pg_schema import connect, require_schema
+from jfsm.stores.postgres import PostgresStore
+
+__all__ = ["DatabaseGames", "check_target"]
+
+T = TypeVar("T")
+
+
+def check_target(location: str) -> str:
+    """The PostgreSQL target `location` names, checked before the driver serves: reachable,
+    credentials accepted, schema migrated. Raises `InvalidInput` (not a target),
+    `StoreUnusable` or `StoreUnavailable` (one line each, no password)."""
+    target = database_target(location)
+    if target is None:
+        raise InvalidInput(
+            f"--store takes a PostgreSQL target (postgresql://..., host=... dbname=...), "
+            f"not the directory path {describe(location)}: use --state DIR for file stores"
+        )
+    conn = connect(target)
+    try:
+        require_schema(conn)
+    finally:
+        conn.close()
+    return target
+
+
+class DatabaseGames:
+    """The games of a driver in the database at `target` (see the module docstring)."""
+
+    def __init__(self, target: str) -> None:
+        self.target = target
+        self._pending: dict[str, list[concurrent.futures.Future[None]]] = {}
+
+    async def _call(self, coro: Coroutine[Any, Any, T]) -> T:
+        return await asyncio.wrap_future(submit(coro))
+
+    async def open(
+        self, game_id: str, *, create: bool | None, takeover: bool = False
+    ) -> tuple[BlockingPostgresStore, list[Participant]]:
+        """Own `game_id`'s store and read its participants. Errors: the store's `open`."""
+
+        async def opened() -> tuple[PostgresStore, list[Any]]:
+            store = await PostgresStore.open(self.target, game_id, create=create, takeover=takeover)
+            try:
+                pool = await shared_pool(self.target)
+                async with pool.connection() as conn:
+                    return store, await load_participants(conn, game_id)
+            except BaseException:
+                await store.close()
+                raise
+
+        store, items = await self._call(opened())
+        return BlockingPostgresStore(store), [parse_record(Participant, p) for p in items]
+
+    async def reopen(
+        self,
+        game_id: object,
+        games: dict[str, Any],
+        busy: set[str],
+        engine: Callable[[str, Any, list[Participant]], Any],
+    ) -> None:
+        """Open an existing game of the database that is not in `games` nor `busy` (being
+        created) and add `engine(game_id, store, participants)` to `games`. A game the
+        database does not have stays unknown; `StoreLocked` while another driver owns it,
+        store errors as `open`."""
+        if not isinstance(game_id, str) or game_id in games or game_id in busy:
+            return
+        try:
+            store, participants = await self.open(game_id, create=False)
+        except InvalidInput:
+            return
+        if game_id in games:  # opened meanwhile by a concurrent op
+            await self.close(store)
+            return
+        games[game_id] = engine(game_id, store, participants)
+
+    async def create(
+        self,
+        into: str,
+        source: GameEngine | None,
+        busy: set[str],
+        games: dict[str, Any],
+        engine: Callable[[str, Any, list[Participant]], Any],
+    ) -> dict[str, Any]:
+        """Create game `into`, empty or as a copy of `source` (store and participants),
+        listed in `busy` meanwhile, and add `engine(into, store, participants)` to `games`.
+        An existing game `into` is refused (`InvalidInput`), never touched nor adopted; on
+        any later failure only the game this call created is deleted (`discard`)."""
+        busy.add(into)
+        try:
+            store, participants = await self.open(into, create=True)
+            if source is not None:
+                try:
+                    copy = await source.duplicate(store, into)
+                    participants = list(copy.participants())
+                    await self.save_participants(store, participants)
+                except BaseException:
+                    await self.discard(store)
+                    raise
+            games[into] = engine(into, store, participants)
+            return {}
+        finally:
+            busy.discard(into)
+
+    async def save_participants(
+        self, store: BlockingPostgresStore, participants: list[Participant]
+    ) -> None:
+        """Replace the game's participants, fenced by the store's token (`StoreFenced`)."""
+        native = store.store
+        data = [p.to_json() for p in participants]
+
+        async def save() -> bool:
+            pool = await shared_pool(self.target)
+            async with pool.connection() as conn:
+                return await save_participants_sql(conn, native.game_id, native.token, data)
+
+        if not await self._call(save()):
+            native.lost_lease()
+            raise native.fenced_error()
+
+    async def discard(self, store: BlockingPostgresStore) -> None:
+        """Delete the game this call created (only while its token is current), closing it;
+        never raises (a game taken over meanwhile is someone else's and stays)."""
+        with contextlib.suppress(Exception):
+            await self._call(store.store.remove())
+        with contextlib.suppress(Exception):
+            await self._call(store.store.close())
+
+    async def close(self, store: BlockingPostgresStore) -> None:
+        await self._call(store.store.close())
+
+    def telemetry_sink(self, game_id: str) -> Callable[[dict[str, Any]], None]:
+        """A sink appending the game's events in the background (in order per game)."""
+
+        def sink(event: dict[str, Any]) -> None:
+            pending = self._pending.setdefault(game_id, [])
+            pending[:] = [f for f in pending if not f.done()]
+            before = list(pending)
+
+            async def append() -> None:
+                for earlier in before:  # keep the order of the game's events
+                    with contextlib.suppress(Exception):
+                        await asyncio.wrap_future(earlier)
+                pool = await shared_pool(self.target)
+                async with pool.connection() as conn:
+                    await append_telemetry(conn, game_id, json.loads(json.dumps(event)))
+
+            pending.append(submit(append()))
+
+        return sink
+
+    async def read_telemetry(self, game_id: str) -> list[Any] | None:
+        """The game's saved events (after its pending appends); None if it has none."""
+        for future in self._pending.pop(game_id, []):
+            with contextlib.suppress(Exception):
+                await asyncio.wrap_future(future)
+
+        async def read() -> list[Any] | None:
+            pool = await shared_pool(self.target)
+            async with pool.connection() as conn:
+                return await read_telemetry(conn, game_id)
+
+        return await self._call(read())
