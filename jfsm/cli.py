@@ -86,6 +86,11 @@ def build_parser() -> argparse.ArgumentParser:
         "random one printed on stderr)",
     )
     driver.add_argument(
+        "--owner",
+        help="with --store: this driver's owner id, kept across restarts so a restarted "
+        "driver reclaims its games at once (default: $JFSM_OWNER, else unique per process)",
+    )
+    driver.add_argument(
         "--store",
         metavar="URL",
         help="postgresql://..., postgres://... or 'host=... dbname=...': every game in PostgreSQL",
@@ -131,6 +136,8 @@ def main(argv: list[str] | None = None) -> int:
             except JfsmError as exc:
                 print(f"jfsm driver: {exc.code}: {exc.message}", file=sys.stderr)
                 return 2
+        if args.owner:
+            os.environ["JFSM_OWNER"] = args.owner
         driver = ReferenceDriver(args.state, store=args.store)
         if args.http is not None:
             token = args.token or os.environ.get("JFSM_DRIVER_TOKEN") or None

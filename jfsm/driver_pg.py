@@ -24,6 +24,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import json
+import os
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
@@ -64,8 +65,11 @@ def check_target(location: str) -> str:
 class DatabaseGames:
     """The games of a driver in the database at `target` (see the module docstring)."""
 
-    def __init__(self, target: str) -> None:
+    def __init__(self, target: str, owner: str | None = None) -> None:
         self.target = target
+        #: the owner id of this driver's leases: `JFSM_OWNER` (`jfsm driver --owner`), stable
+        #: across restarts so a restarted driver reclaims its games at once (R61); else unique
+        self.owner = owner or os.environ.get("JFSM_OWNER") or None
         self._pending: dict[str, list[concurrent.futures.Future[None]]] = {}
 
     async def _call(self, coro: Coroutine[Any, Any, T]) -> T:
@@ -77,7 +81,9 @@ class DatabaseGames:
         """Own `game_id`'s store and read its participants. Errors: the store's `open`."""
 
         async def opened() -> tuple[PostgresStore, list[Any]]:
-            store = await PostgresStore.open(self.target, game_id, create=create, takeover=takeover)
+            store = await PostgresStore.open(
+                self.target, game_id, create=create, takeover=takeover, owner=self.owner
+            )
             try:
                 pool = await shared_pool(self.target)
                 async with pool.connection() as conn:

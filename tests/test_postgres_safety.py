@@ -117,6 +117,30 @@ def test_a_live_lease_refuses_a_second_open_and_renews_itself_while_idle(pg_targ
     run(scenario)
 
 
+@pytest.mark.req("JF-STORE-011", "JF-STORE-012")
+def test_the_same_owner_id_reclaims_its_game_at_once_and_fences_its_earlier_self(
+    pg_target: str,
+) -> None:
+    """A restarted worker with a stable owner id (R61) need not wait for its own lease."""
+    game = game_id()
+
+    async def scenario() -> None:
+        earlier = await PostgresStore.open(pg_target, game, owner="worker-7")
+        await earlier.commit(Projection.of({"a": 1}))
+        with pytest.raises(StoreLocked):
+            await PostgresStore.open(pg_target, game, owner="worker-8")
+        with pytest.raises(StoreLocked):
+            await PostgresStore.open(pg_target, game)  # no owner id: unique, refused
+        again = await PostgresStore.open(pg_target, game, owner="worker-7")
+        assert again.token > earlier.token and again.image.get("a") == 1
+        with pytest.raises(StoreFenced):
+            await earlier.commit(Projection.of({"a": 2}))
+        await again.close()
+        await earlier.close()
+
+    run(scenario)
+
+
 def _own_and_hang(conninfo: str, game: str, ready: Any) -> None:
     async def hold() -> None:
         store = await PostgresStore.open(conninfo, game, lease_seconds=1.0)

@@ -258,4 +258,5 @@ def _guards(current: dict[str, Any], store: PostgresStore | None) -> dict[str, C
         "owner_alive": lambda: bool(current["alive"]),
         "token_current": lambda: store is not None and store.token == current["token"],
         "connection_lost": lambda: False,
+        "write_landed": lambda: False,  # never broken here: test_postgres_safety.py
     }

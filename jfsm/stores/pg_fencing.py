@@ -9,10 +9,12 @@ one pool of connections (through PgBouncer in transaction mode too) serves every
 process.
 
 - `open` locks the row (`FOR UPDATE`) and compares `lease_until` with the **server's** clock
-  (`clock_timestamp()`): while the lease is live a plain open is refused with `StoreLocked`
-  naming the owner. Otherwise, or with `takeover=True`, the caller becomes the owner with a
-  token from the sequence `jfsm_token` (never reused, for any game id, even across removal)
-  and a lease of `lease_seconds` from the server's now. Only the database server's clock is
+  (`clock_timestamp()`): while the lease of another owner id is live a plain open is refused
+  with `StoreLocked` naming the owner. The same owner id reclaims its game at once (a
+  restarted worker with a stable id, decision R61), fencing its earlier incarnation.
+  Otherwise, or with `takeover=True`, the caller becomes the owner with a token from the
+  sequence `jfsm_token` (never reused, for any game id, even across removal) and a lease of
+  `lease_seconds` from the server's now. Only the database server's clock is
   read; clients' clocks may be anywhere.
 - Every write (commit, checkpoint, seed) is one statement whose first step is
   `UPDATE jfsm_game ... WHERE game_id = $g AND token = $t`, renewing the lease; the rest of
@@ -140,7 +142,7 @@ async def take_ownership(
     if row is None:
         raise InvalidInput(f"no game {game_id!r} in this database", field="game")
     owner, live = row
-    if live and not takeover:
+    if live and not takeover and owner != who:
         raise StoreLocked(
             f"game {game_id!r} is owned by {owner} (its lease is live); "
             "open with takeover to fence it, or wait for the lease to end",

@@ -164,11 +164,14 @@ async def shared_pool(
     conninfo: str,
     *,
     max_size: int | None = None,
-    lease_seconds: float = DEFAULT_LEASE_SECONDS,
+    lease_seconds: float | None = None,
 ) -> PgPool:
     """The running loop's pool for `conninfo` (opened on first use, see the module
-    docstring). `max_size` defaults to `JFSM_PG_POOL_SIZE` or 10. Raises `InvalidInput`
-    for a string that is not a PostgreSQL target, `StoreUnusable` or `StoreUnavailable`."""
+    docstring). `max_size` defaults to `JFSM_PG_POOL_SIZE` or 10, `lease_seconds` to
+    `JFSM_PG_LEASE_SECONDS` or 30. Raises `InvalidInput` for a string that is not a
+    PostgreSQL target, `StoreUnusable` or `StoreUnavailable`."""
+    if lease_seconds is None:
+        lease_seconds = float(os.environ.get("JFSM_PG_LEASE_SECONDS", DEFAULT_LEASE_SECONDS))
     if database_target(conninfo) is None:
         from jfsm.errors import InvalidInput
 

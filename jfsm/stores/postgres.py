@@ -27,6 +27,7 @@ No message carries the connection string's password.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -37,7 +38,7 @@ from jfsm.image import QUOTA_BYTES, StoreImage, seeded_image
 from jfsm.projection import Projection
 from jfsm.stores.pg_fencing import CHECKPOINT, COMMIT, RELEASE, SEED, take_ownership
 from jfsm.stores.pg_games import check_game_id, game_ids, load_image, read_image, remove_game
-from jfsm.stores.pg_pool import DEFAULT_LEASE_SECONDS, PgPool, close_pools, shared_pool
+from jfsm.stores.pg_pool import PgPool, close_pools, shared_pool
 from jfsm.stores.pg_schema import SCHEMA_VERSION, connection_error, migrate, schema_version
 
 __all__ = [
@@ -50,6 +51,9 @@ __all__ = [
     "remove_game",
     "schema_version",
 ]
+
+
+_opens = itertools.count(1)
 
 
 def _encode_keys(keys: Iterable[str]) -> list[bytes]:
@@ -90,7 +94,7 @@ class PostgresStore:
         quota: int = QUOTA_BYTES,
         takeover: bool = False,
         create: bool | None = None,
-        lease_seconds: float = DEFAULT_LEASE_SECONDS,
+        lease_seconds: float | None = None,
         pool_size: int | None = None,
         owner: str | None = None,
     ) -> PostgresStore:
@@ -98,12 +102,16 @@ class PostgresStore:
         its rows once, in one transaction on the process's shared pool.
 
         `create`: True refuses a game that exists already (`InvalidInput`), False one that
-        does not, None creates it if missing. Other errors: see the module docstring; nothing
+        does not, None creates it if missing. `lease_seconds` (default
+        `JFSM_PG_LEASE_SECONDS` or 30) picks the process's pool (one per lease length);
+        `pool_size` sizes it when this open creates it. `owner` is the lease's owner id
+        (default: unique to this open); a given owner id reclaims its own live lease at once
+        (a restarted worker, R61). Other errors: see the module docstring; nothing
         changes on error.
         """
         check_game_id(game_id)
         pool = await shared_pool(conninfo, max_size=pool_size, lease_seconds=lease_seconds)
-        who = owner or pool.owner
+        who = owner or f"{pool.owner}:{next(_opens)}"  # unique: never reclaims another's
         try:
             async with pool.connection() as conn, conn.transaction():
                 token, seq, created = await take_ownership(
