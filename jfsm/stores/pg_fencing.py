@@ -35,7 +35,7 @@ import psycopg
 
 from jfsm.errors import InvalidInput, StoreLocked
 
-__all__ = ["CHECKPOINT", "COMMIT", "RELEASE", "RENEW", "SEED", "take_ownership"]
+__all__ = ["CHECKPOINT", "COMMIT", "RELEASE", "RENEW", "SEED", "take_many", "take_ownership"]
 
 # Each write first sets synchronous_commit for its own (implicit) transaction: the commit of
 # that transaction reads it, so an acknowledged write is on disk whatever the server default.
@@ -159,3 +159,45 @@ async def take_ownership(
     got = await cur.fetchone()
     assert got is not None
     return int(got[0]), int(got[1]), created
+
+
+async def take_many(
+    conn: psycopg.AsyncConnection[Any],
+    games: list[str],
+    who: list[str],
+    *,
+    takeover: bool,
+    lease_seconds: float,
+) -> tuple[dict[str, tuple[int, int, bool]], dict[str, str]]:
+    """`take_ownership` of many games (created if missing) in the caller's transaction, in
+    a few statements whatever their number: rows are locked in game id order (no deadlock
+    between batches). `who[i]` is the owner id for `games[i]`. Returns ({game: (token, seq,
+    created)} for the games taken, {game: owner} for those refused with a live lease)."""
+    await conn.execute(_SYNC)
+    cur = await conn.execute(
+        "INSERT INTO jfsm_game (game_id) SELECT unnest(%s::text[])"
+        " ON CONFLICT (game_id) DO NOTHING RETURNING game_id",
+        (games,),
+    )
+    created = {row[0] for row in await cur.fetchall()}
+    cur = await conn.execute(
+        "SELECT game_id, owner, lease_until > clock_timestamp() FROM jfsm_game"
+        " WHERE game_id = ANY(%s) ORDER BY game_id FOR UPDATE",
+        (games,),
+    )
+    owner_of = dict(zip(games, who, strict=True))
+    refused: dict[str, str] = {}
+    for game, owner, live in await cur.fetchall():
+        if live and not takeover and owner != owner_of[game]:
+            refused[game] = owner
+    free = [g for g in games if g not in refused]
+    cur = await conn.execute(
+        "UPDATE jfsm_game g SET token = nextval('jfsm_token'), owner = o.who,"
+        " owned_at = clock_timestamp(),"
+        " lease_until = clock_timestamp() + make_interval(secs => %s)"
+        " FROM unnest(%s::text[], %s::text[]) AS o(game_id, who)"
+        " WHERE g.game_id = o.game_id RETURNING g.game_id, g.token, g.seq",
+        (lease_seconds, free, [owner_of[g] for g in free]),
+    )
+    taken = {row[0]: (int(row[1]), int(row[2]), row[0] in created) for row in await cur.fetchall()}
+    return taken, refused

@@ -24,6 +24,7 @@ __all__ = [
     "check_game_id",
     "game_ids",
     "load_image",
+    "load_images",
     "load_participants",
     "read_image",
     "read_telemetry",
@@ -62,6 +63,21 @@ async def load_image(conn: psycopg.AsyncConnection[Any], game_id: str, quota: in
     async with conn.cursor(binary=True) as cur:
         await cur.execute(_LOAD, (game_id,))
         return _image(await cur.fetchall(), quota)
+
+
+async def load_images(
+    conn: psycopg.AsyncConnection[Any], game_ids: list[str], quota: int
+) -> dict[str, StoreImage]:
+    """The images of many games in one statement (psycopg errors propagate)."""
+    rows: dict[str, list[tuple[Any, Any, Any]]] = {game: [] for game in game_ids}
+    async with conn.cursor(binary=True) as cur:
+        await cur.execute(
+            "SELECT game_id, key, value, base FROM jfsm_value WHERE game_id = ANY(%s)",
+            (game_ids,),
+        )
+        for game, key, value, based in await cur.fetchall():
+            rows[game].append((key, value, based))
+    return {game: _image(found, quota) for game, found in rows.items()}
 
 
 def read_image(conninfo: str, game_id: str, *, quota: int = QUOTA_BYTES) -> StoreImage:

@@ -36,8 +36,15 @@ import psycopg
 from jfsm.errors import StoreFenced, StoreUnavailable
 from jfsm.image import QUOTA_BYTES, StoreImage, seeded_image
 from jfsm.projection import Projection
-from jfsm.stores.pg_fencing import CHECKPOINT, COMMIT, RELEASE, SEED, take_ownership
-from jfsm.stores.pg_games import check_game_id, game_ids, load_image, read_image, remove_game
+from jfsm.stores.pg_fencing import CHECKPOINT, COMMIT, RELEASE, SEED, take_many, take_ownership
+from jfsm.stores.pg_games import (
+    check_game_id,
+    game_ids,
+    load_image,
+    load_images,
+    read_image,
+    remove_game,
+)
 from jfsm.stores.pg_pool import PgPool, close_pools, shared_pool
 from jfsm.stores.pg_schema import SCHEMA_VERSION, connection_error, migrate, schema_version
 
@@ -126,6 +133,41 @@ class PostgresStore:
         except psycopg.Error as exc:
             raise connection_error(exc, conninfo, f"open game {game_id!r} at") from None
         return cls(pool, game_id, token, seq, image, created)
+
+    @classmethod
+    async def open_many(
+        cls,
+        conninfo: str,
+        game_ids: list[str],
+        *,
+        quota: int = QUOTA_BYTES,
+        takeover: bool = False,
+        lease_seconds: float | None = None,
+        pool_size: int | None = None,
+        owner: str | None = None,
+    ) -> tuple[dict[str, PostgresStore], dict[str, str]]:
+        """Own many games at once (a worker starting up): `open` of each (created if
+        missing), in one transaction of a few statements whatever their number. Returns
+        the stores opened and, for the games refused because another owner's lease is live,
+        that owner. Errors: as `open`, for the whole batch (nothing opened then)."""
+        for game_id in game_ids:
+            check_game_id(game_id)
+        pool = await shared_pool(conninfo, max_size=pool_size, lease_seconds=lease_seconds)
+        games = sorted(set(game_ids))
+        who = [owner or f"{pool.owner}:{next(_opens)}" for _ in games]
+        try:
+            async with pool.connection() as conn, conn.transaction():
+                taken, refused = await take_many(
+                    conn, games, who, takeover=takeover, lease_seconds=pool.lease_seconds
+                )
+                images = await load_images(conn, list(taken), quota)
+        except psycopg.Error as exc:
+            raise connection_error(exc, conninfo, "open games at") from None
+        stores = {
+            game: cls(pool, game, token, seq, images[game], created)
+            for game, (token, seq, created) in taken.items()
+        }
+        return stores, refused
 
     # -- the Store protocol --------------------------------------------------------------
     @property
