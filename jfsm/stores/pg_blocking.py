@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import os
 import threading
 from collections.abc import Coroutine, Mapping
 from types import TracebackType
@@ -26,6 +27,14 @@ __all__ = ["BlockingPostgresStore", "private_loop", "run", "submit"]
 T = TypeVar("T")
 _lock = threading.Lock()
 _loop: asyncio.AbstractEventLoop | None = None
+
+
+def _forget_in_child() -> None:
+    global _loop
+    _loop = None  # the loop's thread is the parent's: a forked child starts its own
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
 
 
 def private_loop() -> asyncio.AbstractEventLoop:

@@ -8,7 +8,8 @@ no password, not retryable) rather than as a pool timeout, then opens a
 `psycopg_pool.AsyncConnectionPool` of at most `max_size` connections (autocommit, no
 server-side prepared statements, so PgBouncer in transaction mode carries it). A connection
 that broke (server restart, `pg_terminate_backend`) is dropped by the pool and replaced on
-the next call: the pool checks each connection it hands out.
+the next call: the pool checks each connection it hands out (a non-blocking look at its
+socket, no round trip).
 
 Every store of the pool is registered for renewal: every `lease_seconds / 3` one statement
 renews the leases of all of them (`pg_fencing.RENEW`); a game whose token is no longer
@@ -21,6 +22,7 @@ import asyncio
 import contextlib
 import os
 import secrets
+import select
 import socket
 import weakref
 from collections.abc import AsyncIterator
@@ -34,11 +36,34 @@ from jfsm.stores.pg_conninfo import database_target, describe
 from jfsm.stores.pg_fencing import RENEW
 from jfsm.stores.pg_schema import connection_error, require_schema_async
 
-__all__ = ["DEFAULT_LEASE_SECONDS", "DEFAULT_POOL_SIZE", "PgPool", "close_pools", "shared_pool"]
+__all__ = [
+    "APPLICATION_NAME",
+    "DEFAULT_LEASE_SECONDS",
+    "DEFAULT_POOL_SIZE",
+    "PgPool",
+    "close_pools",
+    "shared_pool",
+]
 
 DEFAULT_POOL_SIZE = 10
 DEFAULT_LEASE_SECONDS = 30.0
 _CONNECT_TIMEOUT = 10
+
+
+APPLICATION_NAME = "jfsm-store"  # how the pool's connections show in pg_stat_activity
+
+
+async def _still_open(conn: psycopg.AsyncConnection[Any]) -> None:
+    """The pool's check before handing out a connection, without a round trip: an idle
+    connection has nothing to read unless the server ended it (a restart, a terminated
+    backend: an error message or end of file is waiting). Raises so the pool replaces it."""
+    if conn.closed or conn.broken:
+        raise psycopg.OperationalError("the connection is closed")
+    readable, _, _ = select.select([conn.pgconn.socket], [], [], 0)
+    if readable:  # a notice is harmless; an error or end of file means the session ended
+        conn.pgconn.consume_input()  # raises OperationalError when the server is gone
+        if conn.pgconn.status != psycopg.pq.ConnStatus.OK:
+            raise psycopg.OperationalError("the server ended the connection")
 
 
 class Leased(Protocol):
@@ -62,11 +87,12 @@ class PgPool:
             min_size=1,
             max_size=max_size,
             open=False,
-            check=AsyncConnectionPool.check_connection,
+            check=_still_open,
             kwargs={
                 "autocommit": True,
                 "prepare_threshold": None,
                 "connect_timeout": _CONNECT_TIMEOUT,
+                "application_name": APPLICATION_NAME,
             },
             timeout=30,
             name="jfsm",
@@ -158,6 +184,15 @@ class PgPool:
 
 _pools: dict[tuple[int, str, float], PgPool] = {}
 _opening: dict[tuple[int, str, float], asyncio.Lock] = {}
+
+
+def _forget_in_child() -> None:
+    # a forked child must not use (nor close) its parent's connections: it opens its own
+    _pools.clear()
+    _opening.clear()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
 
 
 async def shared_pool(

@@ -291,19 +291,23 @@ class PostgresStore:
         write numbered `_broken` landed. Not landed: owner again. Landed: stay broken."""
         pool, expected = self._pool, self._broken
         assert pool is not None and expected is not None
-        try:
-            async with pool.connection() as conn:
-                cur = await conn.execute(
-                    "SELECT token, seq FROM jfsm_game WHERE game_id = %s", (self.game_id,)
-                )
-                row = await cur.fetchone()
-        except psycopg.Error as exc:
-            raise StoreUnavailable(
-                f"store of game {self.game_id!r}: the server is still unreachable; "
-                f"the write numbered {expected} may or may not have landed",
-                state="broken",
-                seq=expected,
-            ) from exc
+        for attempt in range(3):  # a read: safe to retry on the pool's next connection
+            try:
+                async with pool.connection() as conn:
+                    cur = await conn.execute(
+                        "SELECT token, seq FROM jfsm_game WHERE game_id = %s", (self.game_id,)
+                    )
+                    row = await cur.fetchone()
+                break
+            except psycopg.Error as exc:
+                if attempt < 2:
+                    continue
+                raise StoreUnavailable(
+                    f"store of game {self.game_id!r}: the server is still unreachable; "
+                    f"the write numbered {expected} may or may not have landed",
+                    state="broken",
+                    seq=expected,
+                ) from exc
         if row is None or int(row[0]) != self.token:
             self._fenced = True
             raise self.fenced_error()
