@@ -193,10 +193,13 @@ async def _connections_vs_games(conninfo: str, cfg: dict[str, Any]) -> list[dict
     for n in cfg["connection_games"]:
         peak = [0]
         stop = threading.Event()
+        baseline = _connections(conninfo)  # other pools of this process (earlier sections)
 
-        def sample(peak: list[int] = peak, stop: threading.Event = stop) -> None:
+        def sample(
+            peak: list[int] = peak, stop: threading.Event = stop, baseline: int = baseline
+        ) -> None:
             while not stop.is_set():
-                peak[0] = max(peak[0], _connections(conninfo))
+                peak[0] = max(peak[0], _connections(conninfo) - baseline)
                 stop.wait(0.05)
 
         sampler = threading.Thread(target=sample)
@@ -263,8 +266,9 @@ class OldStore:
 async def _old_rates(conninfo: str, cfg: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
     for n in cfg["old_games"]:
+        baseline = _connections(conninfo)
         stores = [OldStore(conninfo, f"old-{n}-{i}") for i in range(n)]
-        connections = _connections(conninfo)
+        connections = _connections(conninfo) - baseline
         rate = round(await _storm(stores, cfg["seconds"]), 1)
         for store in stores:
             store.close()
