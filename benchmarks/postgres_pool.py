@@ -76,14 +76,19 @@ async def _call(result: Any) -> None:
         await result
 
 
-def _connections(conninfo: str) -> int:
+def _connections(conninfo: str, *, pooled: bool = True) -> int:
+    """Server connections to this database: the stores' pools' (`pooled`), or all but ours."""
     import psycopg
+
+    from jfsm.stores.pg_pool import APPLICATION_NAME
 
     with psycopg.connect(conninfo, autocommit=True, application_name="jfsm-bench-sampler") as conn:
         row = conn.execute(
             "SELECT count(*) FROM pg_stat_activity"
             " WHERE datname = current_database() AND pid <> pg_backend_pid()"
             " AND application_name <> 'jfsm-bench-sampler'"
+            + (" AND application_name = %s" if pooled else ""),
+            (APPLICATION_NAME,) if pooled else (),
         ).fetchone()
     return int(row[0]) if row else 0
 
@@ -266,9 +271,9 @@ class OldStore:
 async def _old_rates(conninfo: str, cfg: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
     for n in cfg["old_games"]:
-        baseline = _connections(conninfo)
+        baseline = _connections(conninfo, pooled=False)
         stores = [OldStore(conninfo, f"old-{n}-{i}") for i in range(n)]
-        connections = _connections(conninfo) - baseline
+        connections = _connections(conninfo, pooled=False) - baseline
         rate = round(await _storm(stores, cfg["seconds"]), 1)
         for store in stores:
             store.close()
