@@ -23,7 +23,15 @@ SUITE = ROOT / "conformance" / "jfsm_conformance"
 # layer -> modules (names relative to `jfsm`); a module imports only from layers <= its own
 LAYERS: dict[int, tuple[str, ...]] = {
     # leaves: the spec reader, error types, canonical JSON, file-system primitives
-    0: ("spec", "errors", "jcs", "_version", "stores.fsio", "stores.pg_server"),
+    0: (
+        "spec",
+        "errors",
+        "jcs",
+        "_version",
+        "stores.fsio",
+        "stores.offload",
+        "stores.pg_server",
+    ),
     # text rules, machine tables, limits
     1: ("text", "machines", "limits"),
     # value shapes: records, projection of a store, the key layout, the compressor seam
@@ -46,6 +54,7 @@ LAYERS: dict[int, tuple[str, ...]] = {
         "stores.pg_fencing",
         "stores.pg_games",
         "stores.postgres",
+        "stores.pg_shim",
         "stores.location",
         "stores",
     ),

@@ -44,12 +44,14 @@ def open_store(
     """
     if is_database_url(location):
         from jfsm.errors import StoreLocked
+        from jfsm.stores.pg_shim import ThreadedPostgresStore
         from jfsm.stores.postgres import PostgresStore
 
         deadline = time.monotonic() + wait_seconds
         while True:
             try:
-                return PostgresStore.open(location, game_id, quota=quota, takeover=takeover)
+                inner = PostgresStore.open(location, game_id, quota=quota, takeover=takeover)
+                return ThreadedPostgresStore(inner)  # async writes (temporary shim, issue 21)
             except StoreLocked:
                 if time.monotonic() >= deadline:
                     raise
