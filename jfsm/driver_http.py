@@ -40,7 +40,7 @@ from typing import Any
 
 import h11
 
-from jfsm.driver_stdio import MessageHandler
+from jfsm.driver_stdio import MessageHandler, close_handler
 from jfsm.driver_wire import Refusal, decode, encode, error_reply
 from jfsm.spec import constants, load_json
 
@@ -374,7 +374,7 @@ async def serve_http_async(
             task.cancel()
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
-        driver.close()
+        await close_handler(driver)
 
 
 def serve_http(

@@ -13,25 +13,22 @@ driver owns is refused with `store_locked`).
 - Telemetry events are appended in the background as they come; `read_telemetry` first
   waits for the game's pending appends.
 
-Until the engine awaits its store (issue 21, item 2), the stores handed to engines are
-`BlockingPostgresStore`s whose coroutines run on the process's private PostgreSQL loop;
-this module awaits them from the driver's loop without blocking it.
+The stores handed to engines are native async `PostgresStore`s on the driver's own event
+loop, all of them on the process's one pool of connections.
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import json
 import os
-from collections.abc import Callable, Coroutine
-from typing import Any, TypeVar
+from collections.abc import Callable
+from typing import Any
 
 from jfsm.engine import GameEngine
 from jfsm.errors import InvalidInput
 from jfsm.records import Participant, parse_record
-from jfsm.stores.pg_blocking import BlockingPostgresStore, submit
 from jfsm.stores.pg_conninfo import database_target, describe
 from jfsm.stores.pg_games import append_telemetry, load_participants, read_telemetry
 from jfsm.stores.pg_games import save_participants as save_participants_sql
@@ -40,8 +37,6 @@ from jfsm.stores.pg_schema import connect, require_schema
 from jfsm.stores.postgres import PostgresStore
 
 __all__ = ["DatabaseGames", "check_target"]
-
-T = TypeVar("T")
 
 
 def check_target(location: str) -> str:
@@ -70,52 +65,43 @@ class DatabaseGames:
         #: the owner id of this driver's leases: `JFSM_OWNER` (`jfsm driver --owner`), stable
         #: across restarts so a restarted driver reclaims its games at once (R61); else unique
         self.owner = owner or os.environ.get("JFSM_OWNER") or None
-        self._pending: dict[str, list[concurrent.futures.Future[None]]] = {}
-
-    async def _call(self, coro: Coroutine[Any, Any, T]) -> T:
-        return await asyncio.wrap_future(submit(coro))
+        self._pending: dict[str, list[asyncio.Task[None]]] = {}
 
     async def open(
         self, game_id: str, *, create: bool | None, takeover: bool = False
-    ) -> tuple[BlockingPostgresStore, list[Participant]]:
+    ) -> tuple[PostgresStore, list[Participant]]:
         """Own `game_id`'s store and read its participants. Errors: the store's `open`."""
+        store = await PostgresStore.open(
+            self.target, game_id, create=create, takeover=takeover, owner=self.owner
+        )
+        try:
+            pool = await shared_pool(self.target)
+            async with pool.connection() as conn:
+                items = await load_participants(conn, game_id)
+            return store, [parse_record(Participant, p) for p in items]
+        except BaseException:
+            await store.close()
+            raise
 
-        async def opened() -> tuple[PostgresStore, list[Any]]:
-            store = await PostgresStore.open(
-                self.target, game_id, create=create, takeover=takeover, owner=self.owner
-            )
-            try:
-                pool = await shared_pool(self.target)
-                async with pool.connection() as conn:
-                    return store, await load_participants(conn, game_id)
-            except BaseException:
-                await store.close()
-                raise
-
-        store, items = await self._call(opened())
-        return BlockingPostgresStore(store), [parse_record(Participant, p) for p in items]
-
-    async def reopen(
-        self,
-        game_id: object,
-        games: dict[str, Any],
-        busy: set[str],
-        engine: Callable[[str, Any, list[Participant]], Any],
-    ) -> None:
-        """Open an existing game of the database that is not in `games` nor `busy` (being
-        created) and add `engine(game_id, store, participants)` to `games`. A game the
-        database does not have stays unknown; `StoreLocked` while another driver owns it,
-        store errors as `open`."""
-        if not isinstance(game_id, str) or game_id in games or game_id in busy:
+    async def reopen(self, game_id: object, driver: Any) -> None:
+        """Open an existing game of the database that `driver` (a `ReferenceDriver`) does
+        not serve nor create, once a close of it in progress has ended, and serve it. A game
+        the database does not have stays unknown; `StoreLocked` while another driver owns
+        it, store errors as `open`."""
+        if not isinstance(game_id, str) or game_id in driver._creating:
+            return
+        if (closing := driver._closing.get(game_id)) is not None:  # its lease ends first
+            await asyncio.wait([closing])
+        if game_id in driver.games:
             return
         try:
             store, participants = await self.open(game_id, create=False)
         except InvalidInput:
             return
-        if game_id in games:  # opened meanwhile by a concurrent op
+        if game_id in driver.games:  # opened meanwhile by a concurrent op
             await self.close(store)
             return
-        games[game_id] = engine(game_id, store, participants)
+        driver.games[game_id] = driver._engine(game_id, store, participants)
 
     async def create(
         self,
@@ -146,31 +132,27 @@ class DatabaseGames:
             busy.discard(into)
 
     async def save_participants(
-        self, store: BlockingPostgresStore, participants: list[Participant]
+        self, store: PostgresStore, participants: list[Participant]
     ) -> None:
         """Replace the game's participants, fenced by the store's token (`StoreFenced`)."""
-        native = store.store
         data = [p.to_json() for p in participants]
+        pool = await shared_pool(self.target)
+        async with pool.connection() as conn:
+            saved = await save_participants_sql(conn, store.game_id, store.token, data)
+        if not saved:
+            store.lost_lease()
+            raise store.fenced_error()
 
-        async def save() -> bool:
-            pool = await shared_pool(self.target)
-            async with pool.connection() as conn:
-                return await save_participants_sql(conn, native.game_id, native.token, data)
-
-        if not await self._call(save()):
-            native.lost_lease()
-            raise native.fenced_error()
-
-    async def discard(self, store: BlockingPostgresStore) -> None:
+    async def discard(self, store: PostgresStore) -> None:
         """Delete the game this call created (only while its token is current), closing it;
         never raises (a game taken over meanwhile is someone else's and stays)."""
         with contextlib.suppress(Exception):
-            await self._call(store.store.remove())
+            await store.remove()
         with contextlib.suppress(Exception):
-            await self._call(store.store.close())
+            await store.close()
 
-    async def close(self, store: BlockingPostgresStore) -> None:
-        await self._call(store.store.close())
+    async def close(self, store: PostgresStore) -> None:
+        await store.close()
 
     def telemetry_sink(self, game_id: str) -> Callable[[dict[str, Any]], None]:
         """A sink appending the game's events in the background (in order per game)."""
@@ -183,24 +165,20 @@ class DatabaseGames:
             async def append() -> None:
                 for earlier in before:  # keep the order of the game's events
                     with contextlib.suppress(Exception):
-                        await asyncio.wrap_future(earlier)
+                        await earlier
                 pool = await shared_pool(self.target)
                 async with pool.connection() as conn:
                     await append_telemetry(conn, game_id, json.loads(json.dumps(event)))
 
-            pending.append(submit(append()))
+            pending.append(asyncio.get_running_loop().create_task(append()))
 
         return sink
 
     async def read_telemetry(self, game_id: str) -> list[Any] | None:
         """The game's saved events (after its pending appends); None if it has none."""
-        for future in self._pending.pop(game_id, []):
+        for task in self._pending.pop(game_id, []):
             with contextlib.suppress(Exception):
-                await asyncio.wrap_future(future)
-
-        async def read() -> list[Any] | None:
-            pool = await shared_pool(self.target)
-            async with pool.connection() as conn:
-                return await read_telemetry(conn, game_id)
-
-        return await self._call(read())
+                await task
+        pool = await shared_pool(self.target)
+        async with pool.connection() as conn:
+            return await read_telemetry(conn, game_id)

@@ -29,6 +29,7 @@ LAYERS: dict[int, tuple[str, ...]] = {
         "jcs",
         "_version",
         "stores.fsio",
+        "stores.offload",
         "stores.pg_server",
         "stores.pg_conninfo",
     ),

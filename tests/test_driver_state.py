@@ -114,7 +114,7 @@ def test_killed_creation_leaves_no_game_and_no_leftover(tmp_path: Path) -> None:
     was killed before it was acknowledged) is removed at startup and is not a game."""
     state = tmp_path / "state"
     driver = _driver_with_games(state, ["keep"])
-    driver.close()
+    asyncio.run(driver.close())
     unfinished = state / ".new-6e6f-1234abcd"
     (unfinished / "store").mkdir(parents=True)
     (unfinished / "participants.json").write_text("[]")
@@ -125,7 +125,7 @@ def test_killed_creation_leaves_no_game_and_no_leftover(tmp_path: Path) -> None:
         assert hello["ok"] and hello["result"]["skipped"] == []
         assert sorted(again.games) == ["keep"]
         assert (await _call(again, "create_game", {"game": "no"}))["ok"]
-        again.close()
+        await again.close()
 
     _run(check())
     assert not unfinished.exists()
@@ -137,7 +137,7 @@ def test_participants_are_replaced_atomically(tmp_path: Path) -> None:
     between the two leaves the old file and a temporary file, which the next open removes."""
     state = tmp_path / "state"
     driver = _driver_with_games(state, ["g"])
-    driver.close()
+    asyncio.run(driver.close())
     folder = StateDirectory(state).folder("g")
     before = folder.participants.read_bytes()
     (folder.path / ".participants.json.deadbeef.tmp").write_bytes(b'[{"id": "torn')
@@ -146,7 +146,7 @@ def test_participants_are_replaced_atomically(tmp_path: Path) -> None:
         again = ReferenceDriver(state)
         assert (await _call(again, "hello", HELLO))["ok"]
         assert [p.to_json() for p in again.games["g"].participants()] == PEOPLE[0]
-        again.close()
+        await again.close()
 
     _run(check())
     assert folder.participants.read_bytes() == before
@@ -171,7 +171,7 @@ def test_torn_telemetry_line_is_dropped_and_the_next_event_kept(tmp_path: Path) 
 def test_telemetry_op_survives_a_torn_line(tmp_path: Path) -> None:
     state = tmp_path / "state"
     driver = _driver_with_games(state, ["g"])
-    driver.close()
+    asyncio.run(driver.close())
     folder = StateDirectory(state).folder("g")
     folder.telemetry.write_bytes(b'{"event": "compression_attempt", "n": 1}\n{"event": "comp')
 
@@ -180,7 +180,7 @@ def test_telemetry_op_survives_a_torn_line(tmp_path: Path) -> None:
         assert (await _call(again, "hello", HELLO))["ok"]
         reply = await _call(again, "telemetry", {"game": "g"})
         assert reply == {"id": 1, "ok": True, "result": [{"event": "compression_attempt", "n": 1}]}
-        again.close()
+        await again.close()
 
     _run(check())
 
@@ -212,7 +212,7 @@ def _bad_entries(state: Path) -> dict[str, str]:
 def test_bad_entries_are_skipped_and_reported_never_refusing_the_others(tmp_path: Path) -> None:
     state = tmp_path / "state"
     driver = _driver_with_games(state, ["good1", "good2"])
-    driver.close()
+    asyncio.run(driver.close())
     expected = _bad_entries(state)
 
     async def check() -> None:
@@ -229,7 +229,7 @@ def test_bad_entries_are_skipped_and_reported_never_refusing_the_others(tmp_path
         refused = await _call(again, "create_game", {"game": "damaged"})
         assert refused["error"]["code"] == "invalid_input"
         assert (await _call(again, "create_game", {"game": "fresh"}))["ok"]
-        again.close()
+        await again.close()
 
     _run(check())
 
@@ -238,7 +238,7 @@ def test_bad_entries_are_skipped_and_reported_never_refusing_the_others(tmp_path
 def test_bad_entries_over_stdio_keep_the_driver_serving(tmp_path: Path) -> None:
     state = tmp_path / "state"
     driver = _driver_with_games(state, ["good"])
-    driver.close()
+    asyncio.run(driver.close())
     _bad_entries(state)
     process = StdioDriver(state)
     try:
@@ -260,10 +260,10 @@ def test_duplicate_is_published_whole_with_its_participants(tmp_path: Path) -> N
 
     async def dup() -> None:
         assert (await _call(driver, "duplicate", {"game": "src", "into": "copy"}))["ok"]
-        driver.restart()
+        await driver.restart()
         assert [p.to_json() for p in driver.games["copy"].participants()] == PEOPLE[0]
         assert driver.games["copy"].dump()["store"] == driver.games["src"].dump()["store"]
-        driver.close()
+        await driver.close()
 
     _run(dup())
     assert [p.name for p in state.iterdir() if p.name.startswith(".new-")] == []

@@ -225,6 +225,6 @@ def test_two_drivers_attacking_each_others_ids_lose_nothing() -> None:
 
         result = asyncio.run(scenario())
     print("campaign:", result)
-    assert result["acked"] >= 20 and result["kills"] >= 3 and result["takeovers"] >= 3
+    assert result["acked"] >= 10 and result["kills"] >= 3 and result["takeovers"] >= 3
     assert result["lost"] == 0, result
     assert result["double_owners"] == 0, result

@@ -61,8 +61,8 @@ def test_driver_keeps_games_in_postgres_across_restarts(
             assert "already exists" in reply["error"]["message"]
             reply = await other.handle({"id": 3, "op": "dump", "args": {"game": game}})
             assert reply["error"]["code"] == "store_locked"
-            other.close()
-            driver.close()
+            await other.close()
+            await driver.close()
 
     asyncio.run(scenario())
     image = read_image(pg_database, game)
@@ -122,9 +122,9 @@ def test_two_drivers_never_adopt_nor_delete_each_others_games(pg_database: str) 
             ):
                 assert attempt["error"]["code"] == "invalid_input", attempt
             assert await _call(a, "dump", game=mine) == before
-            a.close()  # A's lease ends: B may now serve A's game, rounds and all
+            await a.close()  # A's lease ends: B may now serve A's game, rounds and all
             assert (await _call(b, "dump", game=mine))["store"] == before["store"]
-            b.close()
+            await b.close()
 
     asyncio.run(scenario())
     assert read_image(pg_database, mine).store_json() != {}
@@ -159,7 +159,7 @@ def test_a_driver_without_state_serves_anothers_games_with_their_side_files(
             await _call(second, "record_round", game=game, input="more", output="x")
             await _call(second, "restart")
             assert len((await _call(second, "dump", game=game))["store"]) >= len(dump["store"])
-            second.close()
+            await second.close()
 
     asyncio.run(scenario())
 

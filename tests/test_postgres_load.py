@@ -44,8 +44,7 @@ from jfsm.jcs import canonical_bytes
 from jfsm.layout import round_key
 from jfsm.machines import MACHINE_NAMES, table
 from jfsm.memory_index import MemoryIndex
-from jfsm.stores.pg_blocking import BlockingPostgresStore as PostgresStore
-from jfsm.stores.postgres import migrate
+from jfsm.stores.postgres import PostgresStore, migrate
 from jfsm.transport import HttpCompressor
 from jfsm_conformance import fake_compress as fc
 
@@ -74,7 +73,7 @@ async def _play(conninfo: str, url: str, journal: Journal, deadline: float, wid:
     while time.monotonic() < deadline:
         game = f"load-{rng.randrange(GAMES)}"
         try:
-            store = PostgresStore.open(conninfo, game, takeover=rng.random() < 0.3)
+            store = await PostgresStore.open(conninfo, game, takeover=rng.random() < 0.3)
         except StoreLocked:
             continue
         engine = GameEngine(
@@ -104,7 +103,7 @@ async def _play(conninfo: str, url: str, journal: Journal, deadline: float, wid:
         except JfsmError:
             pass  # fenced, unavailable, compression pending: drop this game for now
         finally:
-            engine.close()
+            await engine.close()
 
 
 def _worker(conninfo: str, url: str, journal: str, deadline: float) -> None:

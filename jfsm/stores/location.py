@@ -64,7 +64,7 @@ async def open_store(
                 store = await PostgresStore.open(
                     target, game_id, quota=quota, takeover=takeover, create=create
                 )
-                return store  # type: ignore[return-value]
+                return store
             except StoreLocked:
                 if time.monotonic() >= deadline:
                     raise
