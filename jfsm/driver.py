@@ -48,6 +48,7 @@ from jfsm.limits import depth, validate_id
 from jfsm.records import Participant, parse_record
 from jfsm.spec import constants
 from jfsm.stores.memory import MemoryStore
+from jfsm.stores.offload import run_blocking
 
 __all__ = [
     "PROTOCOL_VERSION",
@@ -181,7 +182,7 @@ class ReferenceDriver:
         folder = self.state.folder(game_id)
         try:
             participants = self.state.load_participants(folder)
-            store = self._open_store(folder)
+            store = await self._open_store(folder)
         except (JfsmError, OSError, StateDamaged):  # listed in hello's skipped: not served
             return None
         return await self._serve(game_id, store, participants)
@@ -226,15 +227,15 @@ class ReferenceDriver:
             )
         return game_id
 
-    def _open_store(self, folder: GameFolder) -> Any:
-        if self.store is None:
+    async def _open_store(self, folder: GameFolder) -> Any:
+        if self.store is None:  # opened (recovery, lock) off the event loop (R65)
             from jfsm.stores.file import FileStore
 
-            return FileStore.open(folder.store, fs=self._fs)
+            return await run_blocking(lambda: FileStore.open(folder.store, fs=self._fs))
         from jfsm.stores.location import open_store
 
         folder.store.mkdir(exist_ok=True)  # marks the folder as a game's (memory in the database)
-        return open_store(self.store, folder.game_id)
+        return await run_blocking(open_store, self.store, folder.game_id)
 
     def _engine(
         self, game_id: str, store: Any, participants: list[Participant] | tuple[()] = ()
@@ -266,7 +267,7 @@ class ReferenceDriver:
                 continue
             try:
                 participants = self.state.load_participants(folder)
-                store = self._open_store(folder)
+                store = await self._open_store(folder)
             except (JfsmError, OSError, StateDamaged) as exc:
                 skipped.append(Skipped(folder.path.name, f"{type(exc).__name__}: {exc}"))
                 continue
@@ -355,9 +356,9 @@ class ReferenceDriver:
             self.games[game_id] = self._engine(game_id, MemoryStore())
             return {}
         with self.state.new_game(game_id) as fresh:
-            await self._open_store(fresh).close()
+            await (await self._open_store(fresh)).close()
         folder = self.state.folder(game_id)
-        self.games[game_id] = self._engine(game_id, self._open_store(folder))
+        self.games[game_id] = self._engine(game_id, await self._open_store(folder))
         return {}
 
     async def op_set_participants(self, args: Mapping[str, Any]) -> dict[str, Any]:
@@ -423,7 +424,7 @@ class ReferenceDriver:
         self._creating.add(into)
         try:
             with self.state.new_game(into) as fresh:
-                store = self._open_store(fresh)
+                store = await self._open_store(fresh)
                 try:
                     copy = await source.duplicate(store, into)
                     self.state.save_participants(fresh, copy.participants())
@@ -431,7 +432,7 @@ class ReferenceDriver:
                     await store.close()
             folder = self.state.folder(into)
             participants = list(copy.participants())
-            self.games[into] = self._engine(into, self._open_store(folder), participants)
+            self.games[into] = self._engine(into, await self._open_store(folder), participants)
         except BaseException:
             if self.store is not None and into not in self.games:
                 from jfsm.stores.location import remove_store
@@ -496,7 +497,7 @@ class ReferenceDriver:
                 del self.games[game_id]
                 await self._close_engine(game_id, engine)
             if self.state is not None and self.store is None and self.state.exists(game_id):
-                shutil.rmtree(self.state.folder(game_id).path, ignore_errors=True)
+                await run_blocking(shutil.rmtree, self.state.folder(game_id).path, True)
         return {}
 
     async def op_shutdown(self, args: Mapping[str, Any]) -> Any:
