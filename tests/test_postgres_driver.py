@@ -55,8 +55,8 @@ def test_driver_keeps_games_in_postgres_across_restarts(
             await _call(other, "hello", protocol=1, compressUrl=fake.url)
             reply = await other.handle({"id": 2, "op": "create_game", "args": {"game": game}})
             assert reply["error"]["code"] == "store_locked"
-            other.close()
-            driver.close()
+            await other.close()
+            await driver.close()
 
     asyncio.run(scenario())
     image = read_image(pg_database, game)

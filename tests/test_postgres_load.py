@@ -44,6 +44,7 @@ from jfsm.jcs import canonical_bytes
 from jfsm.layout import round_key
 from jfsm.machines import MACHINE_NAMES, table
 from jfsm.memory_index import MemoryIndex
+from jfsm.stores.pg_shim import ThreadedPostgresStore
 from jfsm.stores.postgres import PostgresStore, migrate
 from jfsm.transport import HttpCompressor
 from jfsm_conformance import fake_compress as fc
@@ -77,7 +78,11 @@ async def _play(conninfo: str, url: str, journal: Journal, deadline: float, wid:
         except StoreLocked:
             continue
         engine = GameEngine(
-            store, compressor, game_id=game, participants=PARTICIPANTS, thresholds=THRESHOLDS
+            ThreadedPostgresStore(store),
+            compressor,
+            game_id=game,
+            participants=PARTICIPANTS,
+            thresholds=THRESHOLDS,
         )
 
         async def record(engine: GameEngine = engine, game: str = game) -> None:
@@ -103,7 +108,7 @@ async def _play(conninfo: str, url: str, journal: Journal, deadline: float, wid:
         except JfsmError:
             pass  # fenced, unavailable, compression pending: drop this game for now
         finally:
-            engine.close()
+            await engine.close()
 
 
 def _worker(conninfo: str, url: str, journal: str, deadline: float) -> None:
