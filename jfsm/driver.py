@@ -50,6 +50,7 @@ from jfsm.records import Participant, parse_record
 from jfsm.spec import constants
 from jfsm.stores.file import FileStore
 from jfsm.stores.memory import MemoryStore
+from jfsm.stores.offload import run_blocking
 
 __all__ = [
     "PROTOCOL_VERSION",
@@ -186,7 +187,7 @@ class ReferenceDriver:
         folder = self.state.folder(game_id)
         try:
             participants = self.state.load_participants(folder)
-            store = self._open_store(folder)
+            store = await self._open_store(folder)
         except (JfsmError, OSError, StateDamaged):  # listed in hello's skipped: not served
             return None
         return await self._serve(game_id, store, participants)
@@ -231,8 +232,8 @@ class ReferenceDriver:
             )
         return game_id
 
-    def _open_store(self, folder: GameFolder) -> Any:
-        return FileStore.open(folder.store, fs=self._fs)
+    async def _open_store(self, folder: GameFolder) -> Any:  # off the event loop (R65)
+        return await run_blocking(lambda: FileStore.open(folder.store, fs=self._fs))
 
     def _engine(
         self, game_id: str, store: Any, participants: list[Participant] | tuple[()] = ()
@@ -264,7 +265,7 @@ class ReferenceDriver:
                 continue
             try:
                 participants = self.state.load_participants(folder)
-                store = self._open_store(folder)
+                store = await self._open_store(folder)
             except (JfsmError, OSError, StateDamaged) as exc:
                 skipped.append(Skipped(folder.path.name, f"{type(exc).__name__}: {exc}"))
                 continue
@@ -355,9 +356,9 @@ class ReferenceDriver:
             self.games[game_id] = self._engine(game_id, MemoryStore())
             return {}
         with self.state.new_game(game_id) as fresh:
-            await self._open_store(fresh).close()
+            await (await self._open_store(fresh)).close()
         folder = self.state.folder(game_id)
-        self.games[game_id] = self._engine(game_id, self._open_store(folder))
+        self.games[game_id] = self._engine(game_id, await self._open_store(folder))
         return {}
 
     async def op_set_participants(self, args: Mapping[str, Any]) -> dict[str, Any]:
@@ -427,7 +428,7 @@ class ReferenceDriver:
         self._creating.add(into)
         try:
             with self.state.new_game(into) as fresh:
-                store = self._open_store(fresh)
+                store = await self._open_store(fresh)
                 try:
                     copy = await source.duplicate(store, into)
                     self.state.save_participants(fresh, copy.participants())
@@ -435,7 +436,7 @@ class ReferenceDriver:
                     await store.close()
             folder = self.state.folder(into)
             participants = list(copy.participants())
-            self.games[into] = self._engine(into, self._open_store(folder), participants)
+            self.games[into] = self._engine(into, await self._open_store(folder), participants)
         finally:
             self._creating.discard(into)
         return {}
@@ -496,7 +497,7 @@ class ReferenceDriver:
                 del self.games[game_id]
                 await self._close_engine(game_id, engine)
             if self.state is not None and self.store is None and self.state.exists(game_id):
-                shutil.rmtree(self.state.folder(game_id).path, ignore_errors=True)
+                await run_blocking(shutil.rmtree, self.state.folder(game_id).path, True)
         return {}
 
     async def op_shutdown(self, args: Mapping[str, Any]) -> Any:

@@ -61,9 +61,9 @@ class Script:
         while len(self.states) <= k:
             projection = step(len(self.states))
             if projection is None:
-                self._store.checkpoint()
+                self._store.image.checkpoint()
             else:
-                self._store.commit(projection)
+                self._store.image.apply(projection)  # what MemoryStore.commit does
             image = self._store.image
             self.states.append((image.values_bytes(), image.base_bytes()))
         return self.states[k]
