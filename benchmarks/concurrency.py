@@ -15,9 +15,12 @@ Each store runs two ways side by side, in the same run and alternating order:
   R65: `FileStore.commit_sync`, `BlockingPostgresStore.commit`), the baseline of the ratios.
 
 Meanwhile a ticker coroutine sleeps 1 ms again and again and records how late it wakes:
-the event-loop lag (max, p99). The lag of the loop with no game (the machine's own noise)
-is measured in the same run. The PostgreSQL server is a `TemporaryServer` with `fsync=on`.
-Without the PostgreSQL binaries only the file store runs.
+the event-loop lag (max, p99), which counts both a callback that blocks the loop and the
+queue of ready callbacks of many busy games. The longest single callback run by the loop
+(`asyncio.Handle._run` timed) tells the two apart: it is what one blocking call costs every
+game. The lag of the loop with no game (the machine's own noise) is measured in the same
+run. The PostgreSQL server is a `TemporaryServer` with `fsync=on`. Without the PostgreSQL
+binaries only the file store runs.
 """
 
 from __future__ import annotations
@@ -107,6 +110,40 @@ class BlockingPostgres:
         self.inner.close()
 
 
+class _Longest:
+    """Times every callback the event loop runs (`asyncio.Handle._run`) between `start`
+    and `take`, which puts the original back."""
+
+    def __init__(self) -> None:
+        self.samples: list[float] = []
+        self.original = asyncio.events.Handle._run
+
+    def start(self) -> None:
+        original, samples = self.original, self.samples
+
+        def timed(handle: asyncio.Handle) -> None:
+            t0 = time.perf_counter()
+            original(handle)
+            samples.append(time.perf_counter() - t0)
+
+        asyncio.events.Handle._run = timed  # type: ignore[method-assign]
+
+    def take(self) -> dict[str, Any]:
+        asyncio.events.Handle._run = self.original  # type: ignore[method-assign]
+        ms = [x * 1000 for x in self.samples]
+        self.samples.clear()
+        if not ms:
+            return {"callbacks": 0, "max_ms": None, "p99_ms": None}
+        return {
+            "callbacks": len(ms),
+            "max_ms": round(max(ms), 2),
+            "p99_ms": round(pct(ms, 0.99), 3),
+        }
+
+
+CALLBACKS = _Longest()
+
+
 async def _ticker(stop: asyncio.Event, tick_s: float, lags: list[float]) -> None:
     while not stop.is_set():
         t0 = time.perf_counter()
@@ -142,11 +179,20 @@ async def _play(engines: list[GameEngine], seconds: float, tick_s: float) -> dic
         return done
 
     t0 = time.perf_counter()
-    counts = await asyncio.gather(*(game(e) for e in engines))
+    CALLBACKS.start()
+    try:
+        counts = await asyncio.gather(*(game(e) for e in engines))
+    finally:
+        callbacks = CALLBACKS.take()
     wall = time.perf_counter() - t0
     stop.set()
     await ticking
-    return {"rounds": sum(counts), "wall_s": round(wall, 3), "lag": _lag(lags)}
+    return {
+        "rounds": sum(counts),
+        "wall_s": round(wall, 3),
+        "lag": _lag(lags),
+        "callback": callbacks,
+    }
 
 
 async def _idle(seconds: float, tick_s: float) -> dict[str, Any]:
@@ -286,10 +332,15 @@ def _goals(result: dict[str, Any], cfg: dict[str, Any]) -> dict[str, Any]:
             f"{cfg['storm_games']} games (file store)",
             "max_ms": None if storm is None else storm["lag"]["max_ms"],
             "p99_ms": None if storm is None else storm["lag"]["p99_ms"],
-        }
+        },
+        "callback": {
+            "text": f"longest single loop callback ≤ {LAG_GOAL_MS:g} ms in the same storm",
+            "max_ms": None if storm is None else storm["callback"]["max_ms"],
+            "p99_ms": None if storm is None else storm["callback"]["p99_ms"],
+        },
     }
-    lag = goals["lag"]
-    lag["met"] = lag["max_ms"] is not None and lag["max_ms"] <= LAG_GOAL_MS
+    for goal in (goals["lag"], goals["callback"]):
+        goal["met"] = goal["max_ms"] is not None and goal["max_ms"] <= LAG_GOAL_MS
     pg = result.get("postgres") or {}
     if pg.get("available"):
         one, many = _row(pg, "postgres async", 1), _row(pg, "postgres async", max(cfg["pg_games"]))
@@ -335,11 +386,16 @@ def render(result: dict[str, Any]) -> str:
         f"| event-loop lag | {lag['text']} | max {lag['max_ms']} ms, p99 {lag['p99_ms']} ms "
         f"| {'yes' if lag['met'] else '**no**'} |"
     )
+    cb = g["callback"]
+    out.append(
+        f"| no blocking callback | {cb['text']} | max {cb['max_ms']} ms, p99 {cb['p99_ms']} ms "
+        f"| {'yes' if cb['met'] else '**no**'} |"
+    )
     if "pg_scale" in g:
         ps = g["pg_scale"]
         out.append(
-            f"| PostgreSQL group commit | {ps['text']} | {ps['ratio']}× (today's store, "
-            f"threaded shim) | {'yes' if ps['met'] else '**no**'} |"
+            f"| PostgreSQL group commit | {ps['text']} | {ps['ratio']}× (the pooled store) "
+            f"| {'yes' if ps['met'] else '**no**'} |"
         )
     idle = result["idle_lag"]
     out += [
@@ -354,14 +410,16 @@ def render(result: dict[str, Any]) -> str:
             out.append(f"Not run: {series.get('reason', 'unavailable')}")
             continue
         out += [
-            "| store | games | rounds/s | × its 1-game rate | lag max ms | lag p99 ms |",
-            "|---|---|---|---|---|---|",
+            "| store | games | rounds/s | × its 1-game rate | lag max ms | lag p99 ms "
+            "| longest callback ms |",
+            "|---|---|---|---|---|---|---|",
         ]
         for name, rows in series["variants"].items():
             for row in rows:
                 out.append(
                     f"| {name} | {row['games']} | {row['rounds_per_s']} | {row['scale']} "
-                    f"| {row['lag']['max_ms']} | {row['lag']['p99_ms']} |"
+                    f"| {row['lag']['max_ms']} | {row['lag']['p99_ms']} "
+                    f"| {row['callback']['max_ms']} |"
                 )
         ratios = ", ".join(
             f"{r['games']} games {r['ratio']}×" for r in series["async_over_blocking"]

@@ -186,7 +186,7 @@ class ReferenceDriver:
             return None
         folder = self.state.folder(game_id)
         try:
-            participants = self.state.load_participants(folder)
+            participants = await run_blocking(self.state.load_participants, folder)
             store = await self._open_store(folder)
         except (JfsmError, OSError, StateDamaged):  # listed in hello's skipped: not served
             return None
@@ -259,12 +259,12 @@ class ReferenceDriver:
     async def _reopen_all(self, only: list[str] | None = None) -> None:
         if self.state is None:
             return
-        folders, skipped = self.state.scan()
+        folders, skipped = await run_blocking(self.state.scan)
         for folder in folders:
             if folder.game_id in self.games or (only is not None and folder.game_id not in only):
                 continue
             try:
-                participants = self.state.load_participants(folder)
+                participants = await run_blocking(self.state.load_participants, folder)
                 store = await self._open_store(folder)
             except (JfsmError, OSError, StateDamaged) as exc:
                 skipped.append(Skipped(folder.path.name, f"{type(exc).__name__}: {exc}"))
@@ -369,15 +369,14 @@ class ReferenceDriver:
         participants = [parse_record(Participant, p) for p in given]
         if self.db is not None:
             await self.db.save_participants(engine.store, participants)  # type: ignore[arg-type]
-        if self.state is not None:
-            self.state.save_participants(self.state.folder(engine.game_id), participants)
+        if (state := self.state) is not None:
+            await run_blocking(state.save_participants, state.folder(engine.game_id), participants)
         engine.set_participants(participants)
         return {}
 
     async def op_record_round(self, args: Mapping[str, Any]) -> Any:
-        return await (await self._game(args)).record_round(
-            _arg(args, "input"), _arg(args, "output")
-        )
+        engine, text = await self._game(args), (_arg(args, "input"), _arg(args, "output"))
+        return await engine.record_round(*text)
 
     async def op_generate(self, args: Mapping[str, Any]) -> Any:
         report = await (await self._game(args)).before_generation(args.get("scene"))
@@ -431,7 +430,7 @@ class ReferenceDriver:
                 store = await self._open_store(fresh)
                 try:
                     copy = await source.duplicate(store, into)
-                    self.state.save_participants(fresh, copy.participants())
+                    await run_blocking(self.state.save_participants, fresh, copy.participants())
                 finally:
                     await store.close()
             folder = self.state.folder(into)
@@ -462,7 +461,7 @@ class ReferenceDriver:
         if self.db is not None:
             return await self.db.read_telemetry(engine.game_id) or list(engine.telemetry)
         if self.state is not None:
-            saved = self.state.read_telemetry(self.state.folder(engine.game_id))
+            saved = await run_blocking(self.state.read_telemetry, self.state.folder(engine.game_id))
             if saved is not None:
                 return saved
         return list(engine.telemetry)
