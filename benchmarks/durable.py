@@ -150,9 +150,9 @@ def _throughput(cfg: dict[str, Any], root: str) -> dict[str, Any]:
     prefill = _prefill(cfg["prefill_keys"], 3)
     sequence = projection_sequence(cfg["projections"], cfg["prefill_keys"])
     fs_dir = os.path.join(root, "filestore")
-    store = FileStore.open(fs_dir)
-    store.commit(prefill)
-    store.checkpoint()  # a game checkpoints; the prefill becomes the snapshot
+    store = FileStore.open(fs_dir)  # its blocking surface: the commit's own latency
+    store.commit_sync(prefill)
+    store.checkpoint_sync()  # a game checkpoints; the prefill becomes the snapshot
     kv = SqliteKV(os.path.join(root, "kv.sqlite3"))
     kv.commit(prefill)
     kv.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -164,14 +164,14 @@ def _throughput(cfg: dict[str, Any], root: str) -> dict[str, Any]:
     for b, start in enumerate(range(0, len(sequence), batch)):
         part = sequence[start : start + batch]
         totals = {}
-        order: list[tuple[str, Any]] = [("filestore", store), ("sqlite", kv)]
+        order: list[tuple[str, Any]] = [("filestore", store.commit_sync), ("sqlite", kv.commit)]
         if b % 2:
             order.reverse()
-        for name, backend in order:
+        for name, commit in order:
             total = 0
             for kind, projection in part:
                 t0 = now_ns()
-                backend.commit(projection)
+                commit(projection)
                 dt = now_ns() - t0
                 total += dt
                 samples.add(f"{name}:{kind}", dt)
@@ -184,7 +184,7 @@ def _throughput(cfg: dict[str, Any], root: str) -> dict[str, Any]:
     # The same state in both: compare the key sets once.
     rows = dict(kv.db.execute("SELECT key, value FROM kv"))
     same = rows == store.image.values_bytes()
-    store.close()
+    store.close_sync()
     kv.close()
     # CPU part of FileStore.commit (preflight + record encoding), memory only.
     image = StoreImage()
@@ -313,21 +313,21 @@ def _reopen(cfg: dict[str, Any], root: str) -> list[dict[str, Any]]:
     built = build_store(int(cfg["reopen_mib"] * MiB), 10_000, seed=5)
     a_dir = os.path.join(root, "reopen-snapshot")
     with FileStore.open(a_dir) as store:
-        store.seed(built.store.image.values_bytes())
+        store.seed_sync(built.store.image.values_bytes())
         a_fp = store.image.footprint()
     variants.append(("snapshot only", a_dir, a_fp))
     # B: a snapshot plus a log of rounds-like projections.
     base = build_store(int(cfg["reopen_base_mib"] * MiB), 10_000, seed=6)
     b_dir = os.path.join(root, "reopen-log")
     with FileStore.open(b_dir) as store:
-        store.seed(base.store.image.values_bytes())
+        store.seed_sync(base.store.image.values_bytes())
         logged = 0
         for _, projection in iter_projections(1_000_000, 0, seed=11):
             if logged >= cfg["reopen_log_mib"] * MiB:
                 break
             if not projection.sets:
                 continue
-            store.commit(projection)
+            store.commit_sync(projection)
             logged += sum(len(v) for v in projection.sets.values())
         b_fp = store.image.footprint()
     variants.append(("snapshot + log", b_dir, b_fp))
@@ -338,7 +338,7 @@ def _reopen(cfg: dict[str, Any], root: str) -> list[dict[str, Any]]:
             for what in order:
                 t0 = now_ns()
                 if what == "open":
-                    FileStore.open(directory).close()
+                    FileStore.open(directory).close_sync()
                 else:
                     _plain_load(directory)
                 samples.add(f"{label}:{what}", now_ns() - t0)

@@ -83,7 +83,7 @@ class NaiveStore(MemoryStore):
                 log.append({"key": key, "op": "set", "value": post[key]})
         return len(canonical_bytes(post)) + len(canonical_bytes(log)), post
 
-    def commit(self, projection: Projection) -> None:
+    async def commit(self, projection: Projection) -> None:
         would_be, post = self.naive_footprint(projection)
         if would_be > self._image.quota:
             raise QuotaExceeded(
@@ -99,8 +99,8 @@ class NaiveStore(MemoryStore):
                 raise AssertionError(f"naive {would_be} != engine {self._image.footprint()}")
             self.checked = True
 
-    def checkpoint(self) -> None:
-        super().checkpoint()
+    async def checkpoint(self) -> None:
+        await super().checkpoint()
         self._base_doc = dict(self._doc)
 
 

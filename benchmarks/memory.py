@@ -23,6 +23,7 @@ same machine) for the side-by-side table.
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import json
 import os
@@ -79,7 +80,7 @@ def _child(argv: list[str]) -> dict[str, Any]:
     elif mode == "prepare":
         built = build_store(int(float(argv[2]) * MiB), 10_000)
         with FileStore.open(argv[1]) as store:
-            store.seed(built.store.image.values_bytes())
+            store.seed_sync(built.store.image.values_bytes())
             footprint = store.image.footprint()
         return {"mode": mode, "footprint": footprint}
     elif mode == "read":
@@ -101,7 +102,7 @@ def _child(argv: list[str]) -> dict[str, Any]:
     }
     result["peak_rss_kib"] = result["vm_hwm_kib"] or peak
     if engine is not None:
-        engine.close()
+        asyncio.run(engine.close())
     return result
 
 

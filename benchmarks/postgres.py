@@ -16,6 +16,10 @@ Writes `postgres.json` and `postgres.md` (default `docs/benchmarks/`). The serve
    through the same driver (goal <= 2).
 4. Workers: 1, 2 and 4 processes, each owning its own game and committing rounds for a few
    seconds: aggregate rounds/s.
+5. The pooled store at scale (`benchmarks/postgres_pool.py`, issue 21): rounds/s at 1, 8,
+   64 and 512 concurrent games in one process against the FileStore and the old
+   per-game-connection store, commit latency against a bare `INSERT; COMMIT`, event-loop
+   lag, connections against games open; its goals are the rows of the page's Goals table.
 
 Needs the PostgreSQL binaries (see `jfsm.stores.pg_server`); without them it writes a result
 that says why.
@@ -96,19 +100,20 @@ def _world(mib: float, seed: int) -> dict[str, bytes]:
 
 
 def _commit(conninfo: str, root: str, cfg: dict[str, Any]) -> dict[str, Any]:
-    from jfsm.stores.postgres import PostgresStore
+    from jfsm.stores.pg_blocking import BlockingPostgresStore as PostgresStore
 
     prefill = _prefill(cfg["prefill_keys"], 3)
     sequence = projection_sequence(cfg["projections"], cfg["prefill_keys"])
     file = FileStore.open(os.path.join(root, "filestore"))
     sqlite = SqliteKV(os.path.join(root, "kv.sqlite3"))
     pg = PostgresStore.open(conninfo, "bench-commit")
-    for backend in (file, sqlite, pg):
-        backend.commit(prefill)
-    file.checkpoint()
+    # each store's blocking commit (today's PostgresStore; the FileStore's sync surface)
+    commits = {"postgres": pg.commit, "filestore": file.commit_sync, "sqlite": sqlite.commit}
+    for commit in commits.values():
+        commit(prefill)
+    file.checkpoint_sync()
     pg.checkpoint()
     names = ["postgres", "filestore", "sqlite"]
-    backends = {"postgres": pg, "filestore": file, "sqlite": sqlite}
     times: dict[str, list[int]] = {name: [] for name in names}
     per_batch: dict[str, list[float]] = {name: [] for name in names}
     batch = cfg["batch"]
@@ -119,14 +124,14 @@ def _commit(conninfo: str, root: str, cfg: dict[str, Any]) -> dict[str, Any]:
             total = 0
             for _, projection in part:
                 t0 = now_ns()
-                backends[name].commit(projection)
+                commits[name](projection)
                 dt = now_ns() - t0
                 times[name].append(dt)
                 total += dt
             per_batch[name].append(total)
     same = pg.image.values_bytes() == file.image.values_bytes()
     same = same and pg.image.footprint() == file.image.footprint()
-    file.close()
+    file.close_sync()
     sqlite.close()
     pg.close()
 
@@ -151,7 +156,7 @@ def _commit(conninfo: str, root: str, cfg: dict[str, Any]) -> dict[str, Any]:
 def _per_op_and_reopen(conninfo: str, cfg: dict[str, Any]) -> dict[str, Any]:
     import psycopg
 
-    from jfsm.stores.postgres import PostgresStore
+    from jfsm.stores.pg_blocking import BlockingPostgresStore as PostgresStore
 
     big = PostgresStore.open(conninfo, "bench-big")
     big.seed(_world(cfg["big_mib"], 11))
@@ -201,7 +206,7 @@ def _per_op_and_reopen(conninfo: str, cfg: dict[str, Any]) -> dict[str, Any]:
 
 
 def _worker(conninfo: str, game: str, seconds: float, out: Any) -> None:
-    from jfsm.stores.postgres import PostgresStore
+    from jfsm.stores.pg_blocking import BlockingPostgresStore as PostgresStore
 
     store = PostgresStore.open(conninfo, game)
     text, rng = Text(hash(game) & 0xFFFF), random.Random(game)
@@ -262,9 +267,19 @@ def run(*, quick: bool = False, log: Any = print) -> dict[str, Any]:
             scale = _per_op_and_reopen(conninfo, cfg)
             log("postgres: rounds/s with 1, 2, 4 workers")
             workers = _workers(conninfo, cfg)
+            from benchmarks.postgres_pool import measure
+
+            pool = measure(conninfo, quick=quick, log=log)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    return {"available": True, "config": cfg, "commit": commit, "scale": scale, "workers": workers}
+    return {
+        "available": True,
+        "config": cfg,
+        "commit": commit,
+        "scale": scale,
+        "workers": workers,
+        "pool": pool,
+    }
 
 
 def render(result: dict[str, Any]) -> str:
@@ -276,6 +291,10 @@ def render(result: dict[str, Any]) -> str:
     if not result.get("available"):
         return "\n".join([*out, f"Not run: {result.get('reason')}", ""])
     c, s = result["commit"], result["scale"]
+    if "pool" in result:
+        from benchmarks.postgres_pool import render as render_pool
+
+        out += render_pool(result["pool"])
     out += [
         "## Commit (same projections, durable commits)",
         "",
@@ -322,8 +341,8 @@ def render(result: dict[str, Any]) -> str:
         "- Rounds/s grow with workers beyond the number of cores because a commit mostly waits "
         "for the WAL flush, and the server flushes the WAL of concurrent commits together "
         "(group commit). The limits, in order: the WAL flush latency of the disk, then CPU "
-        "(server backends, workers and JSON encoding share the cores), then one connection "
-        "per open game (`max_connections`).",
+        "(server backends, workers and JSON encoding share the cores). Connections are no "
+        "limit: every game of a process shares one pool (issue 21).",
         "- Reopen is a single `SELECT` of the game's rows plus building the image (footprint "
         "accounting over every key): it is proportional to the game's size, like the file "
         "store's replay.",

@@ -91,15 +91,15 @@ def filestore_commit(out: Path) -> None:
 
     def setup() -> tuple[FileStore, list[Any]]:
         store = FileStore.open(os.path.join(root, "s"))
-        store.commit(_prefill(1500, 3))
-        store.checkpoint()
+        store.commit_sync(_prefill(1500, 3))
+        store.checkpoint_sync()
         return store, projection_sequence(2000, 1500)
 
     def body(state: tuple[FileStore, list[Any]]) -> None:
         store, sequence = state
         for _, projection in sequence:
-            store.commit(projection)
-        store.close()
+            store.commit_sync(projection)
+        store.close_sync()
 
     try:
         _profile("filestore_commit", out, setup, body)
@@ -114,12 +114,12 @@ def filestore_open(out: Path) -> None:
         built = build_store(int(29.5 * MiB), 10_000, seed=5)
         directory = os.path.join(root, "s")
         with FileStore.open(directory) as store:
-            store.seed(built.store.image.values_bytes())
+            store.seed_sync(built.store.image.values_bytes())
         return directory
 
     def body(directory: str) -> None:
         for _ in range(3):
-            FileStore.open(directory).close()
+            FileStore.open(directory).close_sync()
 
     try:
         _profile("filestore_open_29.5MiB", out, setup, body)

@@ -6,7 +6,7 @@ jfsm conformance smoke       a handshake and one op of each kind against a drive
 jfsm conformance replay TRACE run a recorded failing trace again
 jfsm driver [--state DIR]     the reference engine over the driver protocol on stdio
             [--http PORT]   ... or over HTTP on 127.0.0.1 (token: $JFSM_DRIVER_TOKEN)
-jfsm driver --store URL --state DIR   the same with game memory in PostgreSQL
+jfsm driver --store URL       the same with every game in PostgreSQL (URL or host=... dbname=...)
 jfsm fake-compress [--port N] serve the fake compress.v2 on 127.0.0.1 until interrupted
 jfsm inspect PATH [--json]    a durable store's stacks, lengths, footprint and flags
 jfsm inspect URL --game ID    the same for a game in PostgreSQL (read without taking it over)
@@ -123,9 +123,14 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: $JFSM_DRIVER_TOKEN, else a random one printed on stderr)",
     )
     driver.add_argument(
+        "--owner",
+        help="with --store: this driver's owner id, kept across restarts so a restarted "
+        "driver reclaims its games at once (default: $JFSM_OWNER, else unique per process)",
+    )
+    driver.add_argument(
         "--store",
         metavar="URL",
-        help="postgresql://... : keep game memory in PostgreSQL (needs --state for side files)",
+        help="postgresql://..., postgres://... or 'host=... dbname=...': every game in PostgreSQL",
     )
     fake = sub.add_parser("fake-compress", help="serve the fake compress.v2 on 127.0.0.1")
     fake.add_argument("--port", type=int, default=0, help="port (default: a free one)")
@@ -180,12 +185,17 @@ def _main(argv: list[str]) -> int:
 
         from jfsm.driver import ReferenceDriver, serve_http, serve_stdio
 
-        if args.store and not args.state:
-            print(
-                "jfsm driver: --store needs --state DIR for the driver's side files",
-                file=sys.stderr,
-            )
-            return 2
+        if args.store is not None:  # checked before serving: hello never meets a bad store
+            from jfsm.driver.pg import check_target
+            from jfsm.errors import JfsmError
+
+            try:
+                args.store = check_target(args.store)
+            except JfsmError as exc:
+                print(f"jfsm driver: {exc.code}: {exc.message}", file=sys.stderr)
+                return 2
+        if args.owner:
+            os.environ["JFSM_OWNER"] = args.owner
         driver = ReferenceDriver(args.state, store_url=args.store)
         try:
             if driver.state is not None:

@@ -166,7 +166,7 @@ class GameEngine:
         require_text(output, "output")
         async with self.memory.lock:
             n = self.index.last_round + 1
-            seq = self._game.append(
+            seq = await self._game.append(
                 {"user": input, "assistant": output, "origin": "round", "round_id": n},
                 label="record_round",
                 extra={round_key(n): Round.trusted(n=n, input=input, output=output)},
@@ -199,7 +199,7 @@ class GameEngine:
                 unit, started = self._game, self._game.start(CompressionEvent.CHECK)
             else:
                 scene = self._scene(scene.scene_id)
-                started = scene.generate()
+                started = await scene.generate()
                 unit = scene.live_stack()
         report = await unit.finish(started)
         if self._forced.state != ForcedState.CLEAR:
@@ -225,7 +225,7 @@ class GameEngine:
         prefix = output[:revealed]
         async with self.memory.lock:
             n = self.index.last_round + 1
-            seq, started = self._forced.intervene(
+            seq, started = await self._forced.intervene(
                 Round.trusted(n=n, input=input, output=prefix, intervened=True),
                 {"user": input, "assistant": prefix, "origin": "intervene", "round_id": n},
             )
@@ -247,7 +247,7 @@ class GameEngine:
             # The scene's epoch starts at the game's, so a scene id reused after a reset
             # never repeats an earlier incarnation's Idempotency-Key.
             meta = SceneMeta(epoch=self.index.game.stack_meta().epoch)
-            self.memory.commit({scene_keys(sid).meta: meta}, label="start_scene")
+            await self.memory.commit({scene_keys(sid).meta: meta}, label="start_scene")
             self._scenes[sid] = self._new_scene(sid)
 
     async def record_scene_exchange(self, scene_id: str, user: str, assistant: str) -> int:
@@ -255,7 +255,7 @@ class GameEngine:
         require_text(user, "user")
         require_text(assistant, "assistant")
         async with self.memory.lock:
-            return self._scene(scene_id).record(user, assistant)
+            return await self._scene(scene_id).record(user, assistant)
 
     async def publish_scene(
         self, scene_id: str, closing_summary: str, meanwhile_event: str
@@ -265,15 +265,15 @@ class GameEngine:
         require_text(closing_summary, "closing summary")
         require_text(meanwhile_event, "meanwhile event")
         async with self.memory.lock:
-            return self._scene(scene_id).publish(closing_summary, meanwhile_event)
+            return await self._scene(scene_id).publish(closing_summary, meanwhile_event)
 
     async def cancel_scene(self, scene_id: str) -> dict[str, Any]:
         """Archive the cancellation and delete the scene's stack; game memory unchanged."""
         async with self.memory.lock:
-            return self._scene(scene_id).cancel()
+            return await self._scene(scene_id).cancel()
 
     # -- history -------------------------------------------------------------------------
-    def _rebuild(
+    async def _rebuild(
         self,
         rounds: Sequence[Round],
         archives: Mapping[str, ArchiveRecord],
@@ -295,7 +295,7 @@ class GameEngine:
             sets.update(extra_sets)
             deletes.update(extra_deletes)
             deletes.difference_update(sets)
-            self._game.rebuild(sets, deletes, label)
+            await self._game.rebuild(sets, deletes, label)
         for sid in [s for s, scene in self._scenes.items() if scene.ended]:
             if sid not in self.index.archives:
                 del self._scenes[sid]
@@ -312,7 +312,9 @@ class GameEngine:
             survivors = [self.memory.round(n) for n in sorted(self.index.rounds) if n <= to_round]
             archives = {s: r for s, r in self.index.archives.items() if r.after_round <= to_round}
             gone = [round_key(n) for n in self.index.rounds if n > to_round]
-            self._rebuild(survivors, archives, extra_sets={}, extra_deletes=gone, label="reset")
+            await self._rebuild(
+                survivors, archives, extra_sets={}, extra_deletes=gone, label="reset"
+            )
         return {"rounds": len(survivors), "chunks": len(self.index.game.chunks)}
 
     async def edit_round(self, n: int, input: str, output: str) -> dict[str, int]:
@@ -325,7 +327,7 @@ class GameEngine:
                 raise InvalidInput(f"round {n} does not exist", field="round")
             edited = Round.trusted(n=n, input=input, output=output)
             rounds = [edited if r.n == n else r for r in self.memory.rounds()]
-            self._rebuild(
+            await self._rebuild(
                 rounds,
                 dict(self.index.archives),
                 extra_sets={round_key(n): edited},
@@ -366,7 +368,7 @@ class GameEngine:
                     "only a game without rounds, memory or scenes can be converted",
                     field="rounds",
                 )
-            self._rebuild(
+            await self._rebuild(
                 imported,
                 {},
                 extra_sets={round_key(r.n): r for r in imported},
@@ -385,7 +387,7 @@ class GameEngine:
         sink)."""
         validate_id(game_id, "game id")
         async with self.memory.lock:
-            target.seed(self.store.image.values_bytes())
+            await target.seed(self.store.image.values_bytes())
         return type(self)(
             target,
             self.compressor,
@@ -415,13 +417,13 @@ class GameEngine:
         if reserved:
             raise InvalidInput(f"keys reserved for agent memory: {reserved}", keys=reserved)
         async with self.memory.lock:
-            self.memory.commit_projection(projection)
+            await self.memory.commit_projection(projection)
             return self.store.image.footprint()
 
     async def checkpoint(self) -> None:
         """Make the current store the change log's base."""
         async with self.memory.lock:
-            self.store.checkpoint()
+            await self.store.checkpoint()
 
     # -- reading -------------------------------------------------------------------------
     def canonical_text(self, scene_id: str | None = None) -> str:
@@ -466,6 +468,15 @@ class GameEngine:
             "telemetryFailures": self.memory.telemetry_failures,
         }
 
-    def close(self) -> None:
-        """Close the store."""
-        self.store.close()
+    def at_rest(self, keep_retries: bool = True) -> bool:
+        """Whether closing this engine loses nothing: no stack has a compression in flight
+        nor, with `keep_retries`, a retry count (kept in memory only, JF-CALL-004)."""
+        stacks = [self._game] + [s.stack for s in self._scenes.values() if s.stack is not None]
+        return all(
+            stack.state != "in_flight" and not (keep_retries and stack._retry is not None)
+            for stack in stacks
+        )
+
+    async def close(self) -> None:
+        """Close the store (awaited: a durable store releases its files or connection)."""
+        await self.store.close()

@@ -16,6 +16,7 @@ JfsmError
 │   └── StoreFenced       store_fenced
 ├── StoreCorrupted        store_corrupted
 ├── StoreUnavailable      store_unavailable     (retryable)
+│   └── StoreUnusable     store_unavailable     (not retryable: fix the setup)
 └── TransportError        transport_error       (retryable)
 ```
 """
@@ -35,6 +36,7 @@ __all__ = [
     "StoreFenced",
     "StoreLocked",
     "StoreUnavailable",
+    "StoreUnusable",
     "TransportError",
 ]
 
@@ -125,6 +127,14 @@ class StoreUnavailable(JfsmError):
 
     code = "store_unavailable"
     retryable = True
+
+
+class StoreUnusable(StoreUnavailable):
+    """The store cannot be used until an operator acts: wrong credentials, a missing
+    database or role, a malformed connection string, a schema that is missing or of another
+    version. Same code as `StoreUnavailable`, but not retryable: retrying changes nothing."""
+
+    retryable = False
 
 
 class TransportError(JfsmError):

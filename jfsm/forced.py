@@ -66,30 +66,34 @@ class ForcedCompression(CompressionListener):
         return self.machine.current
 
     # -- intervene -------------------------------------------------------------------------
-    def intervene(self, round_: Round, exchange: Mapping[str, Any]) -> tuple[int, Started | None]:
+    async def intervene(
+        self, round_: Round, exchange: Mapping[str, Any]
+    ) -> tuple[int, Started | None]:
         """Record an intervened round and its exchange (under the lock); returns the seq and
         the forced compression started, if it could start now."""
-        result: tuple[int, Started | None] = self.machine.act(
+        result: tuple[int, Started | None] = await self.machine.act_async(
             ForcedEvent.INTERVENE, round_, exchange
         )
         return result
 
-    def _record(self, round_: Round, exchange: Mapping[str, Any]) -> int:
-        return self.game.append(
+    async def _record(self, round_: Round, exchange: Mapping[str, Any]) -> int:
+        return await self.game.append(
             exchange,
             label="intervene",
             meta_update={"forced_compression": True},
             extra={round_key(round_.n): round_},
         )
 
-    def on_record_and_force(
+    async def on_record_and_force(
         self, round_: Round, exchange: Mapping[str, Any]
     ) -> tuple[int, Started]:
-        seq = self._record(round_, exchange)
+        seq = await self._record(round_, exchange)
         return seq, self.game.start(CompressionEvent.FORCE)
 
-    def on_record_intervene(self, round_: Round, exchange: Mapping[str, Any]) -> tuple[int, None]:
-        return self._record(round_, exchange), None
+    async def on_record_intervene(
+        self, round_: Round, exchange: Mapping[str, Any]
+    ) -> tuple[int, None]:
+        return await self._record(round_, exchange), None
 
     # -- before a generation ---------------------------------------------------------------
     async def before_generation(self, scene_id: str | None) -> CompressionReport | None:

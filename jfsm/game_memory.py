@@ -7,7 +7,9 @@ happens while it is held, a compress.v2 call never) and the telemetry outlet.
 A commit is given *records* (decision R34): each is encoded to its JCS bytes exactly once,
 straight from its fields (`Record.jcs`), the projection goes through the store, and only
 once the store has accepted it does the index learn the same records. Nothing is decoded
-that was just encoded. Errors are the store's (`QuotaExceeded`, `StoreUnavailable`); on an
+that was just encoded. The store's write is awaited (decision R65): other games, and reads of
+this one, go on meanwhile; the index learns the records right after the store applied them,
+with no await in between. Errors are the store's (`QuotaExceeded`, `StoreUnavailable`); on an
 error nothing was written and the index is unchanged.
 """
 
@@ -54,7 +56,7 @@ class GameMemory:
         self.telemetry_failures = 0  # events the sink could not take (`status`, R75)
         self._sink = telemetry
 
-    def commit(
+    async def commit(
         self,
         sets: Mapping[str, Record | Mapping[str, ArchiveRecord]],
         deletes: Iterable[str] = (),
@@ -65,7 +67,7 @@ class GameMemory:
         projection, then tell the index the same records."""
         encoded = {key: _jcs(key, value) for key, value in sets.items()}
         projection = Projection.encoded(encoded, deletes, label=label)
-        self.store.commit(projection)
+        await self.store.commit(projection)
         index = self.index
         for key in projection.deletes:
             index.learn(key, None)
@@ -73,9 +75,9 @@ class GameMemory:
             stored: Stored = value
             index.learn(key, stored)
 
-    def commit_projection(self, projection: Projection) -> None:
+    async def commit_projection(self, projection: Projection) -> None:
         """Commit a projection of plain JSON values (game data, a cheat)."""
-        self.store.commit(projection)
+        await self.store.commit(projection)
         image = self.store.image
         for key in projection.touched():
             self.index.observe(key, image.raw(key))

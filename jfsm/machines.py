@@ -11,6 +11,8 @@ handler of effect `x` is the owner's method `on_x` (`handlers(owner)` collects t
 derived override winning), so a table says what happens and its owner holds the code.
 `act(event, *args)` fires the event and runs the handler of the row that fired, returning
 what the handler returns; if the handler raises, the machine returns to its former state.
+`act_async` does the same for a handler that may be a coroutine (one that commits to the
+store, which is awaited): the state is restored if the awaited handler raises.
 
 The states and events of the engine's three machines are also typed (`StrEnum`s below,
 checked against the tables when a table is loaded). Other tables in `spec/machines/` (a
@@ -19,6 +21,7 @@ store backend's, for example) load and sweep the same way; their owners live els
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -351,6 +354,23 @@ class StateMachine:
         row = self.fire(event)
         try:
             return self._effects[row.effect](*args)
+        except BaseException:
+            self._machine.set_state(before, model=self)
+            raise
+
+    async def act_async(self, event: str, *args: Any) -> Any:
+        """`act` for a handler that may return an awaitable (a commit): it is awaited, and
+        if it raises (or the await is cancelled) the machine returns to the state it had
+        before the event and the error propagates."""
+        if self._effects is None:
+            raise ValueError(f"machine {self.table.name}: no effect handlers are bound")
+        before = self.current
+        row = self.fire(event)
+        try:
+            result = self._effects[row.effect](*args)
+            if inspect.isawaitable(result):
+                result = await result
+            return result
         except BaseException:
             self._machine.set_state(before, model=self)
             raise

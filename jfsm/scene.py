@@ -58,56 +58,58 @@ class Scene:
         return self.stack
 
     # -- events ----------------------------------------------------------------------------
-    def record(self, user: str, assistant: str) -> int:
+    async def record(self, user: str, assistant: str) -> int:
         """Append an exchange (texts already validated) to the scene's stack; its seq."""
-        seq: int = self.machine.act(SceneEvent.RECORD, user, assistant)
+        seq: int = await self.machine.act_async(SceneEvent.RECORD, user, assistant)
         return seq
 
-    def generate(self) -> InFlight | CompressionReport:
+    async def generate(self) -> InFlight | CompressionReport:
         """A scene generation is about to start: the scene runs, its stack is checked."""
-        started: InFlight | CompressionReport = self.machine.act(SceneEvent.GENERATE)
+        started: InFlight | CompressionReport = await self.machine.act_async(SceneEvent.GENERATE)
         return started
 
-    def publish(self, closing_summary: str, meanwhile_event: str) -> dict[str, Any]:
+    async def publish(self, closing_summary: str, meanwhile_event: str) -> dict[str, Any]:
         """Terminal publication (or the archive, when repeated)."""
-        record: dict[str, Any] = self.machine.act(
+        record: dict[str, Any] = await self.machine.act_async(
             SceneEvent.PUBLISH, closing_summary, meanwhile_event
         )
         return record
 
-    def cancel(self) -> dict[str, Any]:
+    async def cancel(self) -> dict[str, Any]:
         """Cancellation (or the archive, when repeated)."""
-        record: dict[str, Any] = self.machine.act(SceneEvent.CANCEL)
+        record: dict[str, Any] = await self.machine.act_async(SceneEvent.CANCEL)
         return record
 
     # -- effects ---------------------------------------------------------------------------
-    def on_append_chunk(self, user: str, assistant: str) -> int:
+    async def on_append_chunk(self, user: str, assistant: str) -> int:
         exchange = {
             "user": user,
             "assistant": assistant,
             "origin": "catalyst",
             "catalyst_id": self.scene_id,
         }
-        return self.live_stack().append(
+        return await self.live_stack().append(
             exchange, label="record_scene_exchange", meta_update={"state": "running"}
         )
 
-    def on_check_compression(self) -> InFlight | CompressionReport:
+    async def on_check_compression(self) -> InFlight | CompressionReport:
         stack = self.live_stack()
         meta = stack.stack.scene_meta() or SceneMeta()
         if meta.state != "running":
             running = meta.model_copy(update={"state": "running"})
-            self.memory.commit({stack.keys.meta: running}, label="scene_running")
+            await self.memory.commit({stack.keys.meta: running}, label="scene_running")
         return stack.start(CompressionEvent.CHECK)
 
-    def on_publish_outcome(self, closing_summary: str, meanwhile_event: str) -> dict[str, Any]:
+    async def on_publish_outcome(
+        self, closing_summary: str, meanwhile_event: str
+    ) -> dict[str, Any]:
         record = self.archive_record("published", closing_summary, meanwhile_event)
-        return self.end(record, self.outcome_exchange(closing_summary, meanwhile_event))
+        return await self.end(record, self.outcome_exchange(closing_summary, meanwhile_event))
 
-    def on_archive_cancellation(self) -> dict[str, Any]:
-        return self.end(self.archive_record("cancelled", None, None), None)
+    async def on_archive_cancellation(self) -> dict[str, Any]:
+        return await self.end(self.archive_record("cancelled", None, None), None)
 
-    def on_return_archive(self, *_repeated_args: str) -> dict[str, Any]:
+    async def on_return_archive(self, *_repeated_args: str) -> dict[str, Any]:
         return self.memory.index.archives[self.scene_id].to_json()
 
     # -- the terminal projection -----------------------------------------------------------
@@ -131,17 +133,17 @@ class Scene:
             order=1 + max((r.order for r in index.archives.values()), default=0),
         )
 
-    def end(self, record: ArchiveRecord, exchange: tuple[str, str] | None) -> dict[str, Any]:
+    async def end(self, record: ArchiveRecord, exchange: tuple[str, str] | None) -> dict[str, Any]:
         """Commit the terminal projection: the archive `record`, every key of the scene's
         stack deleted and, with `exchange`, that game exchange appended (its seq is the
         record's `outcomeSeq` when the scene was published). Returns the record as JSON."""
         archives = dict(self.memory.index.archives)
         stack = self.live_stack()
 
-        def write(keys: list[str]) -> ArchiveRecord:
+        async def write(keys: list[str]) -> ArchiveRecord:
             if exchange is None:
                 archives[self.scene_id] = record
-                self.memory.commit({ARCHIVES: archives}, keys, label="cancel_scene")
+                await self.memory.commit({ARCHIVES: archives}, keys, label="cancel_scene")
                 return record
             seq = self.game.stack.stack_meta().next_seq
             final = record
@@ -149,7 +151,7 @@ class Scene:
                 final = record.model_copy(update={"outcome_seq": seq})
             archives[self.scene_id] = final
             user, assistant = exchange
-            self.game.append(
+            await self.game.append(
                 {
                     "user": user,
                     "assistant": assistant,
@@ -162,5 +164,5 @@ class Scene:
             )
             return final
 
-        final: ArchiveRecord = stack.close(write)
+        final: ArchiveRecord = await stack.close(write)
         return final.to_json()

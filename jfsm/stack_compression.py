@@ -239,7 +239,7 @@ class StackCompression:
         return bool(self.stack.chunks)
 
     # -- appends, rebuilds, closing --------------------------------------------------------
-    def append(
+    async def append(
         self,
         exchange: Mapping[str, Any],
         *,
@@ -257,26 +257,26 @@ class StackCompression:
         sets: Sets = dict(extra or {})
         sets[self.keys.chunk(seq)] = Chunk.trusted(seq=seq, **exchange)
         sets[self.keys.meta] = new_meta
-        self.machine.act(CompressionEvent.APPEND, sets, deletes, label)
+        await self.machine.act_async(CompressionEvent.APPEND, sets, deletes, label)
         return seq
 
-    def on_append_chunk(self, sets: Sets, deletes: Iterable[str], label: str) -> None:
-        self.memory.commit(sets, deletes, label=label)
+    async def on_append_chunk(self, sets: Sets, deletes: Iterable[str], label: str) -> None:
+        await self.memory.commit(sets, deletes, label=label)
 
-    def rebuild(self, sets: Sets, deletes: Iterable[str], label: str) -> None:
+    async def rebuild(self, sets: Sets, deletes: Iterable[str], label: str) -> None:
         """Replace the stack by a rebuild's projection (its epoch advances)."""
-        self.machine.act(CompressionEvent.REBUILD, sets, deletes, label)
+        await self.machine.act_async(CompressionEvent.REBUILD, sets, deletes, label)
 
-    def on_replace_chunks(self, sets: Sets, deletes: Iterable[str], label: str) -> None:
-        self.memory.commit(sets, deletes, label=label)
+    async def on_replace_chunks(self, sets: Sets, deletes: Iterable[str], label: str) -> None:
+        await self.memory.commit(sets, deletes, label=label)
 
-    def close(self, write: Callable[[list[str]], Any]) -> Any:
+    async def close(self, write: Callable[[list[str]], Awaitable[Any]]) -> Any:
         """End the stack: `write` commits the scene's terminal projection, given every key
         of this stack to delete in it; returns what `write` returns."""
-        return self.machine.act(CompressionEvent.CLOSE, write)
+        return await self.machine.act_async(CompressionEvent.CLOSE, write)
 
-    def on_delete_stack(self, write: Callable[[list[str]], Any]) -> Any:
-        return write(self.stack.all_keys())
+    async def on_delete_stack(self, write: Callable[[list[str]], Awaitable[Any]]) -> Any:
+        return await write(self.stack.all_keys())
 
     # -- starting --------------------------------------------------------------------------
     def start(self, event: CompressionEvent) -> InFlight | CompressionReport:
@@ -338,14 +338,14 @@ class StackCompression:
             # The caller gave up: settle as a transport failure so the machines leave
             # `in_flight` (nothing was written), then let the cancellation through.
             cancelled = CompressionResult(outcome="transport", attempts=(), error_code="cancelled")
-            self.settle(started, cancelled)
+            await self.settle(started, cancelled)
             raise
         except Exception as exc:  # a compressor must not raise; treat it as transport
             result = CompressionResult(
                 outcome="transport", attempts=(), error_code=type(exc).__name__
             )
         async with self.memory.lock:
-            return self.settle(started, result)
+            return await self.settle(started, result)
 
     async def call(self, request: CompressionRequest) -> CompressionResult:
         """Send `request` to compress.v2 (the only await of a compression)."""
@@ -355,7 +355,7 @@ class StackCompression:
         """`valid` or the failure outcome of a result (see `judge`)."""
         return judge(flight, result, stack)
 
-    def settle(self, flight: InFlight, result: CompressionResult) -> CompressionReport:
+    async def settle(self, flight: InFlight, result: CompressionResult) -> CompressionReport:
         """Judge a result and publish it or keep the stack exact (under the lock)."""
         stack = self.memory.index.stack(self.scene_id)
         if self.state == CompressionState.CLOSED:
@@ -364,7 +364,7 @@ class StackCompression:
             outcome = self.judge(flight, result, stack)
             if outcome == "valid":
                 assert stack is not None
-                outcome = self._publish(flight, result, stack)
+                outcome = await self._publish(flight, result, stack)
             else:
                 event = CompressionEvent.REPLY_STALE if outcome == "stale" else None
                 outcome = self.machine.act(
@@ -383,7 +383,7 @@ class StackCompression:
             through_seq=flight.request.through_seq,
         )
 
-    def _publish(self, flight: InFlight, result: CompressionResult, stack: StackState) -> str:
+    async def _publish(self, flight: InFlight, result: CompressionResult, stack: StackState) -> str:
         refused = CompressionEvent.COMMIT_REFUSED
         try:
             with self.listener.publishing(stack, flight.request.through_seq) as meta_update:
@@ -391,7 +391,7 @@ class StackCompression:
                     CompressionEvent.REPLY_VALID, flight, result, stack, meta_update
                 )
                 try:
-                    self.machine.act(CompressionEvent.COMMIT, sets, deletes)
+                    await self.machine.act_async(CompressionEvent.COMMIT, sets, deletes)
                 except QuotaExceeded:
                     self.machine.act(refused, flight, result, "quota")
                     raise
@@ -418,8 +418,8 @@ class StackCompression:
     ) -> tuple[Sets, set[str]]:
         return plan_publication(flight, result, stack, meta_update)
 
-    def on_publish(self, sets: Sets, deletes: set[str]) -> None:
-        self.memory.commit(sets, deletes, label="publish_summary")
+    async def on_publish(self, sets: Sets, deletes: set[str]) -> None:
+        await self.memory.commit(sets, deletes, label="publish_summary")
 
     def on_keep_exact(self, flight: InFlight, result: CompressionResult, outcome: str) -> str:
         if result.outcome in ("ok", "refused") and outcome not in ("published", "aborted"):

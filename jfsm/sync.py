@@ -124,9 +124,11 @@ class SyncGameEngine:
         )
 
     def close(self) -> None:
-        """Close the store and the event loop."""
-        self.engine.close()
-        self._runner.close()
+        """Close the store and the event loop (the store's close is awaited on that loop)."""
+        try:
+            self._runner.run(self.engine.close())
+        finally:
+            self._runner.close()
 
     def __enter__(self) -> SyncGameEngine:
         return self

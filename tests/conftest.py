@@ -35,4 +35,11 @@ def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def
 
 
 # A real PostgreSQL server for the PostgreSQL store's tests (tests/pg_fixtures.py).
-from pg_fixtures import fresh_database, pg_database, postgres_server  # noqa: E402, F401
+from pg_fixtures import (  # noqa: E402, F401
+    bouncer_database,
+    fresh_database,
+    pg_bouncer,
+    pg_database,
+    pg_target,
+    postgres_server,
+)

@@ -63,8 +63,8 @@ class RecordingStore(MemoryStore):
         super().__init__(*args, **kwargs)
         self.commits: list[Projection] = []
 
-    def commit(self, projection: Projection) -> None:
-        super().commit(projection)
+    async def commit(self, projection: Projection) -> None:
+        await super().commit(projection)
         self.commits.append(projection)
 
 

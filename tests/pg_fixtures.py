@@ -8,6 +8,11 @@ PostgreSQL, so a missing server there is a broken CI, not a reason to skip.
 
 `pg_database` is one migrated database shared by the session's tests, each of which uses its
 own game ids; `fresh_database()` makes a new, empty (unmigrated) one.
+
+`pg_bouncer` (session scope) is a real PgBouncer in transaction pooling mode on a free
+loopback port in front of that server (`TemporaryBouncer`), and `bouncer_database` the
+`pg_database` reached through it; `pg_target` is parametrized over both (`direct`,
+`pgbouncer`), so a test taking it runs once each way.
 """
 
 from __future__ import annotations
@@ -19,7 +24,12 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from jfsm.stores.pg_server import TemporaryServer, why_unavailable
+from jfsm.stores.pg_server import (
+    TemporaryBouncer,
+    TemporaryServer,
+    bouncer_unavailable,
+    why_unavailable,
+)
 
 _names = itertools.count()
 
@@ -42,6 +52,39 @@ def postgres_server() -> Iterator[TemporaryServer]:
         yield server
     finally:
         server.stop()
+
+
+def require_bouncer() -> None:
+    """Skip (fail under CI) when no temporary PgBouncer can be started here."""
+    reason = bouncer_unavailable()
+    if reason is not None:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must run the PgBouncer tests, but: {reason}")
+        pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def pg_bouncer(postgres_server: TemporaryServer) -> Iterator[TemporaryBouncer]:
+    require_bouncer()
+    bouncer = TemporaryBouncer(postgres_server)
+    bouncer.start()
+    try:
+        yield bouncer
+    finally:
+        bouncer.stop()
+
+
+@pytest.fixture(scope="session")
+def bouncer_database(pg_database: str, pg_bouncer: TemporaryBouncer) -> str:
+    return pg_bouncer.conninfo(pg_database.split("dbname=")[1])
+
+
+@pytest.fixture(params=["direct", "pgbouncer"])
+def pg_target(request: pytest.FixtureRequest, pg_database: str) -> str:
+    """`pg_database`, directly and through PgBouncer (transaction mode)."""
+    if request.param == "direct":
+        return pg_database
+    return str(request.getfixturevalue("bouncer_database"))
 
 
 @pytest.fixture(scope="session")

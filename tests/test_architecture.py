@@ -32,7 +32,16 @@ SUITE = ROOT / "conformance" / "jfsm_conformance"
 # layer -> modules (names relative to `jfsm`); a module imports only from layers <= its own
 LAYERS: dict[int, tuple[str, ...]] = {
     # leaves: the spec reader, error types, canonical JSON, file-system primitives
-    0: ("spec", "errors", "jcs", "_version", "stores.fsio", "stores.pg_server"),
+    0: (
+        "spec",
+        "errors",
+        "jcs",
+        "_version",
+        "stores.fsio",
+        "stores.offload",
+        "stores.pg_server",
+        "stores.pg_conninfo",
+    ),
     # text rules, machine tables, limits
     1: ("text", "machines", "limits"),
     # value shapes: records, projection of a store, the key layout, the compressor seam
@@ -54,7 +63,9 @@ LAYERS: dict[int, tuple[str, ...]] = {
         "stores.pg_schema",
         "stores.pg_fencing",
         "stores.pg_games",
+        "stores.pg_pool",
         "stores.postgres",
+        "stores.pg_blocking",
         "stores.location",
         "stores",
     ),
@@ -76,6 +87,7 @@ LAYERS: dict[int, tuple[str, ...]] = {
         "driver.state",
         "driver.crash",
         "driver.hello",
+        "driver.pg",
         "driver",
     ),
     # the package's curated API and the command line

@@ -183,3 +183,30 @@ def test_suite_goals_are_judged_from_the_measured_profiles() -> None:
     assert rows[0][-1] == "**no**" and rows[1][-1] == "**no**"
     assert "thorough (stopped early) 1183 MiB" in rows[1][2]
     assert _suite_goals({}) == []
+
+
+def test_concurrency_benchmark_runs_and_judges_its_goals(tmp_path: Path) -> None:
+    """`benchmarks/concurrency.py` at tiny sizes over the file store: both variants run at
+    every N, the page renders, and the lag goal is judged from the run's numbers (never
+    asserted: the machine is shared)."""
+    from benchmarks import concurrency as bench
+
+    cfg = {**bench.QUICK, "games": [1, 3], "seconds": 0.1, "storm_games": 3}
+    series = bench._series(bench._file_variants(str(tmp_path)), cfg["games"], cfg, lambda m: None)
+    assert set(series["variants"]) == {"filestore async", "filestore blocking"}
+    for rows in series["variants"].values():
+        assert [r["games"] for r in rows] == [1, 3]
+        assert all(r["rounds"] > 0 and r["lag"]["ticks"] >= 1 for r in rows)
+        assert all(r["callback"]["callbacks"] > 0 for r in rows)
+    result = {
+        "config": cfg,
+        "idle_lag": {"ticks": 9, "max_ms": 0.5, "p99_ms": 0.4, "median_ms": 0.1},
+        "filestore": series,
+        "postgres": {"available": False, "reason": "not in this test"},
+    }
+    result["goals"] = bench._goals(result, cfg)
+    for goal in (result["goals"]["lag"], result["goals"]["callback"]):
+        assert goal["met"] == (goal["max_ms"] <= bench.LAG_GOAL_MS)
+    page = bench.render(result)
+    assert "| event-loop lag |" in page and "| no blocking callback |" in page
+    assert "Not run: not in this test" in page

@@ -29,7 +29,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from jfsm.driver import ReferenceDriver
-from jfsm.fake_compressor import FakeCompressor
+from jfsm.testing import FakeCompressor
 from jfsm.limits import depth
 from jfsm.spec import constants, load_json
 from jfsm.stores.manifest import MANIFEST_TMP, log_name

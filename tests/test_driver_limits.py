@@ -90,7 +90,7 @@ def test_in_process_handle_refuses_deep_and_id_less_messages() -> None:
             await driver.handle({"op": "dump", "args": {}}),
             await driver.handle([1, 2]),  # type: ignore[arg-type]
         ]
-        driver.close()
+        await driver.close()
         return replies
 
     deep, surrogate, missing, array = asyncio.run(run())

@@ -115,7 +115,7 @@ def test_killed_creation_leaves_no_game_and_no_leftover(tmp_path: Path) -> None:
     was killed before it was acknowledged) is removed at startup and is not a game."""
     state = tmp_path / "state"
     driver = _driver_with_games(state, ["keep"])
-    driver.close()
+    asyncio.run(driver.close())
     unfinished = state / ".new-6e6f-1234abcd"
     (unfinished / "store").mkdir(parents=True)
     (unfinished / "participants.json").write_text("[]")
@@ -126,7 +126,7 @@ def test_killed_creation_leaves_no_game_and_no_leftover(tmp_path: Path) -> None:
         assert hello["ok"] and hello["result"]["skipped"] == []
         assert sorted(again.games) == ["keep"]
         assert (await _call(again, "create_game", {"game": "no"}))["ok"]
-        again.close()
+        await again.close()
 
     _run(check())
     assert not unfinished.exists()
@@ -138,7 +138,7 @@ def test_participants_are_replaced_atomically(tmp_path: Path) -> None:
     between the two leaves the old file and a temporary file, which the next open removes."""
     state = tmp_path / "state"
     driver = _driver_with_games(state, ["g"])
-    driver.close()
+    asyncio.run(driver.close())
     folder = StateDirectory(state).folder("g")
     before = folder.participants.read_bytes()
     (folder.path / ".participants.json.deadbeef.tmp").write_bytes(b'[{"id": "torn')
@@ -147,7 +147,7 @@ def test_participants_are_replaced_atomically(tmp_path: Path) -> None:
         again = ReferenceDriver(state)
         assert (await _call(again, "hello", HELLO))["ok"]
         assert [p.to_json() for p in again.games["g"].participants()] == PEOPLE[0]
-        again.close()
+        await again.close()
 
     _run(check())
     assert folder.participants.read_bytes() == before
@@ -172,7 +172,7 @@ def test_torn_telemetry_line_is_dropped_and_the_next_event_kept(tmp_path: Path) 
 def test_telemetry_op_survives_a_torn_line(tmp_path: Path) -> None:
     state = tmp_path / "state"
     driver = _driver_with_games(state, ["g"])
-    driver.close()
+    asyncio.run(driver.close())
     folder = StateDirectory(state).folder("g")
     folder.telemetry.write_bytes(b'{"event": "compression_attempt", "n": 1}\n{"event": "comp')
 
@@ -181,7 +181,7 @@ def test_telemetry_op_survives_a_torn_line(tmp_path: Path) -> None:
         assert (await _call(again, "hello", HELLO))["ok"]
         reply = await _call(again, "telemetry", {"game": "g"})
         assert reply == {"id": 1, "ok": True, "result": [{"event": "compression_attempt", "n": 1}]}
-        again.close()
+        await again.close()
 
     _run(check())
 
@@ -213,7 +213,7 @@ def _bad_entries(state: Path) -> dict[str, str]:
 def test_bad_entries_are_skipped_and_reported_never_refusing_the_others(tmp_path: Path) -> None:
     state = tmp_path / "state"
     driver = _driver_with_games(state, ["good1", "good2"])
-    driver.close()
+    asyncio.run(driver.close())
     expected = _bad_entries(state)
 
     async def check() -> None:
@@ -230,7 +230,7 @@ def test_bad_entries_are_skipped_and_reported_never_refusing_the_others(tmp_path
         refused = await _call(again, "create_game", {"game": "damaged"})
         assert refused["error"]["code"] == "invalid_input"
         assert (await _call(again, "create_game", {"game": "fresh"}))["ok"]
-        again.close()
+        await again.close()
 
     _run(check())
 
@@ -239,7 +239,7 @@ def test_bad_entries_are_skipped_and_reported_never_refusing_the_others(tmp_path
 def test_bad_entries_over_stdio_keep_the_driver_serving(tmp_path: Path) -> None:
     state = tmp_path / "state"
     driver = _driver_with_games(state, ["good"])
-    driver.close()
+    asyncio.run(driver.close())
     _bad_entries(state)
     process = StdioDriver(state)
     try:
@@ -261,10 +261,10 @@ def test_duplicate_is_published_whole_with_its_participants(tmp_path: Path) -> N
 
     async def dup() -> None:
         assert (await _call(driver, "duplicate", {"game": "src", "into": "copy"}))["ok"]
-        driver.restart()
+        await driver.restart()
         assert [p.to_json() for p in driver.games["copy"].participants()] == PEOPLE[0]
         assert driver.games["copy"].dump()["store"] == driver.games["src"].dump()["store"]
-        driver.close()
+        await driver.close()
 
     _run(dup())
     assert [p.name for p in state.iterdir() if p.name.startswith(".new-")] == []
@@ -332,7 +332,7 @@ def test_a_failed_telemetry_write_is_counted_and_logged_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The old driver dropped compression telemetry on ENOSPC without a count."""
-    from jfsm.fake_compressor import FakeCompressor
+    from jfsm.testing import FakeCompressor
 
     rounds = {"input": "hello there " * 3, "output": "general kenobi " * 3}
 

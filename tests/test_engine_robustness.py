@@ -128,10 +128,10 @@ class FailingStore(MemoryStore):
 
     failing = False
 
-    def commit(self, projection: Any) -> None:
+    async def commit(self, projection: Any) -> None:
         if self.failing:
             raise StoreUnavailable("store could not commit: [Errno 28] No space left on device")
-        super().commit(projection)
+        await super().commit(projection)
 
 
 @pytest.mark.req("JF-ERR-001", "JF-ERR-002", "JF-COMP-009")
@@ -355,6 +355,6 @@ def test_a_disk_failure_in_the_file_store_reaches_the_engine_as_store_unavailabl
         assert canonical_bytes(e.dump()) == before
         disk.full = False
         assert (await e.before_generation()).outcome == "published"
-        e.close()
+        await e.close()
 
     run(scenario())

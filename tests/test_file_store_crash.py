@@ -284,11 +284,11 @@ def expected_states(ops: list[Op]) -> list[State]:
             assert projection is not None
             if projection.label == "refused":
                 with pytest.raises(QuotaExceeded):
-                    memory.commit(projection)
+                    memory.image.apply(projection)
             else:
-                memory.commit(projection)
+                memory.image.apply(projection)
         elif kind == "checkpoint":
-            memory.checkpoint()
+            memory.image.checkpoint()
         states.append(state_of(memory.image))
     return states
 
@@ -304,14 +304,14 @@ def run_workload(
                 store = store_cls.open(directory, quota=QUOTA, fs=fs)
             elif kind == "close":
                 assert store is not None
-                store.close()
+                store.close_sync()
             elif kind == "checkpoint":
                 assert store is not None
-                store.checkpoint()
+                store.checkpoint_sync()
             else:
                 assert store is not None and projection is not None
                 with contextlib.suppress(QuotaExceeded):
-                    store.commit(projection)
+                    store.commit_sync(projection)
         except SimulatedCrash:
             return index  # abandon the store: the process is gone
     return None
@@ -335,9 +335,9 @@ def check_reopen(
     names = sorted(fs.listdir(directory))
     assert [n for n in names if n.startswith("log.")] and not [n for n in names if "tmp" in n]
     assert len([n for n in names if n.startswith("snapshot.")]) <= 1
-    store.commit(Projection.of({"marker": marker}))
+    store.commit_sync(Projection.of({"marker": marker}))
     views = [fs.after_power_loss("synced", "durable")] if isinstance(fs, SimulatedDisk) else []
-    store.close()
+    store.close_sync()
     for view in [fs, *views]:
         with store_cls.open(directory, quota=QUOTA, fs=view) as again:
             values, base = state_of(again.image)
@@ -430,9 +430,9 @@ def test_every_crash_point_of_a_migration_reopens_to_the_same_store(tmp_path: Pa
     directory = tmp_path / "legacy"
     with FileStore.open(directory, quota=QUOTA) as store:
         for projection in PROJECTIONS:
-            store.commit(projection)
-        store.checkpoint()
-        store.commit(Projection.of({"after": "checkpoint"}))
+            store.commit_sync(projection)
+        store.checkpoint_sync()
+        store.commit_sync(Projection.of({"after": "checkpoint"}))
         expected = state_of(store.image)
     (directory / MANIFEST_NAME).unlink()
     (log,) = directory.glob("log.*.jfl")
@@ -443,7 +443,7 @@ def test_every_crash_point_of_a_migration_reopens_to_the_same_store(tmp_path: Pa
     assert boundaries >= 10
     labels = CrashingFileSystem(UnsyncedOsFileSystem(), keep_labels=True)
     copy = shutil.copytree(directory, tmp_path / "probe")
-    FileStore.open(copy, quota=QUOTA, fs=labels).close()
+    FileStore.open(copy, quota=QUOTA, fs=labels).close_sync()
     assert {"before rename to manifest", "before truncate"} <= set(labels.labels)
 
 
@@ -513,9 +513,9 @@ def _committer() -> str:
             n = store.image.get("counter") or 0
             while True:
                 n += 1
-                store.commit(Projection.of(counter_state(n), [f"trail.{n - 3}"]))
+                store.commit_sync(Projection.of(counter_state(n), [f"trail.{n - 3}"]))
                 if n % 25 == 0:
-                    store.checkpoint()
+                    store.checkpoint_sync()
                 print(n, flush=True)
         """
         )
@@ -560,10 +560,10 @@ def test_second_writer_in_process_is_refused(tmp_path: Path) -> None:
         FileStore.open(tmp_path)
     assert str(tmp_path) in str(refused.value)
     assert refused.value.details == {"directory": str(tmp_path)}
-    store.close()
-    store.close()  # idempotent
+    store.close_sync()
+    store.close_sync()  # idempotent
     with pytest.raises(StoreUnavailable):
-        store.commit(Projection.of({"a": 1}))
+        store.commit_sync(Projection.of({"a": 1}))
     with FileStore.open(tmp_path) as again:
         assert again.durable
 
@@ -583,7 +583,7 @@ OPENER = textwrap.dedent(
     from jfsm.errors import StoreLocked
     from jfsm.stores import FileStore
     try:
-        FileStore.open(sys.argv[1]).close()
+        FileStore.open(sys.argv[1]).close_sync()
     except StoreLocked as exc:
         print(exc.code, exc.details["directory"])
         sys.exit(3)
@@ -619,10 +619,10 @@ def _three_commits(directory: Path, checkpoint_first: bool = False) -> tuple[Pat
     """A store with three committed records; its log and the records' offsets."""
     with FileStore.open(directory) as store:
         if checkpoint_first:
-            store.commit(Projection.of({"base": True}))
-            store.checkpoint()
+            store.commit_sync(Projection.of({"base": True}))
+            store.checkpoint_sync()
         for projection in PROJECTIONS:
-            store.commit(projection)
+            store.commit_sync(projection)
     (log,) = directory.glob("log.*.jfl")
     offsets = [_log_start(log)]
     for projection in PROJECTIONS:
@@ -642,9 +642,9 @@ def _log_start(log: Path) -> int:
 def _state_after(count: int, base: dict[str, Any] | None = None) -> dict[str, Any]:
     memory = MemoryStore()
     if base:
-        memory.commit(Projection.of(base))
+        memory.image.apply(Projection.of(base))
     for projection in PROJECTIONS[:count]:
-        memory.commit(projection)
+        memory.image.apply(projection)
     return memory.image.store_json()
 
 
@@ -663,7 +663,7 @@ def test_torn_tail_is_dropped_and_truncated(tmp_path: Path, cut: int) -> None:
     with FileStore.open(tmp_path) as store:
         assert store.image.store_json() == _state_after(2)
         assert log.stat().st_size == offsets[2]
-        store.commit(Projection.of({"d": 4}))
+        store.commit_sync(Projection.of({"d": 4}))
     with FileStore.open(tmp_path) as store:
         assert store.image.store_json() == {**_state_after(2), "d": 4}
 
@@ -698,7 +698,7 @@ def test_whatever_follows_the_last_record_without_a_valid_one_is_dropped(
     with FileStore.open(tmp_path) as store:
         assert store.image.store_json() == _state_after(3)
         assert log.stat().st_size == offsets[3]
-        store.commit(Projection.of({"d": 4}))
+        store.commit_sync(Projection.of({"d": 4}))
     with FileStore.open(tmp_path) as store:
         assert store.image.store_json() == {**_state_after(3), "d": 4}
 
@@ -746,9 +746,9 @@ def test_damage_in_the_last_record_reads_as_a_torn_write(tmp_path: Path) -> None
 
 def _snapshot_store(directory: Path) -> Path:
     with FileStore.open(directory) as store:
-        store.commit(Projection.of({"a": "𝄞" * 10, "b": [1, {"c": None}]}))
-        store.checkpoint()
-        store.commit(Projection.of({"d": 1}))
+        store.commit_sync(Projection.of({"a": "𝄞" * 10, "b": [1, {"c": None}]}))
+        store.checkpoint_sync()
+        store.commit_sync(Projection.of({"d": 1}))
     (snapshot,) = directory.glob("snapshot.*.json")
     return snapshot
 
@@ -829,7 +829,7 @@ def test_commits_write_into_a_synced_zero_extent_and_only_fdatasync(tmp_path: Pa
     records = [encode_record(projection) for projection in PROJECTIONS]
     ends = [start + sum(map(len, records[: i + 1])) for i in range(3)]
     fs.calls.clear()
-    store.commit(PROJECTIONS[0])
+    store.commit_sync(PROJECTIONS[0])
     # Grow the log with zeros and fsync that (size and blocks), then write and fdatasync.
     extent = FileStore.extent_min
     assert fs.calls == [
@@ -839,8 +839,8 @@ def test_commits_write_into_a_synced_zero_extent_and_only_fdatasync(tmp_path: Pa
         ("fdatasync",),
     ]
     fs.calls.clear()
-    store.commit(PROJECTIONS[1])
-    store.commit(PROJECTIONS[2])
+    store.commit_sync(PROJECTIONS[1])
+    store.commit_sync(PROJECTIONS[2])
     assert fs.calls == [
         ("pwrite", ends[0], len(records[1])),
         ("fdatasync",),
@@ -851,13 +851,13 @@ def test_commits_write_into_a_synced_zero_extent_and_only_fdatasync(tmp_path: Pa
     assert len(data) == extent
     assert data[start : ends[2]] == b"".join(records) and not data[ends[2] :].strip(b"\x00")
     fs.calls.clear()
-    store.close()
+    store.close_sync()
     assert fs.calls == [("truncate", ends[2])]  # the preallocation given back, unsynced
     assert log.read_bytes()[start:] == b"".join(records)
     with FileStore.open(tmp_path, fs=fs) as again:
         assert again.image.store_json() == _state_after(3)
         fs.calls.clear()
-        again.commit(Projection.of({"d": 4}))
+        again.commit_sync(Projection.of({"d": 4}))
         assert fs.calls[:2] == [("extend", ends[2], extent), ("fsync",)]
 
 
@@ -868,10 +868,10 @@ def test_extents_double_up_to_the_cap_and_make_room_for_a_large_record(tmp_path:
         for i in range(60):
             projection = Projection.of({"k": f"{i:03d}" + "x" * 251})
             sizes.append(len(encode_record(projection)))
-            store.commit(projection)
+            store.commit_sync(projection)
         big = Projection.of({"big": "y" * 20_000})
         sizes.append(len(encode_record(big)))
-        store.commit(big)
+        store.commit_sync(big)
         extensions = [call[1:] for call in fs.calls if call[0] == "extend"]
         (log,) = tmp_path.glob("log.*.jfl")
         start = _log_start(log)  # the header record, under 100 bytes
@@ -897,9 +897,9 @@ def test_a_store_left_open_reopens_through_its_zero_tail(tmp_path: Path) -> None
     live = tmp_path / "live"
     store = FileStore.open(live)
     for projection in PROJECTIONS:
-        store.commit(projection)
+        store.commit_sync(projection)
     left = Path(shutil.copytree(live, tmp_path / "left"))
-    store.close()
+    store.close_sync()
     (log,) = left.glob("log.*.jfl")
     assert log.stat().st_size == FileStore.extent_min
     fs = RecordingFileSystem()
@@ -908,7 +908,7 @@ def test_a_store_left_open_reopens_through_its_zero_tail(tmp_path: Path) -> None
         end = _log_start(log) + len(b"".join(encode_record(p) for p in PROJECTIONS))
         assert fs.calls == [("truncate", end), ("fsync",)]
         assert log.stat().st_size == end
-        store.commit(Projection.of({"d": 4}))
+        store.commit_sync(Projection.of({"d": 4}))
     with FileStore.open(left) as store:
         assert store.image.store_json() == {**_state_after(3), "d": 4}
 
@@ -1039,9 +1039,9 @@ def test_fast_and_verified_reopen_find_the_same_store(tmp_path: Path) -> None:
         "": "",
     }
     with FileStore.open(tmp_path) as store:
-        store.commit(Projection.of(tricky))
-        store.checkpoint()
-        store.commit(Projection.of({'é𝄞\n"\\': "changed", "new": tricky}, ["\uff61"]))
+        store.commit_sync(Projection.of(tricky))
+        store.checkpoint_sync()
+        store.commit_sync(Projection.of({'é𝄞\n"\\': "changed", "new": tricky}, ["\uff61"]))
         expected = state_of(store.image)
     for verify in (False, True):
         with FileStore.open(tmp_path, verify=verify) as store:
@@ -1059,14 +1059,14 @@ def _files(directory: Path) -> dict[str, bytes]:
 @pytest.mark.req("JF-QUOTA-003")
 def test_quota_refusal_writes_nothing_on_disk(tmp_path: Path) -> None:
     with FileStore.open(tmp_path, quota=200) as store:
-        store.commit(Projection.of({"a": "x" * 50}))
+        store.commit_sync(Projection.of({"a": "x" * 50}))
         before, image = _files(tmp_path), state_of(store.image)
         with pytest.raises(QuotaExceeded) as refused:
-            store.commit(Projection.of({"b": "y" * 200}))
+            store.commit_sync(Projection.of({"b": "y" * 200}))
         assert refused.value.details["quota"] == 200
         assert _files(tmp_path) == before
         assert state_of(store.image) == image
-        store.commit(Projection.of({"b": "y"}))  # still usable
+        store.commit_sync(Projection.of({"b": "y"}))  # still usable
     with FileStore.open(tmp_path, quota=200) as store:
         assert store.image.store_json() == {"a": "x" * 50, "b": "y"}
 
@@ -1148,23 +1148,23 @@ def test_failed_commit_is_rolled_back_and_the_store_stays_usable(
 ) -> None:
     fs = FailingFileSystem()
     with FileStore.open(tmp_path, fs=fs) as store:
-        store.commit(Projection.of({"a": 1}))
+        store.commit_sync(Projection.of({"a": 1}))
     (log,) = tmp_path.glob("log.*.jfl")
     committed = log.stat().st_size
     with FileStore.open(tmp_path, fs=fs) as store:  # a new session: nothing preallocated
         if room:
-            store.commit(Projection.of({"a": 2}))
-            store.commit(Projection.of({"a": 1}))
+            store.commit_sync(Projection.of({"a": 2}))
+            store.commit_sync(Projection.of({"a": 1}))
             committed = len(log.read_bytes().rstrip(b"\x00"))
         before = _contents(tmp_path)
         fs.failing = {failing}
         with pytest.raises(StoreUnavailable, match=f"injected {failing}"):
-            store.commit(Projection.of({"b": 2}, ["a"]))
+            store.commit_sync(Projection.of({"b": 2}, ["a"]))
         assert not fs.failing
         assert store.image.store_json() == {"a": 1}
         assert _contents(tmp_path) == before
         assert log.stat().st_size == committed  # cut back after the last record, synced
-        store.commit(Projection.of({"c": 3}))
+        store.commit_sync(Projection.of({"c": 3}))
     with FileStore.open(tmp_path) as store:
         assert store.image.store_json() == {"a": 1, "c": 3}
 
@@ -1173,20 +1173,20 @@ def test_failed_commit_is_rolled_back_and_the_store_stays_usable(
 def test_failed_rollback_breaks_the_store_until_reopened(tmp_path: Path) -> None:
     fs = FailingFileSystem()
     store = FileStore.open(tmp_path, fs=fs)
-    store.commit(Projection.of({"a": 1}))
+    store.commit_sync(Projection.of({"a": 1}))
     fs.failing = {"fdatasync", "truncate"}
     with pytest.raises(StoreUnavailable, match="injected fdatasync") as failed:
-        store.commit(Projection.of({"b": 2}))
+        store.commit_sync(Projection.of({"b": 2}))
     assert isinstance(failed.value.__cause__, OSError)
     assert any("broken" in note for note in failed.value.__cause__.__notes__)
     assert failed.value.state == "broken"
     assert store.image.store_json() == {"a": 1}
     with pytest.raises(StoreUnavailable) as refused:
-        store.commit(Projection.of({"c": 3}))
+        store.commit_sync(Projection.of({"c": 3}))
     assert refused.value.state == "broken"
     with pytest.raises(StoreUnavailable):
-        store.checkpoint()
-    store.close()
+        store.checkpoint_sync()
+    store.close_sync()
     with FileStore.open(tmp_path) as again:  # like a crash: the failed projection, or not
         assert again.image.store_json() in ({"a": 1}, {"a": 1, "b": 2})
 
@@ -1221,18 +1221,18 @@ def test_a_rolled_back_commit_stays_rolled_back_after_a_power_loss(failing: str)
     directory = "/simulated/store"
     disk = WritebackThenFailDisk()
     with FileStore.open(directory, fs=disk) as store:
-        store.commit(Projection.of({"a": 1}))
+        store.commit_sync(Projection.of({"a": 1}))
     with FileStore.open(directory, fs=disk) as store:  # the next commit extends the log
         if failing == "fdatasync":
-            store.commit(Projection.of({"a": 2}))  # now the record fits: no fsync
+            store.commit_sync(Projection.of({"a": 2}))  # now the record fits: no fsync
         disk.failing = {failing}
         with pytest.raises(StoreUnavailable, match=f"injected {failing}"):
-            store.commit(Projection.of({"b": 2}))
+            store.commit_sync(Projection.of({"b": 2}))
         before = state_of(store.image)
         for entries, data in POWER_LOSS_VIEWS:
             with FileStore.open(directory, fs=disk.after_power_loss(entries, data)) as again:
                 assert state_of(again.image) == before, (entries, data)
-        store.commit(Projection.of({"c": 3}))
+        store.commit_sync(Projection.of({"c": 3}))
         after = state_of(store.image)
     for entries, data in POWER_LOSS_VIEWS:
         with FileStore.open(directory, fs=disk.after_power_loss(entries, data)) as again:
@@ -1250,16 +1250,16 @@ def test_checkpoint_failing_before_the_manifest_rename_changes_nothing(
 ) -> None:
     fs = FailingFileSystem()
     with FileStore.open(tmp_path, fs=fs) as store:
-        store.commit(Projection.of({"a": 1}))
+        store.commit_sync(Projection.of({"a": 1}))
         before, image = _files(tmp_path), state_of(store.image)
         fs.failing, fs.passes = {failing}, passes
         with pytest.raises(StoreUnavailable, match="injected"):
-            store.checkpoint()
+            store.checkpoint_sync()
         assert not fs.failing
         assert state_of(store.image) == image
         assert _files(tmp_path) == before
-        store.commit(Projection.of({"b": 2}))
-        store.checkpoint()
+        store.commit_sync(Projection.of({"b": 2}))
+        store.checkpoint_sync()
         assert store.image.change_log() == []
     with FileStore.open(tmp_path) as store:
         assert store.image.store_json() == {"a": 1, "b": 2}
@@ -1273,13 +1273,13 @@ def test_checkpoint_failing_at_or_after_the_manifest_rename_breaks_the_store(
 ) -> None:
     fs = FailingFileSystem()
     store = FileStore.open(tmp_path, fs=fs)
-    store.commit(Projection.of({"a": 1}))
+    store.commit_sync(Projection.of({"a": 1}))
     fs.failing, fs.passes = {failing}, 1
     with pytest.raises(StoreUnavailable, match="injected") as failed:
-        store.checkpoint()
+        store.checkpoint_sync()
     assert failed.value.state == "broken" and not fs.failing
     with pytest.raises(StoreUnavailable, match="broken"):
-        store.commit(Projection.of({"b": 2}))
-    store.close()
+        store.commit_sync(Projection.of({"b": 2}))
+    store.close_sync()
     with FileStore.open(tmp_path) as again:
         assert again.image.store_json() == {"a": 1}

@@ -60,7 +60,7 @@ def states() -> list[dict[str, Any]]:
     memory = MemoryStore()
     out = [memory.image.store_json()]
     for projection in COMMITS:
-        memory.commit(projection)
+        memory.image.apply(projection)
         out.append(memory.image.store_json())
     return out
 
@@ -74,8 +74,8 @@ def build(directory: Path, *, manifest: bool = True) -> Path:
     with FileStore.open(directory) as store:
         for i, projection in enumerate(COMMITS):
             if i == CHECKPOINT_AFTER:
-                store.checkpoint()
-            store.commit(projection)
+                store.checkpoint_sync()
+            store.commit_sync(projection)
     if not manifest:
         (directory / MANIFEST_NAME).unlink()  # what a version before R27 left
     return directory
@@ -101,7 +101,7 @@ def live(directory: Path) -> dict[str, Path]:
 def test_deleting_the_lock_file_lets_no_second_writer_in(tmp_path: Path) -> None:
     """Before R28 the second open got in, both committed, and one's commits were lost."""
     with FileStore.open(tmp_path) as writer:
-        writer.commit(Projection.of({"a": 1}))
+        writer.commit_sync(Projection.of({"a": 1}))
         (tmp_path / "lock").unlink()
         with pytest.raises(StoreLocked):
             FileStore.open(tmp_path)
@@ -281,7 +281,7 @@ def _old_manifest(directory: Path) -> None:
     old = build(directory.parent / (directory.name + "-old"))
     shutil.rmtree(old)
     with FileStore.open(old) as store:
-        store.commit(COMMITS[0])
+        store.commit_sync(COMMITS[0])
     (directory / MANIFEST_NAME).write_bytes((old / MANIFEST_NAME).read_bytes())
     shutil.rmtree(old)
 
@@ -314,7 +314,7 @@ def _older_log(directory: Path) -> None:
     older = directory.parent / (directory.name + "-older")
     with FileStore.open(older) as store:
         for projection in COMMITS[:CHECKPOINT_AFTER]:
-            store.commit(projection)
+            store.commit_sync(projection)
         (log,) = older.glob("log.*.jfl")
         data = log.read_bytes().rstrip(b"\x00")
     live(directory)["log"].write_bytes(data)
@@ -485,7 +485,7 @@ def test_file_system_refusals_at_open_are_store_unavailable(
     with pytest.raises(StoreUnavailable) as refused:
         FileStore.open(tmp_path / "denied", fs=RefusingFileSystem())
     assert refused.value.details["errno_name"] == "EACCES"
-    FileStore.open(tmp_path / "denied").close()  # the lock was released
+    FileStore.open(tmp_path / "denied").close_sync()  # the lock was released
     build(tmp_path / "store")
     with read_only_file_system(monkeypatch), pytest.raises(StoreUnavailable) as refused:
         FileStore.open(tmp_path / "store")
@@ -594,7 +594,7 @@ def test_inspect_refuses_a_store_a_writer_holds(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with FileStore.open(tmp_path) as store:
-        store.commit(Projection.of({"a": 1}))
+        store.commit_sync(Projection.of({"a": 1}))
         assert main(["inspect", str(tmp_path)]) == 2
     assert "store_locked" in capsys.readouterr().err
     assert main(["inspect", str(tmp_path)]) == 0

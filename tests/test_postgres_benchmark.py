@@ -40,3 +40,19 @@ def test_postgres_benchmark_smoke(fresh_database: Any, tmp_path: Path) -> None:
         }
     )
     assert "PostgreSQL / FileStore" in page and "| 1 | 1.0 | 1.0 |" in page
+
+
+def test_pool_benchmark_smoke(fresh_database: Any) -> None:
+    """`benchmarks/postgres_pool.py` at its quick sizes: every section runs and the Goals
+    rows render (timings never asserted)."""
+    from benchmarks import postgres_pool
+    from jfsm.stores.postgres import migrate
+
+    conninfo = fresh_database()
+    migrate(conninfo)
+    result = postgres_pool.measure(conninfo, quick=True, log=lambda _m: None)
+    assert set(result["rounds_per_s"]) == {"postgres", "filestore"}
+    assert [row["games"] for row in result["old_store"]] == postgres_pool.QUICK["old_games"]
+    assert result["old_store"][-1]["connections"] >= postgres_pool.QUICK["old_games"][-1]
+    page = "\n".join(postgres_pool.render(result))
+    assert page.count("| yes |") + page.count("| **no** |") == len(result["goals"]) == 4

@@ -1,8 +1,10 @@
 """The reference driver and the command line over PostgreSQL.
 
 The full conformance run over `jfsm driver --store postgresql://...` is a job of `.ci/run`
-(it takes as long as the stdio run over files); here the driver's durable restart, game
-duplication and the `pg-migrate` and `inspect` commands are checked against a real server.
+(directly and through PgBouncer, no `--state`); here the driver's durable restart, game
+duplication, two drivers on one database (issue 21: nothing of another driver's game is
+adopted or deleted) and the `pg-migrate`, `inspect` and `driver` commands are checked
+against a real server.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from pg_fixtures import game_id
 
 from jfsm.cli import main
 from jfsm.driver import ReferenceDriver
+from jfsm.stores.pg_blocking import BlockingPostgresStore as PostgresStore
 from jfsm.stores.pg_server import TemporaryServer
-from jfsm.stores.postgres import PostgresStore, read_image
+from jfsm.stores.postgres import SCHEMA_VERSION, read_image
 from jfsm_conformance.fake.compress import FakeCompress
 
 
@@ -50,13 +53,16 @@ def test_driver_keeps_games_in_postgres_across_restarts(
             await _call(driver, "restart")
             assert await _call(driver, "dump", game=game) == before
             assert (await _call(driver, "dump", game=copy))["store"] == before["store"]
-            # a second driver on the same database cannot take a game its owner holds
-            other = ReferenceDriver(tmp_path / "other", store_url=url)
+            # a second driver on the same database neither adopts nor takes a game its owner holds
+            other = ReferenceDriver(store_url=url)
             await _call(other, "hello", protocol=1, compressUrl=fake.url)
             reply = await other.handle({"id": 2, "op": "create_game", "args": {"game": game}})
+            assert reply["error"]["code"] == "invalid_input"
+            assert "already exists" in reply["error"]["message"]
+            reply = await other.handle({"id": 3, "op": "dump", "args": {"game": game}})
             assert reply["error"]["code"] == "store_locked"
-            other.close()
-            driver.close()
+            await other.close()
+            await driver.close()
 
     asyncio.run(scenario())
     image = read_image(pg_database, game)
@@ -68,7 +74,7 @@ def test_driver_keeps_games_in_postgres_across_restarts(
 def test_cli_migrates_and_inspects(postgres_server: TemporaryServer, capsys: Any) -> None:
     url = postgres_server.url(postgres_server.create_database("jfsm_cli").split("dbname=")[1])
     assert main(["pg-migrate", url]) == 0
-    assert "schema version 1" in capsys.readouterr().out
+    assert f"schema version {SCHEMA_VERSION}" in capsys.readouterr().out
     assert main(["pg-migrate", url]) == 0  # idempotent
     capsys.readouterr()
     with PostgresStore.open(url, "g1") as store:
@@ -82,11 +88,93 @@ def test_cli_migrates_and_inspects(postgres_server: TemporaryServer, capsys: Any
     assert main(["inspect", url, "--game", "nope"]) == 2
     assert "invalid_input" in capsys.readouterr().err
     assert main(["inspect", url]) == 2
-    assert main(["driver", "--store", url]) == 2
-    assert "--state" in capsys.readouterr().err
 
 
 def test_pg_migrate_reports_an_unreachable_server(tmp_path: Path, capsys: Any) -> None:
     url = f"postgresql://jfsm@/none?host={tmp_path}&connect_timeout=2"
     assert main(["pg-migrate", url]) == 2
     assert "store_unavailable" in capsys.readouterr().err
+
+
+async def _try(driver: ReferenceDriver, op: str, **args: Any) -> dict[str, Any]:
+    return await driver.handle({"id": 9, "op": op, "args": args})
+
+
+@pytest.mark.req("JF-ATOM-004", "JF-STORE-010")
+def test_two_drivers_never_adopt_nor_delete_each_others_games(pg_database: str) -> None:
+    """The campaign's lost writes: B duplicates into an id only A's database game has (and
+    creates over it); A's acknowledged rounds stay, B's failure deletes nothing of A's."""
+    mine, src = game_id(), game_id()
+
+    async def scenario() -> None:
+        with FakeCompress() as fake:
+            a, b = ReferenceDriver(store_url=pg_database), ReferenceDriver(store_url=pg_database)
+            for driver in (a, b):
+                await _call(driver, "hello", protocol=1, compressUrl=fake.url)
+            await _call(a, "create_game", game=mine)
+            await _call(a, "record_round", game=mine, input="one", output="1")
+            await _call(a, "record_round", game=mine, input="two", output="2")
+            before = await _call(a, "dump", game=mine)
+            await _call(b, "create_game", game=src)
+            for attempt in (
+                await _try(b, "duplicate", game=src, into=mine),
+                await _try(b, "create_game", game=mine),
+            ):
+                assert attempt["error"]["code"] == "invalid_input", attempt
+            assert await _call(a, "dump", game=mine) == before
+            await a.close()  # A's lease ends: B may now serve A's game, rounds and all
+            assert (await _call(b, "dump", game=mine))["store"] == before["store"]
+            await b.close()
+
+    asyncio.run(scenario())
+    assert read_image(pg_database, mine).store_json() != {}
+
+
+def test_a_driver_without_state_serves_anothers_games_with_their_side_files(
+    pg_database: str,
+) -> None:
+    game = game_id()
+    participants = [{"id": "p1", "human": True}, {"id": "npc", "human": False}]
+
+    async def scenario() -> None:
+        with FakeCompress() as fake:
+            first = ReferenceDriver(store_url=pg_database)
+            hello = await _call(
+                first, "hello", protocol=1, compressUrl=fake.url, thresholds={"game": 300}
+            )
+            assert hello["capabilities"]["durableRestart"] is True
+            await _call(first, "create_game", game=game)
+            await _call(first, "set_participants", game=game, participants=participants)
+            for n in range(6):
+                await _call(first, "record_round", game=game, input=f"in {n}", output="o" * 80)
+                await _call(first, "generate", game=game)
+            events = await _call(first, "telemetry", game=game)
+            assert events, "the small threshold makes the game compress"
+            dump = await _call(first, "dump", game=game)
+            await _call(first, "shutdown")
+            second = ReferenceDriver(store_url=pg_database)
+            await _call(second, "hello", protocol=1, compressUrl=fake.url)
+            assert await _call(second, "dump", game=game) == dump
+            assert await _call(second, "telemetry", game=game) == events
+            await _call(second, "record_round", game=game, input="more", output="x")
+            await _call(second, "restart")
+            assert len((await _call(second, "dump", game=game))["store"]) >= len(dump["store"])
+            await second.close()
+
+    asyncio.run(scenario())
+
+
+def test_the_driver_refuses_an_unusable_store_before_hello(
+    fresh_database: Any, capsys: Any
+) -> None:
+    unmigrated = fresh_database()
+    for store, code in (
+        (unmigrated, "store_unavailable"),
+        ("mysql://user:pw@host/db", "invalid_input"),
+        ("hots=/tmp dbname=x", "invalid_input"),
+        ("/some/directory", "invalid_input"),
+    ):
+        assert main(["driver", "--store", store]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"jfsm driver: {code}: ") and err.count("\n") == 1, err
+        assert "pw@" not in err

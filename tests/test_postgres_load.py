@@ -74,7 +74,7 @@ async def _play(conninfo: str, url: str, journal: Journal, deadline: float, wid:
     while time.monotonic() < deadline:
         game = f"load-{rng.randrange(GAMES)}"
         try:
-            store = PostgresStore.open(conninfo, game, takeover=rng.random() < 0.3)
+            store = await PostgresStore.open(conninfo, game, takeover=rng.random() < 0.3)
         except StoreLocked:
             continue
         engine = GameEngine(
@@ -104,7 +104,7 @@ async def _play(conninfo: str, url: str, journal: Journal, deadline: float, wid:
         except JfsmError:
             pass  # fenced, unavailable, compression pending: drop this game for now
         finally:
-            engine.close()
+            await engine.close()
 
 
 def _worker(conninfo: str, url: str, journal: str, deadline: float) -> None:

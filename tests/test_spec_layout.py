@@ -204,7 +204,7 @@ def _engine_stores() -> list[dict[str, Any]]:
         snap()
         await engine.intervene("attack", "the attack begins and then", revealed=10)
         snap()
-        engine.close()
+        await engine.close()
         return stores
 
     return asyncio.run(run())

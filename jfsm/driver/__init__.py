@@ -6,22 +6,25 @@ messages concurrently (a suite appends while a compression is held). `handle` ne
 a message that is not an object, has no valid id, nests past the spec's limit (these get id
 null) or names an unknown op gets an error reply (JF-ERR-008); `handle_bytes` takes bytes.
 
-Used in process (`python:jfsm.driver:reference_driver`, `durable_reference_driver`: file
-stores in a temporary directory), over stdio (`jfsm driver [--state DIR]`,
+Used in process (`python:jfsm.driver:reference_driver`; `durable_reference_driver`: file
+stores in a temporary directory), over stdio (`jfsm driver [--state DIR]`, JSON lines,
 `jfsm.driver.stdio`) and over HTTP (`jfsm driver --http PORT`, `jfsm.driver.http`). With a
-state directory each game lives in a durable `FileStore` in its folder (`jfsm.driver.state`),
+state directory each game lives in a durable `FileStore` in its folder (`jfsm.driver.state`)
 and a restarted driver reopens every game there, skipping and reporting what it cannot
-open. With `store_url` (`--store postgresql://...`) game memory lives in that database instead
-(`PostgresStore`) and the folder keeps only the driver's side files.
+open. With `store_url` (`--store postgresql://...`) every game lives in that database, side
+files too (`jfsm.driver.pg`): no state directory, and several drivers serve the same games.
 
-With a state directory at most `max_open` games are open at once (R56): the least recently
-used idle game (no op running, no compression in flight, no retry count only in memory) is
-closed and reopened when named again; an in-process `restart()` reopens the open games at
-once, the others when named. Memory stores keep every game, until `forget_games` (R59).
+With a state directory at most `max_open` games are open at once (decision R56): the least
+recently used game at rest (no op on it running, nothing about it only in memory: no
+compression in flight, no retry count, `GameEngine.at_rest`) is closed, and reopened from
+its folder when an op names it (an op naming it while it closes waits). An in-process
+`restart()` reopens the games that were open at once, the others when named. Memory stores
+keep every game (closing one would lose it) until `forget_games` (R59).
 """
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import shutil
 import sys
@@ -36,6 +39,7 @@ from jfsm.compressor import Compressor
 from jfsm.driver.crash import CrashSwitch
 from jfsm.driver.hello import parse_hello
 from jfsm.driver.http import serve_http
+from jfsm.driver.pg import DatabaseGames
 from jfsm.driver.state import GameFolder, Skipped, StateDamaged, StateDirectory
 from jfsm.driver.stdio import serve_stdio
 from jfsm.driver.wire import Refusal, decode, error_reply, refusal_reply
@@ -44,7 +48,9 @@ from jfsm.errors import InvalidInput, JfsmError, StoreUnavailable
 from jfsm.limits import depth, validate_id
 from jfsm.records import Participant, parse_record
 from jfsm.spec import constants
+from jfsm.stores.file import FileStore
 from jfsm.stores.memory import MemoryStore
+from jfsm.stores.offload import run_blocking
 
 __all__ = [
     "PROTOCOL_VERSION",
@@ -101,11 +107,15 @@ class ReferenceDriver:
         max_open: int = MAX_OPEN,
     ) -> None:
         self.state_dir = None if state_dir is None else Path(state_dir)
-        self.store_url = store_url  # postgresql://: game memory there, side files in state_dir
-        self.state = None if state_dir is None else StateDirectory(state_dir)
+        self.store_url = store_url  # a PostgreSQL target: every game there (state_dir unused)
+        self.db = None if store_url is None else DatabaseGames(store_url)
+        self.state = (
+            None if state_dir is None or store_url is not None else StateDirectory(state_dir)
+        )
         self.games: OrderedDict[str, GameEngine] = OrderedDict()  # least recently used first
         self.max_open = max_open
         self._busy: Counter[str] = Counter()  # ops running per game (never closed meanwhile)
+        self._closing: dict[str, asyncio.Task[None]] = {}  # games whose store is closing
         self.skipped: list[Skipped] = []
         self._creating: set[str] = set()
         self._compress_url: str | None = None
@@ -145,14 +155,13 @@ class ReferenceDriver:
             names = [v for k in ("game", "into") if isinstance(v := args.get(k), str)]
             self._busy.update(names)
             try:
+                if self.db is not None and op != "create_game":  # an unopened game of the database
+                    await self.db.reopen(args.get("game"), self)
                 result = await handler(args)
             finally:
-                for name in names:
-                    self._busy[name] -= 1
-                    if self._busy[name] <= 0:
-                        del self._busy[name]
+                self._busy -= Counter(names)  # keeps positive counts only
                 if self._fs is None or not self._fs.dead:  # a dead driver closes nothing
-                    self._close_idle()
+                    await self._close_idle()
             if self._fs is not None and self._fs.dead and op != "restart":
                 return error_reply(msg_id, "internal_error", self._fs.where + ": restart me")
             return {"id": msg_id, "ok": True, "result": result}
@@ -166,50 +175,63 @@ class ReferenceDriver:
         msg = decode(data)
         return refusal_reply(msg) if isinstance(msg, Refusal) else await self.handle(msg)
 
-    def _game(self, args: Mapping[str, Any]) -> GameEngine:
+    async def _game(self, args: Mapping[str, Any]) -> GameEngine:
         game_id = validate_id(_arg(args, "game"), "game")  # before any path is built of it
         engine = self.games.get(game_id)
-        engine = engine if engine is not None else self._reopen(game_id)
+        if engine is None:
+            engine = await self._reopen(game_id)
         if engine is None:
             raise InvalidInput(f"unknown game {_shown(game_id)}", field="game")
         self.games.move_to_end(engine.game_id)
         return engine
 
-    def _reopen(self, game_id: str) -> GameEngine | None:
+    async def _reopen(self, game_id: str) -> GameEngine | None:
         """A game closed to bound memory, opened again from its folder (None: no such game)."""
+        if (closing := self._closing.get(game_id)) is not None:  # wait until it is closed
+            await asyncio.wait([closing])
+        if game_id in self.games:  # reopened by another op meanwhile
+            return self.games[game_id]
         if self.state is None or game_id in self._creating or not self.state.exists(game_id):
             return None
         folder = self.state.folder(game_id)
         try:
-            participants = self.state.load_participants(folder)
-            store = self._open_store(folder)
+            participants = await run_blocking(self.state.load_participants, folder)
+            store = await self._open_store(folder)
         except (JfsmError, OSError, StateDamaged):  # listed in hello's skipped: not served
             return None
-        try:
-            self.games[game_id] = self._engine(game_id, store, participants)
-        except BaseException:
-            store.close()
-            raise
-        return self.games[game_id]
+        return await self._serve(game_id, store, participants)
 
-    def _close_idle(self) -> None:
+    async def _serve(self, game_id: str, store: Any, participants: Any) -> GameEngine:
+        """Serve `game_id` over the open `store` (closed again if its engine fails)."""
+        try:
+            self.games[game_id] = engine = self._engine(game_id, store, participants)
+        except BaseException:
+            await store.close()
+            raise
+        return engine
+
+    async def _close_idle(self) -> None:
         """Close least recently used idle games until at most `max_open` are open (only with
         a state directory, from which they reopen)."""
-        if self.state is None or len(self.games) <= self.max_open:
+        if (self.state is None and self.db is None) or len(self.games) <= self.max_open:
             return
         for game_id in list(self.games):
+            engine = self.games.get(game_id)
             if len(self.games) <= self.max_open:
                 break
-            engine = self.games[game_id]
-            if self._busy[game_id] <= 0 and _reopenable(engine):
+            if engine is not None and self._busy[game_id] <= 0 and engine.at_rest():
                 del self.games[game_id]
-                engine.close()
+                await self._close_engine(game_id, engine)
 
-    def _new_id(self, args: Mapping[str, Any], name: str) -> str:
+    async def _close_engine(self, game_id: str, engine: GameEngine) -> None:
+        """Close a game's engine (out of `games`); an op naming it meanwhile waits."""
+        task = self._closing[game_id] = asyncio.create_task(engine.close())
+        task.add_done_callback(lambda _: self._closing.pop(game_id, None))  # before waiters
+        await task
+
+    async def _new_id(self, args: Mapping[str, Any], name: str) -> str:
         game_id = validate_id(_arg(args, name), name)
-        if game_id in self.games or game_id in self._creating:
-            raise InvalidInput(f"game {game_id!r} already exists", field=name)
-        if self.state is not None and self._reopen(game_id) is not None:
+        if game_id in self.games or game_id in self._creating or await self._reopen(game_id):
             raise InvalidInput(f"game {game_id!r} already exists", field=name)
         if self.state is not None and self.state.exists(game_id):
             raise InvalidInput(
@@ -219,15 +241,10 @@ class ReferenceDriver:
             )
         return game_id
 
-    def _open_store(self, folder: GameFolder) -> Any:
-        if self.store_url is None:
-            from jfsm.stores.file import FileStore
-
-            return FileStore.open(folder.store, fs=self._fs or folder.store_fs())
-        from jfsm.stores.location import open_store
-
-        folder.store.mkdir(exist_ok=True)  # marks the folder as a game's (memory in the database)
-        return open_store(self.store_url, folder.game_id)
+    async def _open_store(self, folder: GameFolder) -> Any:  # off the event loop (R65)
+        return await run_blocking(
+            lambda: FileStore.open(folder.store, fs=self._fs or folder.store_fs())
+        )
 
     def _engine(
         self, game_id: str, store: Any, participants: list[Participant] | tuple[()] = ()
@@ -238,7 +255,7 @@ class ReferenceDriver:
             self._compressor,
             game_id=game_id,
             participants=participants,
-            telemetry=self._telemetry_sink(game_id),
+            telemetry=self.db.telemetry_sink(game_id) if self.db else self._telemetry_sink(game_id),
             thresholds=self._thresholds,
         )
 
@@ -250,30 +267,26 @@ class ReferenceDriver:
         # a crashed driver writes nothing more (its telemetry neither)
         return lambda event: None if fs and fs.dead else state.append_telemetry(folder, event)
 
-    def _reopen_all(self, only: list[str] | None = None) -> None:
+    async def _reopen_all(self, only: list[str] | None = None) -> None:
         if self.state is None:
             return
-        folders, skipped = self.state.scan()
+        folders, skipped = await run_blocking(self.state.scan)
         for folder in folders:
             if folder.game_id in self.games or (only is not None and folder.game_id not in only):
                 continue
             try:
-                participants = self.state.load_participants(folder)
-                store = self._open_store(folder)
+                participants = await run_blocking(self.state.load_participants, folder)
+                store = await self._open_store(folder)
             except (JfsmError, OSError, StateDamaged) as exc:
                 skipped.append(Skipped(folder.path.name, f"{type(exc).__name__}: {exc}"))
                 continue
-            try:
-                self.games[folder.game_id] = self._engine(folder.game_id, store, participants)
-            except BaseException:
-                store.close()
-                raise
-            self._close_idle()
+            await self._serve(folder.game_id, store, participants)
+            await self._close_idle()
         for entry in skipped:
             print(f"jfsm driver: skipped {entry.entry}: {entry.reason}", file=sys.stderr)
         self.skipped = skipped
 
-    def restart(self) -> None:
+    async def restart(self) -> None:
         """Close every store and reopen the durable games (in-process restart): the games
         open before reopen now, the others when an op names them (R56). After a `crash` op
         the restart is a kill: every engine is abandoned as it is."""
@@ -282,14 +295,16 @@ class ReferenceDriver:
             self._fs.abandon()
             self._fs = CrashSwitch()
             self.games.clear()
-        self.close()
-        self._reopen_all(only=was_open)
+        await self.close()
+        await self._reopen_all(only=was_open)
 
-    def close(self) -> None:
-        """Close every game's store."""
-        for engine in self.games.values():
-            engine.close()
-        self.games.clear()
+    async def close(self) -> None:
+        """Close every game's store (and wait for those being closed)."""
+        for game_id, engine in list(self.games.items()):
+            del self.games[game_id]
+            await self._close_engine(game_id, engine)
+        while self._closing:  # closed by `_close_idle` meanwhile
+            await asyncio.wait(list(self._closing.values()))
 
     # -- ops -----------------------------------------------------------------------------
     async def op_hello(self, args: Mapping[str, Any]) -> dict[str, Any]:
@@ -309,7 +324,7 @@ class ReferenceDriver:
         self._compressor = compressor
         self._compress_url = url
         try:
-            self._reopen_all()
+            await self._reopen_all()
         except OSError as exc:  # the state directory itself: nothing changes
             self._thresholds, self._compressor, self._compress_url = before
             raise StoreUnavailable(
@@ -322,7 +337,7 @@ class ReferenceDriver:
             "protocol": PROTOCOL_VERSION,
             "implementation": {"name": "jfsm", "version": __version__, "language": "python"},
             "capabilities": {
-                "durableRestart": self.state_dir is not None,
+                "durableRestart": self.state_dir is not None or self.db is not None,
                 "concurrent": True,
                 "thresholdOverride": True,
                 "crashInjection": self._fs is not None,
@@ -333,124 +348,127 @@ class ReferenceDriver:
         }
 
     async def op_create_game(self, args: Mapping[str, Any]) -> dict[str, Any]:
-        game_id = self._new_id(args, "game")
+        game_id = await self._new_id(args, "game")
+        if self.db is not None:  # never adopts a game of the database (DatabaseGames.create)
+            return await self.db.create(game_id, None, self._creating, self.games, self._engine)
         if self.state is None:
             self.games[game_id] = self._engine(game_id, MemoryStore())
             return {}
         with self.state.new_game(game_id) as fresh:
-            self._open_store(fresh).close()
+            await (await self._open_store(fresh)).close()
         folder = self.state.folder(game_id)
-        self.games[game_id] = self._engine(game_id, self._open_store(folder))
+        self.games[game_id] = self._engine(game_id, await self._open_store(folder))
         return {}
 
     async def op_set_participants(self, args: Mapping[str, Any]) -> dict[str, Any]:
-        engine = self._game(args)
+        engine = await self._game(args)
         given = _arg(args, "participants")
         if not isinstance(given, list):
             raise InvalidInput("participants must be a list", field="participants")
         participants = [parse_record(Participant, p) for p in given]
-        if self.state is not None:
-            self.state.save_participants(self.state.folder(engine.game_id), participants)
+        if self.db is not None:
+            await self.db.save_participants(engine.store, participants)  # type: ignore[arg-type]
+        if (state := self.state) is not None:
+            await run_blocking(state.save_participants, state.folder(engine.game_id), participants)
         engine.set_participants(participants)
         return {}
 
     async def op_record_round(self, args: Mapping[str, Any]) -> Any:
-        return await self._game(args).record_round(_arg(args, "input"), _arg(args, "output"))
+        engine, text = await self._game(args), (_arg(args, "input"), _arg(args, "output"))
+        return await engine.record_round(*text)
 
     async def op_generate(self, args: Mapping[str, Any]) -> Any:
-        report = await self._game(args).before_generation(args.get("scene"))
+        report = await (await self._game(args)).before_generation(args.get("scene"))
         return report.to_json()
 
     async def op_intervene(self, args: Mapping[str, Any]) -> Any:
-        return await self._game(args).intervene(
+        return await (await self._game(args)).intervene(
             _arg(args, "input"), _arg(args, "output"), _arg(args, "revealed")
         )
 
     async def op_start_scene(self, args: Mapping[str, Any]) -> Any:
-        await self._game(args).start_scene(_arg(args, "scene"))
+        await (await self._game(args)).start_scene(_arg(args, "scene"))
         return {}
 
     async def op_scene_exchange(self, args: Mapping[str, Any]) -> Any:
-        seq = await self._game(args).record_scene_exchange(
+        seq = await (await self._game(args)).record_scene_exchange(
             _arg(args, "scene"), _arg(args, "user"), _arg(args, "assistant")
         )
         return {"seq": seq}
 
     async def op_publish_scene(self, args: Mapping[str, Any]) -> Any:
-        return await self._game(args).publish_scene(
+        return await (await self._game(args)).publish_scene(
             _arg(args, "scene"), _arg(args, "closingSummary"), _arg(args, "meanwhileEvent")
         )
 
     async def op_cancel_scene(self, args: Mapping[str, Any]) -> Any:
-        return await self._game(args).cancel_scene(_arg(args, "scene"))
+        return await (await self._game(args)).cancel_scene(_arg(args, "scene"))
 
     async def op_reset(self, args: Mapping[str, Any]) -> Any:
-        return await self._game(args).reset(_arg(args, "round"))
+        return await (await self._game(args)).reset(_arg(args, "round"))
 
     async def op_edit_round(self, args: Mapping[str, Any]) -> Any:
-        return await self._game(args).edit_round(
+        return await (await self._game(args)).edit_round(
             _arg(args, "round"), _arg(args, "input"), _arg(args, "output")
         )
 
     async def op_convert(self, args: Mapping[str, Any]) -> Any:
-        return await self._game(args).convert_simple_to_live(_arg(args, "rounds"))
+        return await (await self._game(args)).convert_simple_to_live(_arg(args, "rounds"))
 
     async def op_duplicate(self, args: Mapping[str, Any]) -> Any:
-        source = self._game(args)
-        into = self._new_id(args, "into")
+        source = await self._game(args)
+        into = await self._new_id(args, "into")
+        if self.db is not None:  # never touches an existing game `into`
+            return await self.db.create(into, source, self._creating, self.games, self._engine)
         if self.state is None:
             self.games[into] = await source.duplicate(MemoryStore(), into)
             return {}
         self._creating.add(into)
         try:
             with self.state.new_game(into) as fresh:
-                store = self._open_store(fresh)
+                store = await self._open_store(fresh)
                 try:
                     copy = await source.duplicate(store, into)
-                    self.state.save_participants(fresh, copy.participants())
+                    await run_blocking(self.state.save_participants, fresh, copy.participants())
                 finally:
-                    store.close()
+                    await store.close()
             folder = self.state.folder(into)
             participants = list(copy.participants())
-            self.games[into] = self._engine(into, self._open_store(folder), participants)
-        except BaseException:
-            if self.store_url is not None and into not in self.games:
-                from jfsm.stores.location import remove_store
-
-                remove_store(self.store_url, into)
-            raise
+            self.games[into] = self._engine(into, await self._open_store(folder), participants)
         finally:
             self._creating.discard(into)
         return {}
 
     async def op_write(self, args: Mapping[str, Any]) -> Any:
-        footprint = await self._game(args).write(args.get("sets"), args.get("deletes", []))
+        footprint = await (await self._game(args)).write(args.get("sets"), args.get("deletes", []))
         return {"footprint": footprint}
 
     async def op_cheat(self, args: Mapping[str, Any]) -> Any:
-        engine = self._game(args)
+        engine = await self._game(args)
         footprint = await engine.write(args.get("sets"), args.get("deletes", []), cheat=True)
         return {"footprint": footprint}
 
     async def op_checkpoint(self, args: Mapping[str, Any]) -> Any:
-        await self._game(args).checkpoint()
+        await (await self._game(args)).checkpoint()
         return {}
 
     async def op_dump(self, args: Mapping[str, Any]) -> Any:
-        return self._game(args).dump()
+        return (await self._game(args)).dump()
 
     async def op_telemetry(self, args: Mapping[str, Any]) -> Any:
-        engine = self._game(args)
+        engine = await self._game(args)
+        if self.db is not None:
+            return await self.db.read_telemetry(engine.game_id) or list(engine.telemetry)
         if self.state is not None:
-            saved = self.state.read_telemetry(self.state.folder(engine.game_id))
+            saved = await run_blocking(self.state.read_telemetry, self.state.folder(engine.game_id))
             if saved is not None:
                 return saved
         return list(engine.telemetry)
 
     async def op_restart(self, args: Mapping[str, Any]) -> Any:
-        if self.state_dir is None:
+        if self.state_dir is None and self.db is None:
             raise InvalidInput("this driver has no durable state to restart from")
-        self.restart()
+        await self.restart()
         return {}
 
     async def op_crash(self, args: Mapping[str, Any]) -> Any:
@@ -471,28 +489,18 @@ class ReferenceDriver:
             raise InvalidInput("games must be an array of game ids", field="games")
         for game_id in [validate_id(g, "games") for g in games]:  # all checked before any
             engine = self.games.get(game_id)
-            if engine is not None and (self._busy[game_id] > 0 or not _reopenable(engine, True)):
+            if engine is not None and (self._busy[game_id] > 0 or not engine.at_rest(False)):
                 continue
             if engine is not None:
                 del self.games[game_id]
-                engine.close()
+                await self._close_engine(game_id, engine)
             if self.state is not None and self.store_url is None and self.state.exists(game_id):
-                shutil.rmtree(self.state.folder(game_id).path, ignore_errors=True)
+                await run_blocking(shutil.rmtree, self.state.folder(game_id).path, True)
         return {}
 
     async def op_shutdown(self, args: Mapping[str, Any]) -> Any:
-        self.close()
+        await self.close()
         return {}
-
-
-def _reopenable(engine: GameEngine, forgotten: bool = False) -> bool:
-    """Whether closing `engine` loses nothing: no stack has a compression in flight or, unless
-    the game is `forgotten`, a retry count (kept in memory only, JF-CALL-004)."""
-    stacks = [engine._game] + [s.stack for s in engine._scenes.values() if s.stack is not None]
-    return all(
-        (forgotten or getattr(stack, "_retry", None) is None) and stack.state != "in_flight"
-        for stack in stacks
-    )
 
 
 def reference_driver() -> ReferenceDriver:

@@ -42,7 +42,7 @@ from typing import Any
 
 import h11
 
-from jfsm.driver.stdio import MessageHandler
+from jfsm.driver.stdio import MessageHandler, close_handler
 from jfsm.driver.wire import Refusal, decode, encode, error_reply
 from jfsm.spec import constants, load_json
 
@@ -441,7 +441,7 @@ async def serve_http_async(
             task.cancel()
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
-        driver.close()
+        await close_handler(driver)
 
 
 def _raise_open_files_limit(limits: HttpLimits) -> None:

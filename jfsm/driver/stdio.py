@@ -12,6 +12,7 @@ answering `shutdown`, then closes the driver.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import sys
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, BinaryIO, Protocol
@@ -26,11 +27,19 @@ IN_FLIGHT = 1024  # messages answered concurrently; reading waits beyond (backpr
 
 
 class MessageHandler(Protocol):
-    """What a transport serves: `handle` answers one message, `close` ends."""
+    """What a transport serves: `handle` answers one message, `close` ends (a coroutine,
+    or a plain method for a handler with nothing to wait for)."""
 
     def handle(self, message: Mapping[str, Any]) -> Awaitable[dict[str, Any]]: ...
 
-    def close(self) -> None: ...
+    def close(self) -> Awaitable[None] | None: ...
+
+
+async def close_handler(driver: MessageHandler) -> None:
+    """Close `driver`, awaiting its `close` when that is a coroutine."""
+    closed = driver.close()
+    if inspect.isawaitable(closed):
+        await closed
 
 
 class LineSplitter:
@@ -155,4 +164,4 @@ async def serve_stdio(
             await asyncio.gather(*list(tasks), return_exceptions=True)
     finally:
         stopped.cancel()
-        driver.close()
+        await close_handler(driver)

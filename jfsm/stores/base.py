@@ -5,6 +5,14 @@ projection, all or nothing, preflighted against the quota) and `checkpoint`. `co
 returns only once the projection is as durable as the backend promises; on any error
 (`QuotaExceeded`, `StoreUnavailable`) nothing of the projection is visible, in memory or on
 disk.
+
+The protocol is async (issue 21, decision R65): the engine awaits every write, and a
+backend does its blocking I/O off the event loop (a thread, or an async driver), so one
+game's durable commit never stalls the other games a process serves. The image changes only
+on the event loop, once the write has landed: a reader on the loop sees a projection whole
+or not at all. A store runs one write at a time; once started, a write runs to its end even
+if the awaiting task is cancelled (the cancellation is then delivered at the caller's next
+await), so the image never disagrees with what was written.
 """
 
 from __future__ import annotations
@@ -31,22 +39,22 @@ class Store(Protocol):
         """Whether committed projections survive a process crash."""
         ...
 
-    def commit(self, projection: Projection) -> None:
+    async def commit(self, projection: Projection) -> None:
         """Apply one projection atomically. Raises `QuotaExceeded`, or `StoreUnavailable` when
         the store cannot write (an I/O failure, a closed or broken store); either way nothing
         of the projection is visible. A store never lets `OSError` through."""
         ...
 
-    def seed(self, values: Mapping[str, bytes]) -> None:
+    async def seed(self, values: Mapping[str, bytes]) -> None:
         """Fill an *empty* store with `values` (key -> JCS bytes) as its checkpointed base,
         so its change log is empty (game duplication). Raises `InvalidInput` if the store is
         not empty and `QuotaExceeded` if the footprint would exceed the quota."""
         ...
 
-    def checkpoint(self) -> None:
+    async def checkpoint(self) -> None:
         """Make the current store the change log's base (the log becomes empty)."""
         ...
 
-    def close(self) -> None:
+    async def close(self) -> None:
         """Release the store (its lock, for a durable store). Idempotent."""
         ...

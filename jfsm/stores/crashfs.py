@@ -27,6 +27,7 @@ conformance driver's `crash` op (`jfsm.driver.crash`).
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -63,6 +64,7 @@ class CrashingFileSystem:
         self._tear_extensions = tear_extensions
         self._handles: set[int] = set()
         self._locks: set[int] = set()
+        self._counting = threading.Lock()  # stores call from executor threads (R65)
 
     # -- the crash -------------------------------------------------------------------------
     def arm(self, at: int) -> None:
@@ -88,14 +90,15 @@ class CrashingFileSystem:
             raise SimulatedCrash(f"the process is dead ({self.where})")
 
     def _boundary(self, label: str) -> None:
-        self._alive()
-        index = self.boundaries
-        self.boundaries += 1
-        if self._keep_labels:
-            self.labels.append(label)
-        if index == self.crash_at:
-            self._die(f"crash injected at boundary {index}, {label}")
-            raise SimulatedCrash(f"the process died ({self.where})")
+        with self._counting:  # one number per boundary, whichever thread passes it
+            self._alive()
+            index = self.boundaries
+            self.boundaries += 1
+            if self._keep_labels:
+                self.labels.append(label)
+            if index == self.crash_at:
+                self._die(f"crash injected at boundary {index}, {label}")
+                raise SimulatedCrash(f"the process died ({self.where})")
 
     def _mutate(self, label: str, call: Callable[[], T]) -> T:
         self._boundary(f"before {label}")

@@ -57,6 +57,15 @@ decided by `jfsm.stores.directory`.
 So a crash at any instant reopens to the state before or after the projection or
 checkpoint in flight; before/after a checkpoint differ only in the change log.
 
+# Async and blocking surfaces (decision R65)
+
+`commit`, `seed`, `checkpoint` and `close` are coroutines, one at a time per store: checks
+and encoding run on the event loop, the blocking part (write, extension, fsync, rename,
+truncate, unlock) off it (`jfsm.stores.offload`), and the image changes on the loop only
+once that part succeeded. `commit_sync`, `seed_sync`, `checkpoint_sync` and `close_sync`
+are the same operations (the same steps) run in the calling thread, for callers without an
+event loop (the crash tests, tools, `with FileStore.open(...)`); use one surface at a time.
+
 # Errors
 
 - `open`: after the last valid record, the end of the file or a run of zeros to the end
@@ -86,12 +95,13 @@ checkpoint in flight; before/after a checkpoint differ only in the change log.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import errno as errno_names
+import functools
 import os
 import zlib
 from collections.abc import Mapping
-from types import TracebackType
 
 from jfsm.errors import InvalidInput, StoreLocked, StoreUnavailable
 from jfsm.image import QUOTA_BYTES, StoreImage, seeded_image
@@ -107,6 +117,7 @@ from jfsm.stores.manifest import (
     log_name,
     snapshot_name,
 )
+from jfsm.stores.offload import Steps, run_steps, run_steps_sync
 from jfsm.stores.snapshot import object_bytes
 
 __all__ = ["FileStore", "fs_unavailable"]
@@ -162,6 +173,7 @@ class FileStore:
         self._log_size = log_size  # the end of the last committed record
         self._allocated = log_size  # the log's synced size: zeros after `_log_size`
         self._broken = False
+        self._serial = asyncio.Lock()  # one async operation at a time
 
     # -- opening -------------------------------------------------------------------------
     @classmethod
@@ -267,17 +279,82 @@ class FileStore:
         """The store's directory."""
         return self._directory
 
-    def commit(self, projection: Projection) -> None:
-        """Write `projection` durably after the last record, then apply it.
+    async def commit(self, projection: Projection) -> None:
+        """Write `projection` durably after the last record (off the loop), then apply it
+        (on the loop).
 
-        Raises `QuotaExceeded` (nothing written), the file system's error (rolled back; see
-        the module docstring), or `StoreUnavailable` on a closed or broken store.
+        Raises `QuotaExceeded` (nothing written), `StoreUnavailable` for a file-system error
+        (rolled back; see the module docstring) or on a closed or broken store.
         """
+        await run_steps(self._serial, self._commit(projection))
+
+    def commit_sync(self, projection: Projection) -> None:
+        """`commit` done entirely in the calling thread (see the module docstring)."""
+        run_steps_sync(self._commit(projection))
+
+    async def checkpoint(self) -> None:
+        """Write the current store as the new snapshot and start an empty log (compaction).
+
+        Does nothing when no projection was committed since the last snapshot.
+
+        Raises `StoreUnavailable` for a file-system error (see the module docstring for what
+        is left) or on a closed or broken store.
+        """
+        await run_steps(self._serial, self._checkpoint())
+
+    def checkpoint_sync(self) -> None:
+        """`checkpoint` done entirely in the calling thread."""
+        run_steps_sync(self._checkpoint())
+
+    async def seed(self, values: Mapping[str, bytes]) -> None:
+        """Fill this *empty* store with `values` as its snapshot: the change log is empty.
+
+        Raises `InvalidInput` if the store is not empty, `QuotaExceeded` if the footprint
+        would exceed the quota (nothing written in either case), or as `checkpoint` does.
+        """
+        await run_steps(self._serial, self._seed(values))
+
+    def seed_sync(self, values: Mapping[str, bytes]) -> None:
+        """`seed` done entirely in the calling thread."""
+        run_steps_sync(self._seed(values))
+
+    async def close(self) -> None:
+        """Give back the log's unused preallocation, close it and release the lock (off the
+        loop, after the operation in progress, if any). Idempotent."""
+        await run_steps(self._serial, self._close())
+
+    def close_sync(self) -> None:
+        """`close` done entirely in the calling thread. Idempotent."""
+        run_steps_sync(self._close())
+
+    # -- each operation once, as steps (`jfsm.stores.offload.Steps`)
+    def _commit(self, projection: Projection) -> Steps:
         self._require_writable()
         self._image.check(projection)
         if projection.is_empty():
             return
         record = encode_record(projection)
+        yield functools.partial(self._write_record, record)
+        self._log_size += len(record)  # the record is durable: now the image shows it
+        self._image.apply_unchecked(projection)
+
+    def _checkpoint(self) -> Steps:
+        self._require_writable()
+        if self._log_size != self._log_start:  # else the snapshot is the current store
+            yield from self._install_snapshot(self._image)
+
+    def _seed(self, values: Mapping[str, bytes]) -> Steps:
+        self._require_writable()
+        yield from self._install_snapshot(seeded_image(self._image, values))
+
+    def _close(self) -> Steps:
+        if self._lock is not None:
+            lock, self._lock = self._lock, None
+            yield functools.partial(self._release, lock)
+
+    def _write_record(self, record: bytes) -> None:
+        """Write `record` after the last one and fdatasync it (the commit point); on failure
+        roll the log back and raise `StoreUnavailable` (or the injected error)."""
         end = self._log_size + len(record)
         fs, log = self._fs, self._log
         try:
@@ -293,34 +370,28 @@ class FileStore:
             if isinstance(exc, OSError):
                 raise self._unavailable("commit", exc) from exc
             raise
-        self._log_size = end
-        self._image.apply_unchecked(projection)
 
-    def checkpoint(self) -> None:
-        """Write the current store as the new snapshot and start an empty log (compaction).
-
-        Does nothing when no projection was committed since the last snapshot.
-
-        Raises the file system's error (see the module docstring for what is left), or
-        `StoreUnavailable` on a closed or broken store.
-        """
-        self._require_writable()
-        if self._log_size == self._log_start:
-            return  # nothing committed since the snapshot: it already is the current store
-        self._install_snapshot(self._image)
-
-    def seed(self, values: Mapping[str, bytes]) -> None:
-        """Fill this *empty* store with `values` as its snapshot: the change log is empty.
-
-        Raises `InvalidInput` if the store is not empty, `QuotaExceeded` if the footprint
-        would exceed the quota (nothing written in either case), or as `checkpoint` does.
-        """
-        self._require_writable()
-        self._install_snapshot(seeded_image(self._image, values))
-
-    def _install_snapshot(self, image: StoreImage) -> None:
+    def _install_snapshot(self, image: StoreImage) -> Steps:
         """Write `image`'s store as the next generation's snapshot with an empty log, name
         them in the manifest, then make `image` (checkpointed) the store's image."""
+        generation, snapshot, log, header_size, store_id = yield functools.partial(
+            self._write_snapshot, image
+        )
+        old = [log_name(self._generation)]
+        if self._snapshot is not None:
+            old.append(self._snapshot)
+        old_log = self._log
+        self._log, self._log_size, self._allocated = log, header_size, header_size
+        self._generation, self._snapshot, self._store_id = generation, snapshot, store_id
+        self._log_start = header_size
+        image.checkpoint()
+        self._image = image
+        yield functools.partial(self._remove, old, old_log)
+
+    def _write_snapshot(self, image: StoreImage) -> tuple[int, str, int, int, str]:
+        """The files of `_install_snapshot`: (generation, snapshot, log handle, header size,
+        store id). On failure removes what it wrote (before the manifest's rename) or marks
+        the store broken (from it on), and raises `StoreUnavailable`."""
         fs, generation = self._fs, self._generation + 1
         content = object_bytes(image.values_bytes())
         tmp = f"snapshot.{generation:08d}.tmp"
@@ -356,28 +427,14 @@ class FileStore:
             if isinstance(exc, OSError):
                 raise self._unavailable("write a snapshot", exc) from exc
             raise
-        old = [log_name(self._generation)]
-        if self._snapshot is not None:
-            old.append(self._snapshot)
-        with contextlib.suppress(OSError):
-            fs.close(self._log)
-        self._log, self._log_size, self._allocated = log, len(header), len(header)
-        self._generation, self._snapshot, self._store_id = generation, snapshot, store_id
-        self._log_start = len(header)
-        image.checkpoint()
-        self._image = image
-        self._remove(old)
+        return generation, snapshot, log, len(header), store_id
 
-    def close(self) -> None:
-        """Give back the log's unused preallocation, close it and release the lock.
-        Idempotent."""
-        if self._lock is None:
-            return
-        lock, self._lock = self._lock, None
+    def _release(self, lock: int) -> None:
+        """Trim the unused preallocation (best effort, not synced: zeros after the last
+        record are harmless), close the log, release the lock."""
         try:
             try:
                 if self._allocated > self._log_size and not self._broken:
-                    # Best effort and not synced: zeros after the last record are harmless.
                     with contextlib.suppress(OSError):
                         self._fs.truncate(self._log, self._log_size)
             finally:
@@ -388,13 +445,8 @@ class FileStore:
     def __enter__(self) -> FileStore:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
+    def __exit__(self, *exc: object) -> None:
+        self.close_sync()
 
     def __repr__(self) -> str:
         state = "closed" if self._lock is None else "broken" if self._broken else "open"
@@ -438,8 +490,12 @@ class FileStore:
             if not done:
                 self._broken = True
 
-    def _remove(self, names: list[str]) -> None:
-        """Best-effort removal of files a reopen would ignore or remove anyway."""
+    def _remove(self, names: list[str], handle: int | None = None) -> None:
+        """Best-effort removal of files a reopen would ignore or remove anyway (after closing
+        `handle`, the previous generation's log)."""
+        if handle is not None:
+            with contextlib.suppress(OSError):
+                self._fs.close(handle)
         for name in names:
             with contextlib.suppress(OSError):
                 self._fs.remove(self._path(name))

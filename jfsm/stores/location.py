@@ -1,68 +1,74 @@
-"""A store named by a location string: a directory (`FileStore`) or a PostgreSQL URL.
+"""A store named by a location string: a directory (`FileStore`) or a PostgreSQL target.
 
-`open_store("postgresql://host/db", "42")` opens game `42` in that database
+`await open_store("postgresql://host/db", "42")` opens game `42` in that database
 (`PostgresStore`, which needs the `jfsm[postgres]` extra and a migrated schema);
-`open_store("/var/lib/jfsm/game-42", "42")` opens the file store in that directory (the
-game id is then only a name). The driver and the command line use this, so a deployment
-picks its backend with one setting.
+`await open_store("/var/lib/jfsm/game-42", "42")` opens the file store in that directory
+(the game id is then only a name). The driver and the command line use this, so a
+deployment picks its backend with one setting.
+
+A database target is a `postgresql://` or `postgres://` URL or a libpq keyword string
+(`host=... dbname=...`), missing parameters taken from the `PG*` environment variables
+(`jfsm.stores.pg_conninfo`). A string that is neither a target nor a directory path is
+refused with `InvalidInput` (one line, no password): no location is ever turned into a
+folder named after a connection string.
 
 Errors are those of the backend's `open`: `StoreLocked`, `StoreCorrupted` (files),
-`StoreUnavailable` (database unreachable or not migrated), `InvalidInput`.
+`StoreUnusable` / `StoreUnavailable` (database unreachable, refused, or not migrated),
+`InvalidInput`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 from jfsm.image import QUOTA_BYTES
 from jfsm.stores.base import Store
+from jfsm.stores.pg_conninfo import database_target
 
-__all__ = ["is_database_url", "open_store", "remove_store"]
+__all__ = ["is_database_url", "open_store", "store_target"]
 
-_SCHEMES = ("postgresql://", "postgres://")
+
+def store_target(location: str) -> str | None:
+    """The database target `location` names, or None for a directory path; `InvalidInput`
+    for a string that is neither (see the module docstring)."""
+    return database_target(location)
 
 
 def is_database_url(location: str) -> bool:
-    """Whether `location` names a PostgreSQL database rather than a directory."""
-    return location.startswith(_SCHEMES)
+    """Whether `location` names a PostgreSQL database rather than a directory (raises
+    `InvalidInput` for a string that is neither)."""
+    return store_target(location) is not None
 
 
-def open_store(
+async def open_store(
     location: str,
     game_id: str,
     *,
     quota: int = QUOTA_BYTES,
     takeover: bool = False,
-    wait_seconds: float = 2.0,
+    create: bool | None = None,
+    wait_seconds: float = 0.0,
 ) -> Store:
-    """Open game `game_id`'s store at `location` (see the module docstring). `takeover`
-    applies to a database only (a directory's lock cannot be taken over).
-
-    In a database, a game whose previous owner just died is free once the server has ended
-    that owner's session (at once for a killed process, but not at the same instant): a
-    `store_locked` refusal is retried for up to `wait_seconds` before it is raised.
-    """
-    if is_database_url(location):
+    """Open game `game_id`'s store at `location` (see the module docstring). `takeover` and
+    `create` apply to a database only. A `store_locked` refusal from a database is retried
+    for up to `wait_seconds` before it is raised."""
+    target = store_target(location)
+    if target is not None:
         from jfsm.errors import StoreLocked
         from jfsm.stores.postgres import PostgresStore
 
         deadline = time.monotonic() + wait_seconds
         while True:
             try:
-                return PostgresStore.open(location, game_id, quota=quota, takeover=takeover)
+                store = await PostgresStore.open(
+                    target, game_id, quota=quota, takeover=takeover, create=create
+                )
+                return store
             except StoreLocked:
                 if time.monotonic() >= deadline:
                     raise
-                time.sleep(0.05)
+                await asyncio.sleep(0.05)
     from jfsm.stores.file import FileStore
 
     return FileStore.open(location, quota=quota)
-
-
-def remove_store(location: str, game_id: str) -> None:
-    """Delete game `game_id` from a database location (no-op for a directory, whose owner
-    removes it). Raises `StoreLocked` while the game has a live owner."""
-    if is_database_url(location):
-        from jfsm.stores.postgres import remove_game
-
-        remove_game(location, game_id)

@@ -1,4 +1,5 @@
-"""The in-memory store: a `StoreImage` and nothing else. Not durable."""
+"""The in-memory store: a `StoreImage` and nothing else. Not durable; its async methods never
+suspend (nothing to wait for)."""
 
 from __future__ import annotations
 
@@ -27,14 +28,14 @@ class MemoryStore:
     def image(self) -> StoreImage:
         return self._image
 
-    def commit(self, projection: Projection) -> None:
+    async def commit(self, projection: Projection) -> None:
         self._image.apply(projection)
 
-    def seed(self, values: Mapping[str, bytes]) -> None:
+    async def seed(self, values: Mapping[str, bytes]) -> None:
         self._image = seeded_image(self._image, values)
 
-    def checkpoint(self) -> None:
+    async def checkpoint(self) -> None:
         self._image.checkpoint()
 
-    def close(self) -> None:
+    async def close(self) -> None:
         return None

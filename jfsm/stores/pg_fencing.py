@@ -1,42 +1,56 @@
-"""Ownership and fencing of a game in the PostgreSQL store: who owns it, and writes that
-land only for the current owner.
+"""Ownership and fencing of a game in the PostgreSQL store: leases, and writes that land only
+for the current owner.
 
-# Ownership and fencing (decision R16, machine `spec/machines/store_ownership.json`)
+# Leases and fencing (decisions R16, R60; machine `spec/machines/store_ownership.json`)
 
-`open` makes the caller the game's owner in one transaction: it locks the game's row, checks
-that the current owner is gone, bumps `token` and takes a session-level advisory lock named
-by (game, new token) on its own connection. That lock is the owner's liveness: PostgreSQL
-holds it exactly as long as the owner's database session lives, and releases it when the
-session ends (close, a killed process, a dropped connection once the server notices it;
-the store asks for TCP keepalives of `keepalive_seconds` so a vanished host is noticed).
+A game's owner is recorded in its row: `owner` (an id of the owning process), `token` (the
+fencing token) and `lease_until`. Nothing holds a connection: ownership lives in the row, so
+one pool of connections (through PgBouncer in transaction mode too) serves every game of a
+process.
 
-- A second `open` while the lock of the current token is held is refused with `StoreLocked`.
-- `open(..., takeover=True)` does not look at the lock: it bumps the token anyway. The old
-  owner, alive or not, is fenced from then on.
-- Every write is one SQL statement whose first step is
-  `UPDATE jfsm_game ... WHERE game_id = $g AND token = $t`; the rest of the write joins on
-  that step's result, so with a newer token nothing is written and the store raises
-  `StoreFenced`. Row locking orders a write and a takeover: the write lands before the
-  takeover, or sees the new token and writes nothing.
+- `open` locks the row (`FOR UPDATE`) and compares `lease_until` with the **server's** clock
+  (`clock_timestamp()`): while the lease of another owner id is live a plain open is refused
+  with `StoreLocked` naming the owner. The same owner id reclaims its game at once (a
+  restarted worker with a stable id, decision R61), fencing its earlier incarnation.
+  Otherwise, or with `takeover=True`, the caller becomes the owner with a token from the
+  sequence `jfsm_token` (never reused, for any game id, even across removal) and a lease of
+  `lease_seconds` from the server's now. Only the database server's clock is
+  read; clients' clocks may be anywhere.
+- Every write (commit, checkpoint, seed) is one statement whose first step is
+  `UPDATE jfsm_game ... WHERE game_id = $g AND token = $t`, renewing the lease; the rest of
+  the write joins on that step, so with a newer token nothing is written (`StoreFenced`).
+  Row locking orders a write and a takeover. The same statement sets
+  `synchronous_commit = on` for its own transaction (`set_config(..., true)`), whatever the
+  server's or the role's default.
+- An owner renews its lease on every write and on an idle timer (`RENEW`, one statement for
+  every game of a process); `close` ends the lease at once. A crashed owner's games become
+  free when their leases run out: failover takes at most `lease_seconds`.
 """
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 import psycopg
 
-from jfsm.errors import StoreLocked
+from jfsm.errors import InvalidInput, StoreLocked
 
-__all__ = ["CHECKPOINT", "COMMIT", "SEED", "lock_key", "owner_alive", "take_ownership"]
+__all__ = ["CHECKPOINT", "COMMIT", "RELEASE", "RENEW", "SEED", "take_many", "take_ownership"]
 
-COMMIT = """
-WITH owner AS (
-    UPDATE jfsm_game SET seq = seq + 1, footprint = %(footprint)s
-    WHERE game_id = %(game)s AND token = %(token)s
+# Each write first sets synchronous_commit for its own (implicit) transaction: the commit of
+# that transaction reads it, so an acknowledged write is on disk whatever the server default.
+_OWNER = """
+WITH durable AS MATERIALIZED (SELECT set_config('synchronous_commit', 'on', true) AS on_),
+owner AS (
+    UPDATE jfsm_game SET seq = seq + 1, {extra} footprint = %(footprint)s,
+        lease_until = clock_timestamp() + make_interval(secs => %(lease)s)
+    WHERE game_id = %(game)s AND token = %(token)s AND (SELECT on_ FROM durable) = 'on'
     RETURNING seq
-), put AS (
+)"""
+
+COMMIT = (
+    _OWNER.format(extra="")
+    + """, put AS (
     INSERT INTO jfsm_value (game_id, key, value)
     SELECT %(game)s, s.k, s.v FROM owner, unnest(%(keys)b::bytea[], %(values)b::bytea[]) AS s(k, v)
     ON CONFLICT (game_id, key) DO UPDATE SET value = EXCLUDED.value
@@ -49,13 +63,11 @@ WITH owner AS (
 )
 SELECT seq FROM owner
 """
+)
 
-CHECKPOINT = """
-WITH owner AS (
-    UPDATE jfsm_game SET seq = seq + 1, generation = generation + 1, footprint = %(footprint)s
-    WHERE game_id = %(game)s AND token = %(token)s
-    RETURNING seq
-), gone AS (
+CHECKPOINT = (
+    _OWNER.format(extra="generation = generation + 1,")
+    + """, gone AS (
     DELETE FROM jfsm_value d USING owner
     WHERE d.game_id = %(game)s AND d.key = ANY(%(keys)b::bytea[]) AND d.value IS NULL
 ), based AS (
@@ -64,68 +76,128 @@ WITH owner AS (
 )
 SELECT seq FROM owner
 """
+)
 
-SEED = """
-WITH owner AS (
-    UPDATE jfsm_game SET seq = seq + 1, generation = generation + 1, footprint = %(footprint)s
-    WHERE game_id = %(game)s AND token = %(token)s
-    RETURNING seq
-), put AS (
+SEED = (
+    _OWNER.format(extra="generation = generation + 1,")
+    + """, put AS (
     INSERT INTO jfsm_value (game_id, key, value, base)
     SELECT %(game)s, s.k, s.v, s.v
     FROM owner, unnest(%(keys)b::bytea[], %(values)b::bytea[]) AS s(k, v)
 )
 SELECT seq FROM owner
 """
+)
+
+#: Renew the leases of (game, token) pairs still current; returns the games renewed.
+RENEW = """
+UPDATE jfsm_game g SET lease_until = clock_timestamp() + make_interval(secs => %(lease)s)
+FROM unnest(%(games)s::text[], %(tokens)s::bigint[]) AS o(game_id, token)
+WHERE g.game_id = o.game_id AND g.token = o.token
+RETURNING g.game_id
+"""
+
+#: End a lease at once (close): the next plain open succeeds without waiting.
+RELEASE = """
+UPDATE jfsm_game SET lease_until = NULL WHERE game_id = %(game)s AND token = %(token)s
+"""
+
+_SYNC = "SELECT set_config('synchronous_commit', 'on', true)"
 
 
-def lock_key(game_id: str, token: int) -> int:
-    """The advisory lock (a signed 64-bit key) held by the owner with `token`."""
-    digest = hashlib.blake2b(f"{game_id}\x00{token}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big", signed=True)
+async def take_ownership(
+    conn: psycopg.AsyncConnection[Any],
+    game_id: str,
+    who: str,
+    *,
+    takeover: bool,
+    create: bool | None,
+    lease_seconds: float,
+) -> tuple[int, int, bool]:
+    """Make `who` the owner of `game_id` inside the caller's transaction; returns (token,
+    seq, whether this call created the game). `create`: True (the game must not exist
+    yet), False (it must exist), None (either; created if missing).
 
-
-def owner_alive(conn: psycopg.Connection[Any], game_id: str, token: int) -> bool:
-    """Whether the session of the owner holding `token` still lives (holds its lock)."""
-    if token == 0:
-        return False
-    # Transaction-level: if we get it, it goes again with our transaction.
-    row = conn.execute(
-        "SELECT pg_try_advisory_xact_lock(%s)", (lock_key(game_id, token),)
-    ).fetchone()
-    return not (row and row[0])
-
-
-def take_ownership(
-    conn: psycopg.Connection[Any], game_id: str, who: str, *, takeover: bool
-) -> tuple[int, int]:
-    """Make `who` the owner of `game_id` (its row created if missing) inside the caller's
-    transaction: bump the token and take the new token's session lock on `conn`. Returns
-    (token, seq).
-
-    Raises `StoreLocked` while the current owner's session lives, unless `takeover`;
-    psycopg errors propagate. The caller's transaction rolls back either way.
+    Raises `InvalidInput` (the game exists and `create` is True, or is missing and `create`
+    is False), `StoreLocked` while another owner's lease is live (unless `takeover`);
+    psycopg errors propagate. The caller's transaction rolls back on any error.
     """
-    row = conn.execute(
-        "INSERT INTO jfsm_game (game_id) VALUES (%s) ON CONFLICT (game_id)"
-        " DO UPDATE SET game_id = EXCLUDED.game_id RETURNING token, owner",
-        (game_id,),
-    ).fetchone()  # the game's row, created if missing, locked until commit
-    assert row is not None
-    token, holder = int(row[0]), row[1]
-    if not takeover and owner_alive(conn, game_id, token):
-        raise StoreLocked(
-            f"game {game_id!r} is owned by {holder} (token {token}), whose session "
-            "is alive; open with takeover=True to fence it",
-            game=game_id,
-            owner=holder,
-            token=token,
+    await conn.execute(_SYNC)
+    created = False
+    if create is not False:
+        cur = await conn.execute(
+            "INSERT INTO jfsm_game (game_id) VALUES (%s) ON CONFLICT (game_id) DO NOTHING"
+            " RETURNING 1",
+            (game_id,),
         )
-    token += 1
-    seq_row = conn.execute(
-        "UPDATE jfsm_game SET token = %s, owner = %s, owned_at = now()"
-        " WHERE game_id = %s RETURNING seq, pg_try_advisory_lock(%s)",
-        (token, who, game_id, lock_key(game_id, token)),
-    ).fetchone()
-    assert seq_row is not None
-    return token, int(seq_row[0])
+        created = await cur.fetchone() is not None
+        if not created and create:
+            raise InvalidInput(f"game {game_id!r} already exists in the database", field="game")
+    cur = await conn.execute(
+        "SELECT owner, lease_until > clock_timestamp() FROM jfsm_game"
+        " WHERE game_id = %s FOR UPDATE",
+        (game_id,),
+    )
+    row = await cur.fetchone()
+    if row is None:
+        raise InvalidInput(f"no game {game_id!r} in this database", field="game")
+    owner, live = row
+    if live and not takeover and owner != who:
+        raise StoreLocked(
+            f"game {game_id!r} is owned by {owner} (its lease is live); "
+            "open with takeover to fence it, or wait for the lease to end",
+            game=game_id,
+            owner=owner,
+        )
+    cur = await conn.execute(
+        "UPDATE jfsm_game SET token = nextval('jfsm_token'), owner = %s,"
+        " owned_at = clock_timestamp(),"
+        " lease_until = clock_timestamp() + make_interval(secs => %s)"
+        " WHERE game_id = %s RETURNING token, seq",
+        (who, lease_seconds, game_id),
+    )
+    got = await cur.fetchone()
+    assert got is not None
+    return int(got[0]), int(got[1]), created
+
+
+async def take_many(
+    conn: psycopg.AsyncConnection[Any],
+    games: list[str],
+    who: list[str],
+    *,
+    takeover: bool,
+    lease_seconds: float,
+) -> tuple[dict[str, tuple[int, int, bool]], dict[str, str]]:
+    """`take_ownership` of many games (created if missing) in the caller's transaction, in
+    a few statements whatever their number: rows are locked in game id order (no deadlock
+    between batches). `who[i]` is the owner id for `games[i]`. Returns ({game: (token, seq,
+    created)} for the games taken, {game: owner} for those refused with a live lease)."""
+    await conn.execute(_SYNC)
+    cur = await conn.execute(
+        "INSERT INTO jfsm_game (game_id) SELECT unnest(%s::text[])"
+        " ON CONFLICT (game_id) DO NOTHING RETURNING game_id",
+        (games,),
+    )
+    created = {row[0] for row in await cur.fetchall()}
+    cur = await conn.execute(
+        "SELECT game_id, owner, lease_until > clock_timestamp() FROM jfsm_game"
+        " WHERE game_id = ANY(%s) ORDER BY game_id FOR UPDATE",
+        (games,),
+    )
+    owner_of = dict(zip(games, who, strict=True))
+    refused: dict[str, str] = {}
+    for game, owner, live in await cur.fetchall():
+        if live and not takeover and owner != owner_of[game]:
+            refused[game] = owner
+    free = [g for g in games if g not in refused]
+    cur = await conn.execute(
+        "UPDATE jfsm_game g SET token = nextval('jfsm_token'), owner = o.who,"
+        " owned_at = clock_timestamp(),"
+        " lease_until = clock_timestamp() + make_interval(secs => %s)"
+        " FROM unnest(%s::text[], %s::text[]) AS o(game_id, who)"
+        " WHERE g.game_id = o.game_id RETURNING g.game_id, g.token, g.seq",
+        (lease_seconds, free, [owner_of[g] for g in free]),
+    )
+    taken = {row[0]: (int(row[1]), int(row[2]), row[0] in created) for row in await cur.fetchall()}
+    return taken, refused

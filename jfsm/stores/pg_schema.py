@@ -1,10 +1,13 @@
 """The PostgreSQL store's schema: its tables, their migrations, and connecting to them.
 
-# Tables (schema version 1, created by `migrate`)
+# Tables (schema version 2, created or upgraded by `migrate`)
 
 - `jfsm_schema_version(version, applied_at)`: one row per applied migration step.
-- `jfsm_game(game_id, token, owner, owned_at, seq, generation, footprint, created_at)`: one
-  row per game. `token` is the fencing token, bumped by every `open`; `seq` counts the
+- `jfsm_game(game_id, token, owner, owned_at, lease_until, seq, generation, footprint,
+  created_at, participants)`: one row per game. `token` is the fencing token, taken by every
+  `open` from the one sequence `jfsm_token` (so a token never repeats for any game id, even
+  after the game was removed and created again); `owner` and `lease_until` are the owner's
+  lease (R60), read against the server's clock only; `seq` counts the
   writes (commits, checkpoints, seeds) that landed; `footprint` is the store's incremental
   footprint as of its last write, kept so an operator (or a checker) can compare it with a
   recount.
@@ -13,6 +16,11 @@
   current value (NULL: absent from the store), `base` those of the checkpoint base (NULL:
   absent from the base). Values are `bytea`, never `jsonb` (which reorders and renormalizes),
   so the footprint is byte for byte a `FileStore`'s.
+- `jfsm_telemetry(game_id, n, event)`: the driver's telemetry side file, one row per event
+  (version 2; `jfsm_game.participants` is the participants side file), so drivers on
+  several hosts serve the same games without a local folder.
+
+Version 1 databases are upgraded in place: the sequence starts past every token in use.
 """
 
 from __future__ import annotations
@@ -22,12 +30,21 @@ from typing import Any
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from jfsm.errors import StoreUnavailable
+from jfsm.errors import StoreUnavailable, StoreUnusable
+from jfsm.stores.pg_conninfo import describe, is_permanent, scrub
 
-__all__ = ["SCHEMA_VERSION", "connect", "migrate", "require_schema", "schema_version"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "connect",
+    "connection_error",
+    "migrate",
+    "require_schema",
+    "require_schema_async",
+    "schema_version",
+]
 
 #: The schema version this module reads and writes.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: (
@@ -58,6 +75,17 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
             END IF;
         END $$""",
     ),
+    2: (
+        "CREATE SEQUENCE jfsm_token AS bigint",
+        "SELECT setval('jfsm_token', coalesce((SELECT max(token) FROM jfsm_game), 0) + 1, false)",
+        "ALTER TABLE jfsm_game ADD COLUMN lease_until timestamptz, ADD COLUMN participants bytea",
+        """CREATE TABLE jfsm_telemetry (
+            game_id text NOT NULL REFERENCES jfsm_game ON DELETE CASCADE,
+            n bigserial,
+            event bytea NOT NULL,
+            PRIMARY KEY (game_id, n)
+        )""",
+    ),
 }
 _MIGRATION_LOCK = 0x6A66736D  # "jfsm": serializes concurrent `migrate` calls
 
@@ -80,9 +108,18 @@ def connect(conninfo: str, *, keepalive_seconds: int | None = None) -> psycopg.C
             conninfo = make_conninfo("", **params)
         return psycopg.connect(conninfo, autocommit=True, connect_timeout=10)
     except psycopg.Error as exc:
-        raise StoreUnavailable(
-            f"cannot connect to PostgreSQL: {exc}".strip(), state="closed"
-        ) from exc
+        raise connection_error(exc, conninfo) from None
+
+
+def connection_error(
+    exc: BaseException, conninfo: str, doing: str = "connect to"
+) -> StoreUnavailable:
+    """The store error for a failed connection: `StoreUnusable` (not retryable) for a
+    permanent cause, else `StoreUnavailable`; the message names the target without its
+    password and keeps the first line of the server's reason."""
+    reason = " ".join(scrub(str(exc), conninfo).split()) or type(exc).__name__
+    cls = StoreUnusable if is_permanent(exc) else StoreUnavailable
+    return cls(f"cannot {doing} PostgreSQL at {describe(conninfo)}: {reason}", state="closed")
 
 
 def schema_version(conn: psycopg.Connection[Any]) -> int:
@@ -116,7 +153,7 @@ def migrate(conninfo: str) -> int:
             )
             current = schema_version(conn)
             if current > SCHEMA_VERSION:
-                raise StoreUnavailable(
+                raise StoreUnusable(
                     f"the database holds jfsm schema {current}, newer than this code's "
                     f"{SCHEMA_VERSION}; nothing was changed",
                     state="closed",
@@ -128,16 +165,31 @@ def migrate(conninfo: str) -> int:
                 conn.execute("INSERT INTO jfsm_schema_version (version) VALUES (%s)", (version,))
         return SCHEMA_VERSION
     except psycopg.Error as exc:
-        raise StoreUnavailable(f"migration failed, nothing changed: {exc}", state="closed") from exc
+        raise connection_error(exc, conninfo, "migrate") from None
     finally:
         conn.close()
 
 
 def require_schema(conn: psycopg.Connection[Any]) -> None:
-    """Raises `StoreUnavailable` (state `closed`) unless the database holds `SCHEMA_VERSION`."""
-    version = schema_version(conn)
+    """Raises `StoreUnusable` (state `closed`, not retryable) unless the database holds
+    `SCHEMA_VERSION`."""
+    _check_version(schema_version(conn))
+
+
+async def require_schema_async(conn: psycopg.AsyncConnection[Any]) -> None:
+    """`require_schema` over an async (autocommit) connection."""
+    try:
+        cur = await conn.execute("SELECT coalesce(max(version), 0) FROM jfsm_schema_version")
+        row = await cur.fetchone()
+        version = int(row[0]) if row else 0
+    except psycopg.errors.UndefinedTable:
+        version = 0
+    _check_version(version)
+
+
+def _check_version(version: int) -> None:
     if version != SCHEMA_VERSION:
-        raise StoreUnavailable(
+        raise StoreUnusable(
             f"the database holds jfsm schema {version or 'none'}, this code needs "
             f"{SCHEMA_VERSION}: run `jfsm pg-migrate URL` (or jfsm.stores.postgres.migrate)",
             state="closed",

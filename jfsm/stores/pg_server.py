@@ -12,9 +12,14 @@ server runs as the system user `postgres` (created by Debian's `postgresql` pack
 `runuser`, in a directory handed over to that user; the root client connects through the
 socket all the same.
 
-As a command, `python -m jfsm.stores.pg_server COMMAND...` runs COMMAND while a temporary
-server runs, with `JFSM_PG_URL` set to the URL of its empty database `jfsm`, then stops the
-server (whatever COMMAND's outcome) and exits with COMMAND's status (CI uses this).
+`TemporaryBouncer(server)` starts a real PgBouncer (`/usr/sbin/pgbouncer`) in transaction
+pooling mode in front of it, on a free loopback port.
+
+As a command, `python -m jfsm.stores.pg_server [--pgbouncer] COMMAND...` runs COMMAND while
+a temporary server runs, with `JFSM_PG_URL` set to the URL of its empty database `jfsm`
+(with `--pgbouncer`: the URL through a temporary PgBouncer, the direct one in
+`JFSM_PG_DIRECT_URL`), then stops them (whatever COMMAND's outcome) and exits with
+COMMAND's status (CI uses this).
 
 Errors: `find_binaries` returns None when the binaries are missing (callers skip and say
 so); `start` raises `RuntimeError` with the server's log when initdb or the server fail.
@@ -28,14 +33,23 @@ import glob
 import os
 import pwd
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from types import TracebackType
 from urllib.parse import quote
 
-__all__ = ["TemporaryServer", "find_binaries", "main", "why_unavailable"]
+__all__ = [
+    "TemporaryBouncer",
+    "TemporaryServer",
+    "bouncer_unavailable",
+    "find_binaries",
+    "main",
+    "why_unavailable",
+]
 
 USER = "jfsm"
 PORT = 5432
@@ -82,9 +96,16 @@ def why_unavailable() -> str | None:
 class TemporaryServer:
     """A PostgreSQL server in a temporary directory; a context manager (`stop` on exit)."""
 
-    def __init__(self, *, fsync: bool = False, max_connections: int = 300) -> None:
+    def __init__(
+        self,
+        *,
+        fsync: bool = False,
+        max_connections: int = 300,
+        settings: dict[str, str] | None = None,
+    ) -> None:
         self.fsync = fsync
         self.max_connections = max_connections
+        self.settings = dict(settings or {})  # more `-c name=value` server settings
         self.directory: Path | None = None
         self._bin: Path | None = None
 
@@ -116,7 +137,7 @@ class TemporaryServer:
             f"-k {self.directory} -c listen_addresses='' -p {PORT}"
             f" -c fsync={'on' if self.fsync else 'off'} -c max_connections={self.max_connections}"
             " -c shared_buffers=64MB"
-        )
+        ) + "".join(f" -c {name}={value}" for name, value in self.settings.items())
         try:
             self._pg_ctl("start", "-o", options, "-l", str(self.log))
         except RuntimeError:
@@ -195,13 +216,120 @@ class TemporaryServer:
         self._pg("pg_ctl", "-D", str(self.data), "-w", "-s", "-t", "60", action, *args)
 
 
+PGBOUNCER = "/usr/sbin/pgbouncer"
+
+
+def bouncer_unavailable() -> str | None:
+    """Why no temporary PgBouncer can be started here, or None when one can."""
+    if not (shutil.which("pgbouncer") or os.path.exists(PGBOUNCER)):
+        return "pgbouncer not found on PATH nor at /usr/sbin/pgbouncer"
+    return why_unavailable()
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class TemporaryBouncer:
+    """A real PgBouncer in transaction pooling mode on a free loopback port, in front of a
+    running `TemporaryServer` (every database name is passed through; `auth_type = any`).
+    A context manager; `stop` kills it and removes its directory. `start` raises
+    `RuntimeError` with its log when it does not accept connections within 20 s."""
+
+    def __init__(self, server: TemporaryServer, *, pool_size: int = 20) -> None:
+        self.server = server
+        self.pool_size = pool_size
+        self.port = 0
+        self.directory: Path | None = None
+        self._process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> TemporaryBouncer:
+        reason = bouncer_unavailable()
+        if reason is not None:
+            raise RuntimeError(reason)
+        assert self.server.directory is not None, "start the server first"
+        self.directory = Path(tempfile.mkdtemp(prefix="jfsm-bouncer-"))
+        self.port = _free_port()
+        ini = self.directory / "pgbouncer.ini"
+        ini.write_text(
+            "[databases]\n"
+            f"* = host={self.server.directory} port={PORT} user={USER}\n"
+            "[pgbouncer]\n"
+            f"listen_addr = 127.0.0.1\nlisten_port = {self.port}\nunix_socket_dir =\n"
+            "auth_type = any\npool_mode = transaction\n"
+            f"default_pool_size = {self.pool_size}\nmax_client_conn = 5000\n"
+            f"logfile = {self.directory / 'pgbouncer.log'}\n"
+            "server_reset_query =\nignore_startup_parameters = extra_float_digits,options\n"
+        )
+        if os.geteuid() == 0:
+            entry = pwd.getpwnam("postgres")
+            for path in (self.directory, ini):
+                os.chown(path, entry.pw_uid, entry.pw_gid)
+        binary = shutil.which("pgbouncer") or PGBOUNCER
+        self._process = subprocess.Popen(
+            [*_run_as(), binary, str(ini)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            with (
+                contextlib.suppress(OSError),
+                socket.create_connection(("127.0.0.1", self.port), timeout=1),
+            ):
+                return self
+            if self._process.poll() is not None:
+                break
+            time.sleep(0.05)
+        log = self.directory / "pgbouncer.log"
+        text = log.read_text(errors="replace")[-2000:] if log.exists() else ""
+        self.stop()
+        raise RuntimeError(f"pgbouncer did not start: {text}")
+
+    def conninfo(self, dbname: str = "postgres") -> str:
+        """A keyword string reaching database `dbname` through the bouncer."""
+        return f"host=127.0.0.1 port={self.port} user={USER} dbname={dbname}"
+
+    def url(self, dbname: str = "postgres") -> str:
+        return f"postgresql://{USER}@127.0.0.1:{self.port}/{dbname}"
+
+    def stop(self) -> None:
+        """Kill the bouncer and remove its directory. Idempotent."""
+        if self._process is not None:
+            self._process.kill()
+            self._process.wait()
+            self._process = None
+        if self.directory is not None:
+            shutil.rmtree(self.directory, ignore_errors=True)
+            self.directory = None
+
+    def __enter__(self) -> TemporaryBouncer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """`python -m jfsm.stores.pg_server [-h] COMMAND [ARG...]`."""
+    """`python -m jfsm.stores.pg_server [-h] [--pgbouncer] COMMAND [ARG...]`."""
     parser = argparse.ArgumentParser(
         prog="python -m jfsm.stores.pg_server",
         description="Run COMMAND while a throwaway PostgreSQL server runs, with JFSM_PG_URL "
         "set to its empty database jfsm; stop the server afterwards and exit with COMMAND's "
         "status.",
+    )
+    parser.add_argument(
+        "--pgbouncer",
+        action="store_true",
+        help="also start a PgBouncer in transaction pooling mode in front of the server, "
+        "and point JFSM_PG_URL at it",
     )
     parser.add_argument(
         "command", metavar="COMMAND ...", nargs=argparse.REMAINDER, help="the program to run"
@@ -213,13 +341,19 @@ def main(argv: list[str] | None = None) -> int:
     """Run a command while a temporary server runs (see the module docstring). `-h`
     prints the usage and exits 0; no COMMAND prints it and exits 2 (argparse)."""
     parser = build_parser()
-    command = parser.parse_args(sys.argv[1:] if argv is None else argv).command
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    command, bouncer = args.command, args.pgbouncer
     if not command:
         parser.error("COMMAND is missing")
     with TemporaryServer() as server:
         server.create_database("jfsm")
         env = {**os.environ, "JFSM_PG_URL": server.url("jfsm")}
-        return subprocess.run(command, env=env, check=False).returncode
+        if not bouncer:
+            return subprocess.run(command, env=env, check=False).returncode
+        with TemporaryBouncer(server) as front:
+            env["JFSM_PG_URL"] = front.url("jfsm")
+            env["JFSM_PG_DIRECT_URL"] = server.url("jfsm")
+            return subprocess.run(command, env=env, check=False).returncode
 
 
 if __name__ == "__main__":

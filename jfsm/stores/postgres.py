@@ -1,48 +1,57 @@
-"""The PostgreSQL store: many games in one database, one owner per game, fenced writes.
+"""The PostgreSQL store: many games in one database, one leased owner per game, fenced
+writes, every game of a process on one shared pool of connections (native async).
 
-The tables and their migrations are `jfsm.stores.pg_schema`'s, ownership and fenced writes
-`jfsm.stores.pg_fencing`'s, reading and removing games without owning them
-`jfsm.stores.pg_games`'s; the functions of both are importable from here too.
+The tables and their migrations are `jfsm.stores.pg_schema`'s, leases and fenced writes
+`jfsm.stores.pg_fencing`'s, the pool and the lease timer `jfsm.stores.pg_pool`'s, reading and
+removing games without owning them `jfsm.stores.pg_games`'s.
 
 # Errors
 
-- `open`: `StoreLocked` (owner alive), `StoreUnavailable` (the server cannot be reached, or
-  the schema is missing or newer than this code: run `migrate`), `InvalidInput` (a game id
-  PostgreSQL cannot hold).
+- `open`: `StoreLocked` (another owner's lease is live), `InvalidInput` (a game id
+  PostgreSQL cannot hold; with `create=True` a game that exists already; with
+  `create=False` a game that does not), `StoreUnusable` (not retryable: wrong credentials,
+  missing database, schema missing or of another version: run `migrate`),
+  `StoreUnavailable` (the server cannot be reached now).
 - `commit`, `checkpoint`, `seed`: `QuotaExceeded` and `InvalidInput` before anything is
   sent; `StoreFenced` (nothing written; close the store); `StoreUnavailable` with state
   `open` when the statement failed and the connection is fine (nothing written), or state
   `broken` when the connection was lost: the write may or may not have landed. `details`
-  then holds `seq`, the number the write would have had: reopen and compare with the new
-  store's `seq` (equal or more: it landed; this holds when the reopened store's `token` is
-  the old one plus one, that is when no other owner came in between). A broken store
-  refuses further writes; close and reopen it.
+  then holds `seq`, the number the write would have had: a reopened store's `seq` equal or
+  more says it landed (when no other owner came in between). The next call on a broken store
+  asks the database on a fresh connection of the pool: if the write did not land, the store
+  is an owner again and the call proceeds; if it landed (or the game was taken over) the
+  store stays broken (or becomes fenced): close and reopen it.
+
+No message carries the connection string's password.
 """
 
 from __future__ import annotations
 
-import os
-import socket
+import itertools
 from collections.abc import Iterable, Mapping
-from types import TracebackType
 from typing import Any
+
+import psycopg
 
 from jfsm.errors import StoreFenced, StoreUnavailable
 from jfsm.image import QUOTA_BYTES, StoreImage, seeded_image
 from jfsm.projection import Projection
-
-try:
-    import psycopg
-except ImportError as exc:  # pragma: no cover - depends on the installed extras
-    raise ImportError("the PostgreSQL store needs psycopg 3: pip install 'jfsm[postgres]'") from exc
-
-from jfsm.stores.pg_fencing import CHECKPOINT, COMMIT, SEED, take_ownership
-from jfsm.stores.pg_games import check_game_id, game_ids, load_image, read_image, remove_game
-from jfsm.stores.pg_schema import SCHEMA_VERSION, connect, migrate, require_schema, schema_version
+from jfsm.stores.pg_fencing import CHECKPOINT, COMMIT, RELEASE, SEED, take_many, take_ownership
+from jfsm.stores.pg_games import (
+    check_game_id,
+    game_ids,
+    load_image,
+    load_images,
+    read_image,
+    remove_game,
+)
+from jfsm.stores.pg_pool import PgPool, close_pools, shared_pool
+from jfsm.stores.pg_schema import SCHEMA_VERSION, connection_error, migrate, schema_version
 
 __all__ = [
     "SCHEMA_VERSION",
     "PostgresStore",
+    "close_pools",
     "game_ids",
     "migrate",
     "read_image",
@@ -51,72 +60,114 @@ __all__ = [
 ]
 
 
+_opens = itertools.count(1)
+
+
 def _encode_keys(keys: Iterable[str]) -> list[bytes]:
     return [key.encode("utf-8") for key in keys]
 
 
 class PostgresStore:
-    """One game's durable store in PostgreSQL, owned by this object until `close`; see the
-    module docstrings for errors (here), tables (`pg_schema`) and ownership (`pg_fencing`)."""
+    """One game's durable store in PostgreSQL, owned (leased) by this object until `close`;
+    see the module docstrings for errors (here), tables (`pg_schema`) and leases
+    (`pg_fencing`)."""
 
     durable = True
 
     def __init__(
-        self,
-        conn: psycopg.Connection[Any],
-        game_id: str,
-        token: int,
-        seq: int,
-        image: StoreImage,
+        self, pool: PgPool, game_id: str, token: int, seq: int, image: StoreImage, created: bool
     ) -> None:
         # Use `PostgresStore.open`; this only assembles what it loaded.
-        self._conn: psycopg.Connection[Any] | None = conn
-        self._game = game_id
-        self._token = token
+        self._pool: PgPool | None = pool
+        self.game_id = game_id
+        self.token = token
         self._seq = seq
         self._image = image
+        self.created = created  # this open created the game's row
         base = image.base_bytes()
         self._dirty: set[str] = {
             key for key in set(image.keys()).union(base) if image.raw(key) != base.get(key)
         }
-        self._broken = False
+        self._broken: int | None = None  # the seq of a write whose outcome is unknown
         self._fenced = False
+        pool.register(self)
 
     @classmethod
-    def open(
+    async def open(
         cls,
         conninfo: str,
         game_id: str,
         *,
         quota: int = QUOTA_BYTES,
         takeover: bool = False,
+        create: bool | None = None,
+        lease_seconds: float | None = None,
+        pool_size: int | None = None,
         owner: str | None = None,
-        keepalive_seconds: int = 10,
     ) -> PostgresStore:
-        """Own game `game_id` (created if missing) in the database at `conninfo` (a libpq
-        URL or key=value string) and load its rows once.
+        """Own game `game_id` in the database at `conninfo` (URL or keyword string) and load
+        its rows once, in one transaction on the process's shared pool.
 
-        Raises `StoreLocked` while another owner's session lives (unless `takeover`, which
-        fences that owner instead), `StoreUnavailable` if the server cannot be reached or
-        the schema is not `SCHEMA_VERSION`, `InvalidInput` for a game id PostgreSQL cannot
-        hold. Nothing changes on error.
+        `create`: True refuses a game that exists already (`InvalidInput`), False one that
+        does not, None creates it if missing. `lease_seconds` (default
+        `JFSM_PG_LEASE_SECONDS` or 30) picks the process's pool (one per lease length);
+        `pool_size` sizes it when this open creates it. `owner` is the lease's owner id
+        (default: unique to this open); a given owner id reclaims its own live lease at once
+        (a restarted worker, R61). Other errors: see the module docstring; nothing
+        changes on error.
         """
         check_game_id(game_id)
-        who = owner or f"{socket.gethostname()}:{os.getpid()}"
-        conn = connect(conninfo, keepalive_seconds=keepalive_seconds)
+        pool = await shared_pool(conninfo, max_size=pool_size, lease_seconds=lease_seconds)
+        who = owner or f"{pool.owner}:{next(_opens)}"  # unique: never reclaims another's
         try:
-            require_schema(conn)
-            with conn.transaction():
-                token, seq = take_ownership(conn, game_id, who, takeover=takeover)
-                image = load_image(conn, game_id, quota)
-        except BaseException as exc:
-            conn.close()  # ends the session: any lock taken above goes with it
-            if isinstance(exc, psycopg.Error):
-                raise StoreUnavailable(
-                    f"cannot open game {game_id!r}: {exc}", state="closed"
-                ) from exc
-            raise
-        return cls(conn, game_id, token, seq, image)
+            async with pool.connection() as conn, conn.transaction():
+                token, seq, created = await take_ownership(
+                    conn,
+                    game_id,
+                    who,
+                    takeover=takeover,
+                    create=create,
+                    lease_seconds=pool.lease_seconds,
+                )
+                image = await load_image(conn, game_id, quota)
+        except psycopg.Error as exc:
+            raise connection_error(exc, conninfo, f"open game {game_id!r} at") from None
+        return cls(pool, game_id, token, seq, image, created)
+
+    @classmethod
+    async def open_many(
+        cls,
+        conninfo: str,
+        game_ids: list[str],
+        *,
+        quota: int = QUOTA_BYTES,
+        takeover: bool = False,
+        lease_seconds: float | None = None,
+        pool_size: int | None = None,
+        owner: str | None = None,
+    ) -> tuple[dict[str, PostgresStore], dict[str, str]]:
+        """Own many games at once (a worker starting up): `open` of each (created if
+        missing), in one transaction of a few statements whatever their number. Returns
+        the stores opened and, for the games refused because another owner's lease is live,
+        that owner. Errors: as `open`, for the whole batch (nothing opened then)."""
+        for game_id in game_ids:
+            check_game_id(game_id)
+        pool = await shared_pool(conninfo, max_size=pool_size, lease_seconds=lease_seconds)
+        games = sorted(set(game_ids))
+        who = [owner or f"{pool.owner}:{next(_opens)}" for _ in games]
+        try:
+            async with pool.connection() as conn, conn.transaction():
+                taken, refused = await take_many(
+                    conn, games, who, takeover=takeover, lease_seconds=pool.lease_seconds
+                )
+                images = await load_images(conn, list(taken), quota)
+        except psycopg.Error as exc:
+            raise connection_error(exc, conninfo, "open games at") from None
+        stores = {
+            game: cls(pool, game, token, seq, images[game], created)
+            for game, (token, seq, created) in taken.items()
+        }
+        return stores, refused
 
     # -- the Store protocol --------------------------------------------------------------
     @property
@@ -124,152 +175,191 @@ class PostgresStore:
         return self._image
 
     @property
-    def game_id(self) -> str:
-        """The game this store holds."""
-        return self._game
-
-    @property
-    def token(self) -> int:
-        """This owner's fencing token."""
-        return self._token
-
-    @property
     def seq(self) -> int:
         """How many writes (commits, checkpoints, seeds) of this game have landed, as of
         this store's last successful write or its open."""
         return self._seq
 
-    def commit(self, projection: Projection) -> None:
-        """Write `projection` in one transaction fenced by this owner's token, then apply it.
-
-        Raises `QuotaExceeded` (nothing sent), `StoreFenced`, or `StoreUnavailable` (see the
-        module docstring for what each leaves).
-        """
-        self._require_writable()
+    async def commit(self, projection: Projection) -> None:
+        """Write `projection` in one statement fenced by this owner's token (renewing the
+        lease), then apply it. Raises `QuotaExceeded` (nothing sent), `StoreFenced`, or
+        `StoreUnavailable` (see the module docstring for what each leaves)."""
+        await self._require_writable()
         footprint = self._image.check(projection)
         if projection.is_empty():
             return
         params = {
-            "game": self._game,
-            "token": self._token,
             "footprint": footprint,
             "keys": _encode_keys(projection.sets),
             "values": list(projection.sets.values()),
             "deletes": _encode_keys(projection.deletes),
         }
-        self._write(COMMIT, params, "commit")
+        await self._write(COMMIT, params, "commit")
         self._image.apply_unchecked(projection)
         self._dirty.update(projection.touched())
 
-    def checkpoint(self) -> None:
-        """Make the current store the change log's base, in one fenced transaction.
-
-        Raises `StoreFenced` or `StoreUnavailable` (see the module docstring).
-        """
-        self._require_writable()
+    async def checkpoint(self) -> None:
+        """Make the current store the change log's base, in one fenced statement.
+        Raises `StoreFenced` or `StoreUnavailable` (see the module docstring)."""
+        await self._require_writable()
         image = StoreImage(self._image.values_bytes(), quota=self._image.quota)
-        params = {
-            "game": self._game,
-            "token": self._token,
-            "footprint": image.footprint(),
-            "keys": _encode_keys(self._dirty),
-        }
-        self._write(CHECKPOINT, params, "checkpoint")
+        params = {"footprint": image.footprint(), "keys": _encode_keys(self._dirty)}
+        await self._write(CHECKPOINT, params, "checkpoint")
         self._image = image
         self._dirty = set()
 
-    def seed(self, values: Mapping[str, bytes]) -> None:
+    async def seed(self, values: Mapping[str, bytes]) -> None:
         """Fill this *empty* store with `values` as its checkpointed base (empty change log).
-
         Raises `InvalidInput` if the store is not empty, `QuotaExceeded` (nothing sent in
-        either case), `StoreFenced` or `StoreUnavailable`.
-        """
-        self._require_writable()
+        either case), `StoreFenced` or `StoreUnavailable`."""
+        await self._require_writable()
         image = seeded_image(self._image, values)
         seeded = image.values_bytes()
         params = {
-            "game": self._game,
-            "token": self._token,
             "footprint": image.footprint(),
             "keys": _encode_keys(seeded),
             "values": list(seeded.values()),
         }
-        self._write(SEED, params, "seed")
+        await self._write(SEED, params, "seed")
         self._image = image
 
-    def close(self) -> None:
-        """End this owner's session (which releases its liveness lock). Idempotent; the
-        token stays, so a later `open` takes over without `takeover=True`."""
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            conn.close()
+    async def close(self) -> None:
+        """End this owner's lease at once (the next plain open need not wait) and leave the
+        pool. Idempotent; never raises: if the server cannot be reached, the lease simply
+        runs out."""
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        pool.unregister(self)
+        if self._fenced:
+            return
+        try:
+            async with pool.connection() as conn:
+                await conn.execute(RELEASE, {"game": self.game_id, "token": self.token})
+        except (psycopg.Error, StoreUnavailable):
+            pass
 
-    def __enter__(self) -> PostgresStore:
-        return self
+    async def remove(self) -> None:
+        """Delete this game (it must still be this store's: token current) and close.
+        Raises `StoreFenced` (nothing deleted) or `StoreUnavailable`."""
+        pool = self._pool
+        if pool is None:
+            raise StoreUnavailable(f"store of game {self.game_id!r} is closed", state="closed")
+        try:
+            async with pool.connection() as conn:
+                cur = await conn.execute(
+                    "DELETE FROM jfsm_game WHERE game_id = %s AND token = %s RETURNING 1",
+                    (self.game_id, self.token),
+                )
+                gone = await cur.fetchone() is not None
+        except psycopg.Error as exc:
+            raise connection_error(exc, pool.conninfo, "remove a game at") from None
+        if not gone:
+            self._fenced = True
+            raise self.fenced_error()
+        self._fenced = True  # nothing more to release
+        await self.close()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
+    def lost_lease(self) -> None:
+        """The renewal timer found a newer token: every write is refused from now on."""
+        self._fenced = True
 
     @property
     def state(self) -> str:
-        """This handle's state in the machine `store_ownership`: `owner`, `fenced` (a newer
-        owner took over, as learnt by a refused write), `broken` or `closed`."""
-        if self._conn is None:
+        """This handle's state in the machine `store_ownership`: `owner`, `fenced`, `broken`
+        or `closed`."""
+        if self._pool is None:
             return "closed"
         if self._fenced:
             return "fenced"
-        return "broken" if self._broken else "owner"
+        return "broken" if self._broken is not None else "owner"
 
     def __repr__(self) -> str:
-        return f"PostgresStore({self._game!r}, token={self._token}, seq={self._seq}, {self.state})"
+        return f"PostgresStore({self.game_id!r}, token={self.token}, seq={self._seq}, {self.state})"
 
     # -- internals -----------------------------------------------------------------------
-    def _require_writable(self) -> None:
-        if self._conn is None:
-            raise StoreUnavailable(f"store of game {self._game!r} is closed", state="closed")
+    async def _require_writable(self) -> None:
+        if self._pool is None:
+            raise StoreUnavailable(f"store of game {self.game_id!r} is closed", state="closed")
         if self._fenced:
-            raise self._fenced_error()
-        if self._broken:
-            raise StoreUnavailable(
-                f"store of game {self._game!r} lost its connection; close and reopen it",
-                state="broken",
-            )
+            raise self.fenced_error()
+        if self._broken is not None:
+            await self._resolve()
 
-    def _fenced_error(self) -> StoreFenced:
-        return StoreFenced(
-            f"game {self._game!r} was taken over by a newer owner than token {self._token}; "
-            "nothing was written. Close this store",
-            state="fenced",
-            game=self._game,
-            token=self._token,
+    async def _resolve(self) -> None:
+        """After a lost connection: ask the database (a fresh pooled connection) whether the
+        write numbered `_broken` landed. Not landed: owner again. Landed: stay broken."""
+        pool, expected = self._pool, self._broken
+        assert pool is not None and expected is not None
+        for attempt in range(3):  # a read: safe to retry on the pool's next connection
+            try:
+                async with pool.connection() as conn:
+                    cur = await conn.execute(
+                        "SELECT token, seq FROM jfsm_game WHERE game_id = %s", (self.game_id,)
+                    )
+                    row = await cur.fetchone()
+                break
+            except psycopg.Error as exc:
+                if attempt < 2:
+                    continue
+                raise StoreUnavailable(
+                    f"store of game {self.game_id!r}: the server is still unreachable; "
+                    f"the write numbered {expected} may or may not have landed",
+                    state="broken",
+                    seq=expected,
+                ) from exc
+        if row is None or int(row[0]) != self.token:
+            self._fenced = True
+            raise self.fenced_error()
+        if int(row[1]) == self._seq:
+            self._broken = None  # it did not land: the image is the database's
+            return
+        raise StoreUnavailable(
+            f"store of game {self.game_id!r}: the write numbered {expected} landed after its "
+            "connection was lost; close and reopen the store",
+            state="broken",
+            seq=expected,
         )
 
-    def _write(self, sql: str, params: dict[str, Any], what: str) -> None:
+    def fenced_error(self) -> StoreFenced:
+        return StoreFenced(
+            f"game {self.game_id!r} was taken over by a newer owner than token {self.token}; "
+            "nothing was written. Close this store",
+            state="fenced",
+            game=self.game_id,
+            token=self.token,
+        )
+
+    async def _write(self, sql: str, params: dict[str, Any], what: str) -> None:
         """Run one fenced write statement (autocommit: the statement is the transaction)."""
-        conn = self._conn
-        assert conn is not None
+        pool = self._pool
+        assert pool is not None
+        params.update(game=self.game_id, token=self.token, lease=pool.lease_seconds)
         expected = self._seq + 1
+        lost = False
         try:
-            row = conn.execute(sql, params, prepare=True).fetchone()
+            async with pool.connection() as conn:
+                try:
+                    cur = await conn.execute(sql, params)
+                    row = await cur.fetchone()
+                except psycopg.Error:
+                    lost = conn.broken or conn.closed
+                    raise
         except psycopg.Error as exc:
-            lost = conn.broken or conn.closed
             if lost:
-                self._broken = True
-            message = (
-                f"{what} of game {self._game!r}: the connection was lost, so it may or may not "
-                f"have landed: reopen and compare the store's seq with {expected}"
-                if lost
-                else f"{what} of game {self._game!r} failed, nothing was written: {exc}"
-            )
-            raise StoreUnavailable(
-                message, state="broken" if lost else "open", seq=expected
-            ) from exc
+                self._broken = expected
+                raise StoreUnavailable(
+                    f"{what} of game {self.game_id!r}: the connection was lost, so it may or "
+                    f"may not have landed: the next call asks the database (compare a "
+                    f"reopened store's seq with {expected})",
+                    state="broken",
+                    seq=expected,
+                ) from None
+            error = connection_error(exc, pool.conninfo, f"{what} game {self.game_id!r} at")
+            raise type(error)(
+                f"{error.message}; nothing was written", state="open", seq=expected
+            ) from None
         if row is None:
             self._fenced = True
-            raise self._fenced_error()
+            raise self.fenced_error()
         self._seq = int(row[0])

@@ -59,14 +59,14 @@ def test_a_crash_at_each_boundary_reopens_before_or_after(tmp_path: Path) -> Non
         if not answered["ok"]:  # died mid-operation: every message is refused until restart
             assert answered["error"]["code"] == "internal_error"
             assert _call(driver, "dump", game="g")["error"]["code"] == "internal_error"
-        driver.restart()
+        asyncio.run(driver.restart())
         store = _call(driver, "dump", game="g")["result"]["store"]
         rounds = len([key for key in store if key.startswith("jfRounds.")])
         seen.setdefault(rounds, set()).add(at)
         assert rounds in (1, 2)
         assert answered["ok"] is False or rounds == 2, f"answered, yet lost at boundary {at}"
         assert _call(driver, "record_round", game="g", input="three", output="after")["ok"]
-        driver.close()
+        asyncio.run(driver.close())
     assert set(seen) == {1, 2}, seen  # both outcomes occur
 
 
@@ -78,13 +78,13 @@ def test_the_switch_numbers_a_commit_as_the_suite_lays_out_its_crash_points(
     (7-8); the next one a pwrite and its fdatasync (0-4). The store's own crash tests also
     tear the extension (one boundary more)."""
     with FileStore.open(tmp_path) as store:
-        store.commit(Projection.of({"a": 1}))
+        store.commit_sync(Projection.of({"a": 1}))
     for fs, extension in ((CrashSwitch(), 4), (CrashingFileSystem(), 5)):
         with FileStore.open(tmp_path, fs=fs) as store:
             counts = []
             for value in (2, 3):
                 start = fs.boundaries
-                store.commit(Projection.of({"a": value}))
+                store.commit_sync(Projection.of({"a": value}))
                 counts.append(fs.boundaries - start)
         assert counts == [extension + 5, 5], (type(fs).__name__, counts)
         assert not fs.dead and fs.where == ""

@@ -181,11 +181,11 @@ def test_durable_driver_keeps_few_games_open_and_reopens_the_others(tmp_path: Pa
     refused = asyncio.run(driver.handle({"id": 2, "op": "create_game", "args": {"game": "g1"}}))
     assert refused["error"]["code"] == "invalid_input"  # a closed game still exists
     was_open = list(driver.games)
-    driver.restart()  # reopens the open games now, the others when named
+    asyncio.run(driver.restart())  # reopens the open games now, the others when named
     assert list(driver.games) == was_open
     again = _call(driver, "dump", game="g2")
     assert any("hi g2" in json.dumps(v) for v in again.values())
-    driver.close()
+    asyncio.run(driver.close())
 
 
 def test_memory_driver_keeps_every_game(tmp_path: Path) -> None:
@@ -217,7 +217,7 @@ def test_forgotten_games_are_released(tmp_path: Path, durable: bool) -> None:
     assert "hello" in json.dumps(_call(driver, "dump", game="g1"))
     bad = asyncio.run(driver.handle({"id": 3, "op": "forget_games", "args": {"games": "g1"}}))
     assert bad["error"]["code"] == "invalid_input" and list(driver.games) == ["g1"]
-    driver.close()
+    asyncio.run(driver.close())
 
 
 def test_the_suite_tells_the_driver_which_games_it_forgot() -> None:

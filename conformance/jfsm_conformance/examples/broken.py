@@ -83,8 +83,8 @@ class BrokenDriver:
         reply: dict[str, Any] = await bend(message)
         return reply
 
-    def close(self) -> None:
-        self.inner.close()
+    async def close(self) -> None:
+        await self.inner.close()
 
 
 class _DropSuffix(BrokenDriver):

@@ -143,13 +143,13 @@ def delete_too_many() -> ReferenceDriver:
 
 
 class _TwoCommits(StackCompression):
-    def on_publish(self, sets: Sets, deletes: set[str]) -> None:
+    async def on_publish(self, sets: Sets, deletes: set[str]) -> None:
         # the quota is judged on the whole publication's post-state, as it must be; only
         # the writing is split: the represented chunks go, then the summary comes
         records = {key: value.jcs() for key, value in sets.items() if isinstance(value, Record)}
         self.memory.store.image.check(Projection.encoded(records, deletes, label="publish"))
-        self.memory.commit({}, deletes, label="publish_summary")
-        self.memory.commit(sets, (), label="publish_summary")
+        await self.memory.commit({}, deletes, label="publish_summary")
+        await self.memory.commit(sets, (), label="publish_summary")
 
 
 @mutant("publishes a summary in two commits: the represented chunks go first (durable)")

@@ -86,8 +86,8 @@ def outcome_swapped() -> ReferenceDriver:
 
 
 class _CancelAppends(Scene):
-    def on_archive_cancellation(self) -> dict[str, Any]:
-        return self.end(self.archive_record("cancelled", None, None), ("", ""))
+    async def on_archive_cancellation(self) -> dict[str, Any]:
+        return await self.end(self.archive_record("cancelled", None, None), ("", ""))
 
 
 @mutant("cancelling a scene adds an (empty) exchange to the game stack")
@@ -96,8 +96,8 @@ def cancel_adds_chunk() -> ReferenceDriver:
 
 
 class _RepublishAppends(Scene):
-    def on_return_archive(self, *repeated_args: str) -> dict[str, Any]:
-        record = super().on_return_archive(*repeated_args)
+    async def on_return_archive(self, *repeated_args: str) -> dict[str, Any]:
+        record = await super().on_return_archive(*repeated_args)
         if repeated_args and record.get("state") == "published":
             closing_summary, meanwhile_event = repeated_args
             user, assistant = self.outcome_exchange(closing_summary, meanwhile_event)
@@ -107,7 +107,7 @@ class _RepublishAppends(Scene):
                 "origin": "catalyst",
                 "catalyst_id": self.scene_id,
             }
-            self.game.append(exchange, label="republish")
+            await self.game.append(exchange, label="republish")
         return record
 
 
@@ -161,12 +161,12 @@ class _SeededFromBase(_StoreWrapper):
         super().__init__(inner)
         self.source = source
 
-    def seed(self, values: Mapping[str, bytes]) -> None:
+    async def seed(self, values: Mapping[str, bytes]) -> None:
         base = self.source.base_bytes()
-        self.inner.seed(base)
+        await self.inner.seed(base)
         sets = {k: json.loads(v) for k, v in values.items() if base.get(k) != v}
         deletes = [k for k in base if k not in values]
-        self.inner.commit(Projection.of(sets, deletes, label="copy"))
+        await self.inner.commit(Projection.of(sets, deletes, label="copy"))
 
 
 class _DuplicateChangeLog(GameEngine):
@@ -200,11 +200,11 @@ def lock_across_await() -> ReferenceDriver:
 
 
 class _PublicationUnchecked(_StoreWrapper):
-    def commit(self, projection: Projection) -> None:
+    async def commit(self, projection: Projection) -> None:
         if projection.label == "publish_summary":
             self.inner.image.apply_unchecked(projection)
         else:
-            self.inner.commit(projection)
+            await self.inner.commit(projection)
 
 
 @mutant("publications skip the quota preflight")
@@ -213,7 +213,7 @@ def publication_skips_quota() -> ReferenceDriver:
 
 
 class _PreStateQuota(_StoreWrapper):
-    def commit(self, projection: Projection) -> None:
+    async def commit(self, projection: Projection) -> None:
         image = self.inner.image
         if image.footprint() > image.quota:
             image.check(projection)  # raises with the numbers

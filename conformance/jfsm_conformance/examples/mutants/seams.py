@@ -62,17 +62,17 @@ class _StoreWrapper:
     def durable(self) -> bool:
         return self.inner.durable
 
-    def commit(self, projection: Projection) -> None:
-        self.inner.commit(projection)
+    async def commit(self, projection: Projection) -> None:
+        await self.inner.commit(projection)
 
-    def seed(self, values: Mapping[str, bytes]) -> None:
-        self.inner.seed(values)
+    async def seed(self, values: Mapping[str, bytes]) -> None:
+        await self.inner.seed(values)
 
-    def checkpoint(self) -> None:
-        self.inner.checkpoint()
+    async def checkpoint(self) -> None:
+        await self.inner.checkpoint()
 
-    def close(self) -> None:
-        self.inner.close()
+    async def close(self) -> None:
+        await self.inner.close()
 
 
 def _with_store(wrapper: Callable[[Store], Store]) -> ReferenceDriver:

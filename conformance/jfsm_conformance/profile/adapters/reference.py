@@ -74,11 +74,11 @@ class _RecordingStore(MemoryStore):
         self.fail_publication = False
         self.states: list[list[str]] = []
 
-    def commit(self, projection: Projection) -> None:
+    async def commit(self, projection: Projection) -> None:
         if self.fail_publication and projection.label == "publish_summary":
             self.fail_publication = False
             raise StoreUnavailable("scripted write failure", state="open")
-        super().commit(projection)
+        await super().commit(projection)
         self.states.append(entries(self.image.store_json()))
 
 
@@ -120,7 +120,7 @@ class ReferenceAdapter:
         self.store.fail_publication = armed
 
     async def close(self) -> None:
-        self.engine.close()
+        await self.engine.close()
 
 
 def factory(variant: str = "") -> Any:

@@ -1,0 +1,379 @@
+"""The pooled, leased PostgreSQL store at scale (issue 21, item 7), measured side by side.
+
+Run from `benchmarks/postgres.py` (same throwaway server, `fsync=on`); each measurement is a
+ratio taken in one run, never a time compared with a constant.
+
+1. Rounds/s in one process with 1, 8, 64 and 512 concurrent games (one task per game,
+   each committing round projections back to back), on the PostgreSQL store (one shared
+   pool) and on the FileStore (one directory per game). Goal: PostgreSQL at 64 games at
+   least 8x its 1-game rate (the server flushes concurrent commits' WAL together).
+2. Commit latency: `PostgresStore.commit` of a round projection against a bare
+   single-statement `INSERT ... ; COMMIT` of the same bytes on the same server (autocommit,
+   synchronous_commit on), interleaved. Goal: median ratio <= 1.3.
+3. Event-loop lag during the 512-game PostgreSQL storm: a ticker task sleeping 1 ms records
+   how late it wakes (max, p99). Goal: max <= 5 ms.
+4. Connections used against games open (10, 100, 1,000, all committing at once) with a pool
+   of 10: the server's count of connections. Goal: never above the pool size.
+5. The old store (one dedicated connection per open game, its liveness a session advisory
+   lock, writes blocking the loop) beside the new one: rounds/s at 1, 8 and 64 games and its
+   connections; it lives only here, for the comparison.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+import random
+import statistics
+import tempfile
+import time
+from typing import Any
+
+from benchmarks.common import now_ns, ratio, summarize
+from benchmarks.data import Text
+from jfsm.projection import Projection
+
+__all__ = ["measure"]
+
+FULL: dict[str, Any] = {
+    "games": [1, 8, 64, 512],
+    "seconds": 3.0,
+    "latency_reps": 300,
+    "connection_games": [10, 100, 1000],
+    "old_games": [1, 8, 64],
+    "pool": 10,
+}
+QUICK: dict[str, Any] = {
+    "games": [1, 8],
+    "seconds": 0.3,
+    "latency_reps": 10,
+    "connection_games": [2, 8],
+    "old_games": [1, 2],
+    "pool": 4,
+}
+
+
+def _rounds(seed: int, count: int = 64) -> list[Projection]:
+    text, rng = Text(seed), random.Random(seed)
+    out = []
+    for seq in range(1, count + 1):
+        user, assistant = text(rng.randint(100, 600)), text(rng.randint(700, 3400))
+        out.append(
+            Projection.of(
+                {
+                    f"jfRounds.{seq % 8}": {"n": seq, "input": user, "output": assistant},
+                    f"jfGameStack.chunk.{seq % 8}": {"seq": seq, "user": user},
+                    "jfGameStack.meta": {"nextSeq": seq + 1, "epoch": 0},
+                }
+            )
+        )
+    return out
+
+
+async def _call(result: Any) -> None:
+    if inspect.isawaitable(result):
+        await result
+
+
+def _connections(conninfo: str, *, pooled: bool = True) -> int:
+    """Server connections to this database: the stores' pools' (`pooled`), or all but ours."""
+    import psycopg
+
+    from jfsm.stores.pg_pool import APPLICATION_NAME
+
+    with psycopg.connect(conninfo, autocommit=True, application_name="jfsm-bench-sampler") as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            " AND application_name <> 'jfsm-bench-sampler'"
+            + (" AND application_name = %s" if pooled else ""),
+            (APPLICATION_NAME,) if pooled else (),
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+async def _storm(stores: list[Any], seconds: float, lag: list[float] | None = None) -> float:
+    """Rounds/s of one task per store committing back to back for `seconds`."""
+    done = [0]
+    deadline = time.monotonic() + seconds
+    projections = _rounds(7)
+
+    async def game(store: Any) -> None:
+        n = 0
+        while time.monotonic() < deadline:
+            await _call(store.commit(projections[n % len(projections)]))
+            n += 1
+            done[0] += 1
+
+    async def ticker() -> None:
+        assert lag is not None
+        while time.monotonic() < deadline:
+            t0 = time.perf_counter()
+            await asyncio.sleep(0.001)
+            lag.append((time.perf_counter() - t0 - 0.001) * 1000)
+
+    started = time.monotonic()
+    tasks = [game(store) for store in stores] + ([ticker()] if lag is not None else [])
+    await asyncio.gather(*tasks)
+    return done[0] / (time.monotonic() - started)
+
+
+async def _pg_rates(conninfo: str, cfg: dict[str, Any]) -> tuple[dict[int, float], list[float]]:
+    from jfsm.stores.postgres import PostgresStore, close_pools
+
+    rates: dict[int, float] = {}
+    lag: list[float] = []
+    try:
+        for n in cfg["games"]:
+            opened, _ = await PostgresStore.open_many(
+                conninfo, [f"rate-{n}-{i}" for i in range(n)], pool_size=cfg["pool"]
+            )
+            stores = list(opened.values())
+            rates[n] = round(
+                await _storm(stores, cfg["seconds"], lag if n == max(cfg["games"]) else None), 1
+            )
+            for store in stores:
+                await store.close()
+    finally:
+        await close_pools()
+    return rates, lag
+
+
+async def _file_rates(root: str, cfg: dict[str, Any]) -> dict[int, float]:
+    from jfsm.stores.file import FileStore
+
+    rates: dict[int, float] = {}
+    for n in cfg["games"]:
+        stores = [FileStore.open(os.path.join(root, f"rate-{n}-{i}")) for i in range(n)]
+        rates[n] = round(await _storm(stores, cfg["seconds"]), 1)
+        for store in stores:
+            await _call(store.close())
+    return rates
+
+
+async def _latency(conninfo: str, cfg: dict[str, Any]) -> dict[str, Any]:
+    import psycopg
+
+    from jfsm.stores.postgres import PostgresStore, close_pools
+
+    projections = _rounds(9)
+    store_ns: list[int] = []
+    bare_ns: list[int] = []
+    try:
+        store = await PostgresStore.open(conninfo, "latency", pool_size=cfg["pool"])
+        conn = await psycopg.AsyncConnection.connect(conninfo, autocommit=True)
+        await conn.execute("CREATE TABLE IF NOT EXISTS bench_bare (k bytea, v bytea)")
+        await conn.execute("SET synchronous_commit = on")
+        for rep in range(cfg["latency_reps"]):
+            projection = projections[rep % len(projections)]
+            keys = [k.encode() for k in projection.sets]
+            values = list(projection.sets.values())
+            order = ["store", "bare"] if rep % 2 else ["bare", "store"]
+            for which in order:
+                t0 = now_ns()
+                if which == "store":
+                    await store.commit(projection)
+                    store_ns.append(now_ns() - t0)
+                else:
+                    await conn.execute(
+                        "INSERT INTO bench_bare SELECT * FROM unnest(%s::bytea[], %s::bytea[])",
+                        (keys, values),
+                    )
+                    bare_ns.append(now_ns() - t0)
+        await conn.close()
+        await store.close()
+    finally:
+        await close_pools()
+    ratio_median = ratio(statistics.median(store_ns), statistics.median(bare_ns))
+    return {"store": summarize(store_ns), "bare": summarize(bare_ns), "ratio": ratio_median}
+
+
+async def _connections_vs_games(conninfo: str, cfg: dict[str, Any]) -> list[dict[str, Any]]:
+    import threading
+
+    from jfsm.stores.postgres import PostgresStore, close_pools
+
+    rows = []
+    for n in cfg["connection_games"]:
+        peak = [0]
+        stop = threading.Event()
+        baseline = _connections(conninfo)  # other pools of this process (earlier sections)
+
+        def sample(
+            peak: list[int] = peak, stop: threading.Event = stop, baseline: int = baseline
+        ) -> None:
+            while not stop.is_set():
+                peak[0] = max(peak[0], _connections(conninfo) - baseline)
+                stop.wait(0.05)
+
+        sampler = threading.Thread(target=sample)
+        sampler.start()
+        try:
+            opened, _ = await PostgresStore.open_many(
+                conninfo, [f"conn-{n}-{i}" for i in range(n)], pool_size=cfg["pool"]
+            )
+            projection = _rounds(3, 1)[0]
+            await asyncio.gather(*(store.commit(projection) for store in opened.values()))
+            await asyncio.sleep(0.2)
+            for store in opened.values():
+                await store.close()
+        finally:
+            await close_pools()
+            stop.set()
+            sampler.join()
+        rows.append({"games": n, "connections": peak[0], "pool": cfg["pool"]})
+    return rows
+
+
+class OldStore:
+    """The store before issue 21, for comparison only: a dedicated connection per open
+    game held for its liveness (a session advisory lock), blocking writes, the same fenced
+    statement."""
+
+    def __init__(self, conninfo: str, game: str) -> None:
+        import psycopg
+
+        from jfsm.stores.pg_fencing import COMMIT
+
+        self._sql = COMMIT
+        self.conn = psycopg.connect(conninfo, autocommit=True)
+        self.game = game
+        row = self.conn.execute(
+            "INSERT INTO jfsm_game (game_id, token) VALUES (%s, nextval('jfsm_token'))"
+            " ON CONFLICT (game_id) DO UPDATE SET token = nextval('jfsm_token') RETURNING token",
+            (game,),
+        ).fetchone()
+        assert row is not None
+        self.token = int(row[0])
+        self.conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (game,))
+        self.footprint = 4
+
+    def commit(self, projection: Projection) -> None:
+        self.conn.execute(
+            self._sql,
+            {
+                "game": self.game,
+                "token": self.token,
+                "lease": 30.0,
+                "footprint": self.footprint,
+                "keys": [k.encode() for k in projection.sets],
+                "values": list(projection.sets.values()),
+                "deletes": [],
+            },
+            prepare=True,
+        ).fetchone()
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+async def _old_rates(conninfo: str, cfg: dict[str, Any]) -> list[dict[str, Any]]:
+    rows = []
+    for n in cfg["old_games"]:
+        baseline = _connections(conninfo, pooled=False)
+        stores = [OldStore(conninfo, f"old-{n}-{i}") for i in range(n)]
+        connections = _connections(conninfo, pooled=False) - baseline
+        rate = round(await _storm(stores, cfg["seconds"]), 1)
+        for store in stores:
+            store.close()
+        rows.append({"games": n, "rounds_per_s": rate, "connections": connections})
+    return rows
+
+
+def measure(conninfo: str, *, quick: bool = False, log: Any = print) -> dict[str, Any]:
+    """All five measurements (see the module docstring) and their goals."""
+    cfg = QUICK if quick else FULL
+    log("postgres pool: rounds/s by concurrent games, PostgreSQL and FileStore")
+    pg, lag = asyncio.run(_pg_rates(conninfo, cfg))
+    with tempfile.TemporaryDirectory(prefix="jfsm-bench-fs-") as root:
+        files = asyncio.run(_file_rates(root, cfg))
+    log("postgres pool: commit latency against a bare INSERT")
+    latency = asyncio.run(_latency(conninfo, cfg))
+    log("postgres pool: connections against games open")
+    connections = asyncio.run(_connections_vs_games(conninfo, cfg))
+    log("postgres pool: the old per-game-connection store")
+    old = asyncio.run(_old_rates(conninfo, cfg))
+    top = max(cfg["games"])
+    at64 = pg.get(64)
+    speedup = ratio(at64, pg[1]) if at64 else None
+    lag_max = round(max(lag), 2) if lag else None
+    lag_p99 = round(statistics.quantiles(lag, n=100)[98], 2) if len(lag) > 100 else None
+    flat = all(row["connections"] <= row["pool"] for row in connections)
+    goals = [
+        {
+            "goal": "PostgreSQL rounds/s at 64 games vs 1 game",
+            "target": ">= 8x",
+            "measured": f"{speedup}x" if speedup is not None else "not run",
+            "met": speedup is not None and speedup >= 8,
+        },
+        {
+            "goal": "commit latency vs bare INSERT; COMMIT",
+            "target": "<= 1.3x (median)",
+            "measured": f"{latency['ratio']}x",
+            "met": latency["ratio"] is not None and latency["ratio"] <= 1.3,
+        },
+        {
+            "goal": f"event-loop lag during the {top}-game storm",
+            "target": "max <= 5 ms",
+            "measured": f"max {lag_max} ms, p99 {lag_p99} ms",
+            "met": lag_max is not None and lag_max <= 5,
+        },
+        {
+            "goal": "connections used vs games open",
+            "target": f"flat at the pool size ({cfg['pool']})",
+            "measured": ", ".join(f"{r['games']} games: {r['connections']}" for r in connections),
+            "met": flat,
+        },
+    ]
+    return {
+        "config": cfg,
+        "rounds_per_s": {"postgres": pg, "filestore": files},
+        "speedup_64_over_1": speedup,
+        "latency": latency,
+        "loop_lag_ms": {"max": lag_max, "p99": lag_p99, "samples": len(lag)},
+        "connections": connections,
+        "old_store": old,
+        "goals": goals,
+    }
+
+
+def render(result: dict[str, Any]) -> list[str]:
+    """The section of `postgres.md`."""
+    rates = result["rounds_per_s"]
+    out = [
+        "## Goals (issue 21), judged from this run",
+        "",
+        "| Goal | Target | Measured | Met |",
+        "|---|---|---|---|",
+    ]
+    for g in result["goals"]:
+        out.append(
+            f"| {g['goal']} | {g['target']} | {g['measured']} | {'yes' if g['met'] else '**no**'} |"
+        )
+    out += [
+        "",
+        "## Rounds/s in one process by concurrent games",
+        "",
+        "| games | PostgreSQL (pool) | FileStore | old PostgreSQL store (a connection per game) |",
+        "|---|---|---|---|",
+    ]
+    old = {row["games"]: row for row in result["old_store"]}
+    for n, rate in rates["postgres"].items():
+        before = old.get(int(n))
+        shown = f"{before['rounds_per_s']} ({before['connections']} connections)" if before else "–"
+        out.append(f"| {n} | {rate} | {rates['filestore'].get(n, '–')} | {shown} |")
+    lat = result["latency"]
+    out += [
+        "",
+        f"Commit latency: store {lat['store']['median_us']} µs median against a bare "
+        f"`INSERT ...; COMMIT` of the same bytes {lat['bare']['median_us']} µs: "
+        f"**{lat['ratio']}x**.",
+        "",
+        "| games open | server connections | pool size |",
+        "|---|---|---|",
+    ]
+    for row in result["connections"]:
+        out.append(f"| {row['games']} | {row['connections']} | {row['pool']} |")
+    out.append("")
+    return out

@@ -1,0 +1,184 @@
+"""The reference driver's games in PostgreSQL (`jfsm driver --store URL`, no `--state`).
+
+Everything of a game lives in the database: its store (`PostgresStore`), its participants
+(`jfsm_game.participants`) and its telemetry (`jfsm_telemetry`), so two driver processes on
+two hosts serve the same games; ownership is the store's lease (an op on a game another
+driver owns is refused with `store_locked`).
+
+- `open(game, create=True)` refuses a game that exists in the database (`InvalidInput`,
+  "already exists"), never adopting another driver's game; `create=False` refuses a missing
+  one.
+- `discard(store)` is the failure path of a creation: it deletes the game only while the
+  store's token is still current, that is only what this very call created.
+- Telemetry events are appended in the background as they come; `read_telemetry` first
+  waits for the game's pending appends.
+
+The stores handed to engines are native async `PostgresStore`s on the driver's own event
+loop, all of them on the process's one pool of connections.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+from collections.abc import Callable
+from typing import Any
+
+from jfsm.engine import GameEngine
+from jfsm.errors import InvalidInput
+from jfsm.records import Participant, parse_record
+from jfsm.stores.pg_conninfo import database_target, describe
+from jfsm.stores.pg_games import append_telemetry, load_participants, read_telemetry
+from jfsm.stores.pg_games import save_participants as save_participants_sql
+from jfsm.stores.pg_pool import shared_pool
+from jfsm.stores.pg_schema import connect, require_schema
+from jfsm.stores.postgres import PostgresStore
+
+__all__ = ["DatabaseGames", "check_target"]
+
+
+def check_target(location: str) -> str:
+    """The PostgreSQL target `location` names, checked before the driver serves: reachable,
+    credentials accepted, schema migrated. Raises `InvalidInput` (not a target),
+    `StoreUnusable` or `StoreUnavailable` (one line each, no password)."""
+    target = database_target(location)
+    if target is None:
+        raise InvalidInput(
+            f"--store takes a PostgreSQL target (postgresql://..., host=... dbname=...), "
+            f"not the directory path {describe(location)}: use --state DIR for file stores"
+        )
+    conn = connect(target)
+    try:
+        require_schema(conn)
+    finally:
+        conn.close()
+    return target
+
+
+class DatabaseGames:
+    """The games of a driver in the database at `target` (see the module docstring)."""
+
+    def __init__(self, target: str, owner: str | None = None) -> None:
+        self.target = target
+        #: the owner id of this driver's leases: `JFSM_OWNER` (`jfsm driver --owner`), stable
+        #: across restarts so a restarted driver reclaims its games at once (R61); else unique
+        self.owner = owner or os.environ.get("JFSM_OWNER") or None
+        self._pending: dict[str, list[asyncio.Task[None]]] = {}
+
+    async def open(
+        self, game_id: str, *, create: bool | None, takeover: bool = False
+    ) -> tuple[PostgresStore, list[Participant]]:
+        """Own `game_id`'s store and read its participants. Errors: the store's `open`."""
+        store = await PostgresStore.open(
+            self.target, game_id, create=create, takeover=takeover, owner=self.owner
+        )
+        try:
+            pool = await shared_pool(self.target)
+            async with pool.connection() as conn:
+                items = await load_participants(conn, game_id)
+            return store, [parse_record(Participant, p) for p in items]
+        except BaseException:
+            await store.close()
+            raise
+
+    async def reopen(self, game_id: object, driver: Any) -> None:
+        """Open an existing game of the database that `driver` (a `ReferenceDriver`) does
+        not serve nor create, once a close of it in progress has ended, and serve it. A game
+        the database does not have stays unknown; `StoreLocked` while another driver owns
+        it, store errors as `open`."""
+        if not isinstance(game_id, str) or game_id in driver._creating:
+            return
+        if (closing := driver._closing.get(game_id)) is not None:  # its lease ends first
+            await asyncio.wait([closing])
+        if game_id in driver.games:
+            return
+        try:
+            store, participants = await self.open(game_id, create=False)
+        except InvalidInput:
+            return
+        if game_id in driver.games:  # opened meanwhile by a concurrent op
+            await self.close(store)
+            return
+        driver.games[game_id] = driver._engine(game_id, store, participants)
+
+    async def create(
+        self,
+        into: str,
+        source: GameEngine | None,
+        busy: set[str],
+        games: dict[str, Any],
+        engine: Callable[[str, Any, list[Participant]], Any],
+    ) -> dict[str, Any]:
+        """Create game `into`, empty or as a copy of `source` (store and participants),
+        listed in `busy` meanwhile, and add `engine(into, store, participants)` to `games`.
+        An existing game `into` is refused (`InvalidInput`), never touched nor adopted; on
+        any later failure only the game this call created is deleted (`discard`)."""
+        busy.add(into)
+        try:
+            store, participants = await self.open(into, create=True)
+            if source is not None:
+                try:
+                    copy = await source.duplicate(store, into)
+                    participants = list(copy.participants())
+                    await self.save_participants(store, participants)
+                except BaseException:
+                    await self.discard(store)
+                    raise
+            games[into] = engine(into, store, participants)
+            return {}
+        finally:
+            busy.discard(into)
+
+    async def save_participants(
+        self, store: PostgresStore, participants: list[Participant]
+    ) -> None:
+        """Replace the game's participants, fenced by the store's token (`StoreFenced`)."""
+        data = [p.to_json() for p in participants]
+        pool = await shared_pool(self.target)
+        async with pool.connection() as conn:
+            saved = await save_participants_sql(conn, store.game_id, store.token, data)
+        if not saved:
+            store.lost_lease()
+            raise store.fenced_error()
+
+    async def discard(self, store: PostgresStore) -> None:
+        """Delete the game this call created (only while its token is current), closing it;
+        never raises (a game taken over meanwhile is someone else's and stays)."""
+        with contextlib.suppress(Exception):
+            await store.remove()
+        with contextlib.suppress(Exception):
+            await store.close()
+
+    async def close(self, store: PostgresStore) -> None:
+        await store.close()
+
+    def telemetry_sink(self, game_id: str) -> Callable[[dict[str, Any]], None]:
+        """A sink appending the game's events in the background (in order per game)."""
+
+        def sink(event: dict[str, Any]) -> None:
+            pending = self._pending.setdefault(game_id, [])
+            pending[:] = [f for f in pending if not f.done()]
+            before = list(pending)
+
+            async def append() -> None:
+                for earlier in before:  # keep the order of the game's events
+                    with contextlib.suppress(Exception):
+                        await earlier
+                pool = await shared_pool(self.target)
+                async with pool.connection() as conn:
+                    await append_telemetry(conn, game_id, json.loads(json.dumps(event)))
+
+            pending.append(asyncio.get_running_loop().create_task(append()))
+
+        return sink
+
+    async def read_telemetry(self, game_id: str) -> list[Any] | None:
+        """The game's saved events (after its pending appends); None if it has none."""
+        for task in self._pending.pop(game_id, []):
+            with contextlib.suppress(Exception):
+                await task
+        pool = await shared_pool(self.target)
+        async with pool.connection() as conn:
+            return await read_telemetry(conn, game_id)

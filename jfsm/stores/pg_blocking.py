@@ -1,0 +1,125 @@
+"""The PostgreSQL store for synchronous code: the native async `PostgresStore` driven from a
+private event loop thread (one per process, started on first use, a daemon).
+
+`BlockingPostgresStore.open(...)` takes the arguments of `PostgresStore.open`; its methods
+are those of the store, blocking until the store's coroutine is done on the private loop.
+The games of every `BlockingPostgresStore` of a process share that loop's pool. Errors are
+the store's, raised in the caller's thread. Do not call it from a coroutine: it blocks the
+caller's loop (await `PostgresStore` there).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import os
+import threading
+from collections.abc import Coroutine, Mapping
+from types import TracebackType
+from typing import Any, TypeVar
+
+from jfsm.image import StoreImage
+from jfsm.projection import Projection
+from jfsm.stores.postgres import PostgresStore
+
+__all__ = ["BlockingPostgresStore", "private_loop", "run", "submit"]
+
+T = TypeVar("T")
+_lock = threading.Lock()
+_loop: asyncio.AbstractEventLoop | None = None
+
+
+def _forget_in_child() -> None:
+    global _loop
+    _loop = None  # the loop's thread is the parent's: a forked child starts its own
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
+
+
+def private_loop() -> asyncio.AbstractEventLoop:
+    """The private loop (started on first use)."""
+    global _loop
+    with _lock:
+        if _loop is None or _loop.is_closed():
+            loop = asyncio.new_event_loop()
+            thread = threading.Thread(target=loop.run_forever, name="jfsm-pg", daemon=True)
+            thread.start()
+            _loop = loop
+        return _loop
+
+
+def run(coro: Coroutine[Any, Any, T]) -> T:
+    """Run `coro` on the private loop and return its result (or raise its error)."""
+    return submit(coro).result()
+
+
+def submit(coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+    """Start `coro` on the private loop; its future (await it with `asyncio.wrap_future`)."""
+    return asyncio.run_coroutine_threadsafe(coro, private_loop())
+
+
+class BlockingPostgresStore:
+    """A `PostgresStore` with blocking methods (see the module docstring)."""
+
+    durable = True
+
+    def __init__(self, store: PostgresStore) -> None:
+        self.store = store
+
+    @classmethod
+    def open(cls, conninfo: str, game_id: str, **kwargs: Any) -> BlockingPostgresStore:
+        return cls(run(PostgresStore.open(conninfo, game_id, **kwargs)))
+
+    @property
+    def image(self) -> StoreImage:
+        return self.store.image
+
+    @property
+    def game_id(self) -> str:
+        return self.store.game_id
+
+    @property
+    def token(self) -> int:
+        return self.store.token
+
+    @property
+    def seq(self) -> int:
+        return self.store.seq
+
+    @property
+    def state(self) -> str:
+        return self.store.state
+
+    @property
+    def created(self) -> bool:
+        return self.store.created
+
+    def commit(self, projection: Projection) -> None:
+        run(self.store.commit(projection))
+
+    def checkpoint(self) -> None:
+        run(self.store.checkpoint())
+
+    def seed(self, values: Mapping[str, bytes]) -> None:
+        run(self.store.seed(values))
+
+    def remove(self) -> None:
+        run(self.store.remove())
+
+    def close(self) -> None:
+        run(self.store.close())
+
+    def __enter__(self) -> BlockingPostgresStore:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Blocking{self.store!r}"

@@ -1,0 +1,172 @@
+"""PostgreSQL connection strings as users write them, and errors that never show a secret.
+
+A *database target* is one of:
+
+- a URL: `postgresql://...` or `postgres://...` (`postgresql://` alone: everything from the
+  `PG*` environment variables, as libpq reads them);
+- a libpq keyword string: `host=/run/postgresql dbname=jfsm user=app` (at least one
+  `keyword=value` pair whose keyword libpq knows).
+
+Anything else that contains `://` or `=` is neither a target nor a directory path and is
+refused with `InvalidInput` (one line, without the string's password), so no code path turns
+a connection string into a folder (issue 21).
+
+`scrub(text, conninfo)` removes the password of `conninfo` (as written, percent-encoded or
+decoded) and any `password=...` pair from `text`; every message of the PostgreSQL store goes
+through it. `is_permanent(exc)` tells the errors that retrying cannot fix (authentication,
+a missing database or role, a malformed string) from those of a server that is down.
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import unquote
+
+from jfsm.errors import InvalidInput
+
+__all__ = ["database_target", "describe", "is_database_target", "is_permanent", "scrub"]
+
+_SCHEMES = ("postgresql://", "postgres://")
+_KEYWORD = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*=")
+_PAIR_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S*)", re.IGNORECASE)
+_URL_PASSWORD = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^:/@?#\s]*:)([^@\s]*)(@)")
+_QUERY_PASSWORD = re.compile(r"([?&]password=)([^&\s]*)", re.IGNORECASE)
+_KNOWN_KEYWORDS = frozenset(
+    [
+        "host",
+        "hostaddr",
+        "port",
+        "dbname",
+        "user",
+        "password",
+        "passfile",
+        "channel_binding",
+        "connect_timeout",
+        "client_encoding",
+        "options",
+        "application_name",
+        "fallback_application_name",
+        "keepalives",
+        "keepalives_idle",
+        "keepalives_interval",
+        "keepalives_count",
+        "tcp_user_timeout",
+        "replication",
+        "gssencmode",
+        "sslmode",
+        "requiressl",
+        "sslcompression",
+        "sslcert",
+        "sslkey",
+        "sslpassword",
+        "sslcertmode",
+        "sslrootcert",
+        "sslcrl",
+        "sslcrldir",
+        "sslsni",
+        "requirepeer",
+        "ssl_min_protocol_version",
+        "ssl_max_protocol_version",
+        "krbsrvname",
+        "gsslib",
+        "gssdelegation",
+        "service",
+        "target_session_attrs",
+        "load_balance_hosts",
+    ]
+)
+_PERMANENT = (
+    "password authentication failed",
+    "no password supplied",
+    "does not exist",
+    "pg_hba.conf",
+    "invalid connection option",
+    "invalid uri",
+    "invalid percent-encoded",
+    'missing "="',
+    "unterminated quoted string",
+    "invalid integer value",
+    "invalid sslmode",
+    "authentication failed",
+    "permission denied",
+    "must be owner",
+)
+
+
+def is_database_target(location: str) -> bool:
+    """Whether `location` is written as a PostgreSQL target (URL or keyword string)."""
+    if location.startswith(_SCHEMES):
+        return True
+    match = _KEYWORD.match(location)
+    return match is not None and match.group(1).lower() in _KNOWN_KEYWORDS
+
+
+def database_target(location: str) -> str | None:
+    """`location` if it is a database target, None if it is a directory path.
+
+    Raises `InvalidInput` (one line, no password) for a string that is neither: another
+    URL scheme (`mysql://...`), a `key=value` string with a keyword libpq does not know,
+    or a target libpq cannot parse (a bad percent-escape, an unterminated quote).
+    """
+    if not isinstance(location, str) or not location:
+        raise InvalidInput("a store location is a directory path or a PostgreSQL target")
+    if is_database_target(location):
+        try:
+            from psycopg.conninfo import conninfo_to_dict
+        except ImportError:  # pragma: no cover - depends on the installed extras
+            return location
+        try:
+            conninfo_to_dict(location)
+        except Exception as exc:  # psycopg.ProgrammingError: the string does not parse
+            raise InvalidInput(
+                f"store location {describe(location)} is not a valid PostgreSQL target: "
+                f"{_first_line(scrub(str(exc), location))}"
+            ) from None
+        return location
+    if "://" in location or "=" in location.split("/")[0] or _KEYWORD.match(location):
+        raise InvalidInput(
+            f"store location {describe(location)} is neither a directory path nor a "
+            "PostgreSQL target (postgresql://..., postgres://..., or host=... dbname=...)"
+        )
+    return None
+
+
+def describe(location: str) -> str:
+    """`location` quoted for a message, its password replaced by `***`."""
+    shown = scrub(location, location)
+    if len(shown) > 120:
+        shown = shown[:117] + "..."
+    return repr(shown)
+
+
+def scrub(text: str, conninfo: str | None = None) -> str:
+    """`text` without the password of `conninfo` nor any `password=` value it contains."""
+    secrets: set[str] = set()
+    if conninfo:
+        for pattern, group in ((_URL_PASSWORD, 2), (_QUERY_PASSWORD, 2), (_PAIR_PASSWORD, 2)):
+            for match in pattern.finditer(conninfo):
+                raw = match.group(group).strip("'")
+                if raw:
+                    secrets.update({raw, unquote(raw)})
+    text = _URL_PASSWORD.sub(r"\1***\3", text)
+    text = _QUERY_PASSWORD.sub(r"\1***", text)
+    text = _PAIR_PASSWORD.sub(r"\1***", text)
+    for secret in sorted(secrets, key=len, reverse=True):
+        if len(secret) >= 1:
+            text = text.replace(secret, "***")
+    return text
+
+
+def is_permanent(exc: BaseException) -> bool:
+    """Whether retrying cannot help: bad credentials, a missing database or role, a
+    malformed connection string, a refused privilege (SQLSTATE classes 28, 3D, 42501)."""
+    sqlstate = getattr(exc, "sqlstate", None) or ""
+    if sqlstate.startswith(("28", "3D")) or sqlstate == "42501":
+        return True
+    message = str(exc).lower()
+    return any(marker in message for marker in _PERMANENT)
+
+
+def _first_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[0] if lines else "unparsable"
