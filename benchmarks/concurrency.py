@@ -41,10 +41,10 @@ from typing import Any
 
 from benchmarks.common import loadavg, pct, ratio
 from jfsm.engine import GameEngine
-from jfsm.testing import FakeCompressor
 from jfsm.projection import Projection
 from jfsm.stores.base import Store
 from jfsm.stores.file import FileStore
+from jfsm.testing import FakeCompressor
 
 __all__ = ["main", "render", "run"]
 

@@ -29,10 +29,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from jfsm.driver import ReferenceDriver
-from jfsm.testing import FakeCompressor
 from jfsm.limits import depth
 from jfsm.spec import constants, load_json
 from jfsm.stores.manifest import MANIFEST_TMP, log_name
+from jfsm.testing import FakeCompressor
 from tests.driver_helpers import HELLO, WAIT, HttpDriver, StdioDriver, tree_hashes
 
 OPS = [op["name"] for op in load_json("driver/protocol.json")["ops"]]

@@ -21,12 +21,12 @@ from typing import Any
 import pytest
 
 from jfsm.engine import GameEngine
-from jfsm.testing import FakeCompressor
 from jfsm.projection import Projection
 from jfsm.stores.file import FileStore
 from jfsm.stores.fsio import OsFileSystem
 from jfsm.stores.memory import MemoryStore
 from jfsm.sync import SyncGameEngine
+from jfsm.testing import FakeCompressor
 
 HOLD_LIMIT = 60.0  # seconds a held fsync waits at most: only reached when the loop is blocked
 
