@@ -3,7 +3,8 @@
 Two builds, each in a fresh subprocess (`python -m mkdocs build`, cwd the repository root,
 `NO_MKDOCS_2_WARNING=1`, a new empty `--site-dir` each time), interleaved A B A B:
 
-- A, `real`: `mkdocs build --strict` of `mkdocs.yml`, exactly what `tests/test_docs.py` runs.
+- A, `real`: `mkdocs build --strict` of `mkdocs.yml`, exactly what
+  `tests/packaging/test_docs.py` runs.
 - B, `baseline`: the same theme, plugins and Markdown extensions without the generation hook
   `docs/hooks/generate.py`: a temporary config that says `INHERIT: <repo>/mkdocs.yml`,
   `hooks: []` (mkdocs deep-merges mappings and replaces lists) and an absolute `docs_dir`

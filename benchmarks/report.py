@@ -541,8 +541,8 @@ def _docs(do: dict[str, Any]) -> list[str]:
         "`python -m mkdocs build` in a fresh subprocess per build, at the repository root, "
         f"{do['config']['repeats']} build{'s' if do['config']['repeats'] != 1 else ''} of each, "
         "interleaved A B. A: the real build "
-        "(`mkdocs build --strict`, what `tests/test_docs.py` runs). B: the same theme, plugins "
-        "and Markdown extensions without the generation hook `docs/hooks/generate.py` (a "
+        "(`mkdocs build --strict`, what `tests/packaging/test_docs.py` runs). B: the same theme, "
+        "plugins and Markdown extensions without the generation hook `docs/hooks/generate.py` (a "
         "temporary config: `INHERIT` of `mkdocs.yml`, `hooks: []`), so without the generated "
         "reference pages, diagrams, worked example, published spec files and fragments"
         + (f"; B is not strict: {base['not_strict_because']}" if not base.get("strict") else "")

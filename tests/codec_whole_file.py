@@ -1,5 +1,5 @@
 """The file store's readers as they were before decision R51: the whole file decoded as one
-Latin-1 text. Kept only as the oracle of `tests/test_codec_windows.py`: the windowed readers
+Latin-1 text. Kept only as the oracle of `tests/stores/test_codec_windows.py`: the windowed readers
 must return the same content and raise the same errors (offset and reason) on any bytes.
 
 Verbatim from `jfsm/stores/codec.py` at the commit before R51 (the reading half).

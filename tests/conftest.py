@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import os
+import sys
+from pathlib import Path
 
 from hypothesis import HealthCheck, settings
+
+# the shared helpers (`engine_helpers`, `driver_helpers`, `pg_fixtures`...) live at the top of
+# `tests/`; the tests import them by name from every folder
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 settings.register_profile(
     "ci",

@@ -1,4 +1,4 @@
-"""Shared helpers for the engine behaviour tests (`tests/test_engine_*.py`).
+"""Shared helpers for the engine behaviour tests (`tests/engine/test_engine_*.py`).
 
 No pytest-asyncio: an engine test is an `async def` wrapped by `async_test`, which runs it in
 a fresh event loop with `asyncio.run`. The helpers only *read* the engine (its dump, its

@@ -1,7 +1,7 @@
 """The suite's own copies of the spec's pure rules: canonical text, JCS, footprint, keys.
 
 Written from the spec text (decisions D2, D3, D9, D10, D16, D17), *not* imported from the
-engine: a suite that shares code with the engine shares its bugs. `tests/conformance` pins
+engine: a suite that shares code with the engine shares its bugs. `tests/suite` pins
 these helpers against hand-computed values (and against `spec/vectors/` when it has them).
 
 - A character is a Unicode code point: Python's `len` of a `str` free of lone surrogates.
@@ -12,7 +12,7 @@ these helpers against hand-computed values (and against `spec/vectors/` when it 
   what the standard library's C `json.dumps(..., ensure_ascii=False)` writes for a string,
   kept because the suite serializes 30 MiB stores many times a run (the `rfc8785` package
   escapes through a Python callback per match: 2.5x slower on the quota scenario). Numbers
-  (ECMAScript form) come from the `rfc8785` package, and `tests/test_jcs.py` checks this
+  (ECMAScript form) come from the `rfc8785` package, and `tests/spec/test_jcs.py` checks this
   whole function against that package on random values (decision R38). A value that is not
   I-JSON (a lone surrogate, NaN) has no JCS; only an implementation that already broke
   JF-TEXT-001 can hand the suite one, so it gets a stand-in instead of crashing the

@@ -3,7 +3,7 @@
 Comparing a dump with the model, deriving the net change log against the checkpoint base
 and counting the footprint each need the JCS text of every value. `Encoded` serializes each
 value once and answers all three from those texts, byte for byte what `jfsm_conformance.canon`
-computes from the whole objects (`tests/conformance/test_snapshot.py` pins the equality).
+computes from the whole objects (`tests/suite/test_snapshot.py` pins the equality).
 The checkpoint base is encoded once per checkpoint (`BaseCache`), not once per step.
 """
 

@@ -11,7 +11,7 @@ Every member is compared exactly, as the catalog spells the records out (JF-STOR
 JF-STORE-007): scene metas with `state`, scene exchanges with `origin` = `catalyst` and their
 scene id, archive records with their `order`.
 
-The engine's own stateful test (`tests/test_engine_stateful.py`) predicts memory with this
+The engine's own stateful test (`tests/engine/test_engine_stateful.py`) predicts memory with this
 model too (R57): one expected memory for the engine's tests and for the suite.
 """
 

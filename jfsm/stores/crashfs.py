@@ -19,7 +19,7 @@ the process held, so the directory can be reopened at once. Without a crash poin
 counts (`boundaries`) and, if asked, names each boundary (`labels`), which is how a test
 learns how many crash points a workload has before it tries each one.
 
-Users: the store's crash tests (`tests/test_file_store_crash.py`, which enumerate every
+Users: the store's crash tests (`tests/stores/test_file_store_crash.py`, which enumerate every
 crash point of a workload, on disk and under a simulated power loss) and the in-process
 conformance driver's `crash` op (`jfsm.driver.crash`).
 """

@@ -1,4 +1,4 @@
-"""Broken drivers for `tests/conformance/test_suite_bites.py` (and for trying the suite out).
+"""Broken drivers for `tests/suite/test_suite_bites.py` (and for trying the suite out).
 
 ```
 jfsm conformance --driver python:jfsm_conformance.examples.broken:drop_suffix

@@ -1,5 +1,5 @@
 """Broken drivers that let hostile input through, one limit each (for
-`tests/conformance/test_hostile.py`, and for trying the suite out):
+`tests/suite/test_hostile.py`, and for trying the suite out):
 
 ```
 jfsm conformance --driver python:jfsm_conformance.examples.hostile:long_ids

@@ -1,4 +1,4 @@
-"""A broken HTTP driver (for `tests/conformance/test_hostile.py`): the reference driver
+"""A broken HTTP driver (for `tests/suite/test_hostile.py`): the reference driver
 served over HTTP, except that a request with any Host is answered, the hole DNS rebinding
 uses to reach a local service from a web page: JF-ERR-011.
 

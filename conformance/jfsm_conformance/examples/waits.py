@@ -1,5 +1,5 @@
 """Broken drivers that wait without bound or trust what compress.v2 sends, one bound each
-(for `tests/conformance/test_waits.py`, and for trying the suite out):
+(for `tests/suite/test_waits.py`, and for trying the suite out):
 
 ```
 jfsm conformance --driver python:jfsm_conformance.examples.waits:no_deadline

@@ -1,4 +1,4 @@
-"""Mutants of the reference engine, for `tests/conformance/test_mutants.py`.
+"""Mutants of the reference engine, for `tests/suite/test_mutants.py`.
 
 Each factory below is a `python:` driver whose engine differs from the reference in ONE
 plausible way; the suite must fail every one of them with a fitting requirement ID:

@@ -12,7 +12,7 @@ from pathlib import Path
 from jfsm.engine import GameEngine
 from jfsm.sync import SyncGameEngine
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _coroutine_methods() -> list[str]:

@@ -49,7 +49,7 @@ from jfsm.stores.log import HEADER_SIZE, MAGIC, encode_record, log_header
 from jfsm.stores.manifest import MANIFEST_NAME, Manifest, decode_manifest, encode_manifest
 
 QUOTA = 4_000_000
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 State = tuple[dict[str, bytes], dict[str, bytes]]
 

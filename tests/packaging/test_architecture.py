@@ -14,7 +14,7 @@ Classes are composed, not spread: no class inherits from two classes of the proj
 class is a mixin (a class that only declares attributes someone else assigns). A module over
 `MAX_LINES` lines is allowed when its opening essay states its one concept.
 
-`uv run python tests/test_architecture.py` prints the suite's measured shape (modules,
+`uv run python tests/packaging/test_architecture.py` prints the suite's measured shape (modules,
 imports, loops, `Session` classes, classes spread over modules); `test_the_suite_shape`
 holds it to issue 23's acceptance.
 """
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SUITE = ROOT / "conformance" / "jfsm_conformance"
 
 # layer -> modules (names relative to `jfsm`); a module imports only from layers <= its own
@@ -537,7 +537,17 @@ def test_the_suite_shape() -> None:
     assert isinstance(now["imports"], int) and now["imports"] < SHAPE_BEFORE["imports"]
 
 
-if __name__ == "__main__":  # `uv run python tests/test_architecture.py [TREE]`
+if __name__ == "__main__":  # `uv run python tests/packaging/test_architecture.py [TREE]`
     import sys
 
     print(shape(Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT))
+
+
+def test_every_test_folder_has_a_row_in_the_tests_readme() -> None:
+    """`tests/README.md` says where each kind of test goes: one row per folder of `tests/`."""
+    readme = (ROOT / "tests" / "README.md").read_text(encoding="utf-8")
+    folders = sorted(
+        p.name for p in (ROOT / "tests").iterdir() if p.is_dir() and any(p.glob("test_*.py"))
+    )
+    assert len(folders) >= 8
+    assert [f for f in folders if f"| `{f}/` |" not in readme] == []

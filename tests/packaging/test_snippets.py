@@ -19,7 +19,7 @@ import pytest
 import jfsm
 import jfsm.testing
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs" / "guide").glob("*.md"))]
 PUBLIC = {"jfsm": set(jfsm.__all__), "jfsm.testing": set(jfsm.testing.__all__)}
 PG_URL = "postgresql://jfsm@db.internal/jfsm"

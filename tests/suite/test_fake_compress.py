@@ -35,7 +35,7 @@ from jfsm_conformance.scripted_replies import (
     wrong_schema,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 GAME = "paxhistoria.game-agent-stack.v1"
 CATALYST = "paxhistoria.catalyst-agent-stack.v1"
 

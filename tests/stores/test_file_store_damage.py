@@ -42,7 +42,7 @@ from jfsm.stores.fsio import OsFileSystem
 from jfsm.stores.log import encode_record
 from jfsm.stores.manifest import MANIFEST_NAME
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 COMMITS = [
     Projection.of({"a": 1, "𝄞": "first"}),

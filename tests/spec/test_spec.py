@@ -12,7 +12,7 @@ import pytest
 
 from jfsm import spec
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_reader_imports_nothing_from_the_engine() -> None:

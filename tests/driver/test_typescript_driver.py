@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 GUIDE = ROOT / "docs" / "guide" / "typescript-driver.md"
 SKELETON = ROOT / "docs" / "guide" / "jfsm-driver.ts"
 

@@ -26,7 +26,7 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SPEC = ROOT / "spec"
 DOCS = ROOT / "docs"
 CHROMIUM = Path("/usr/bin/chromium")

@@ -34,7 +34,7 @@ import pytest
 import jfsm
 import jfsm_conformance.runner
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 # the suite's top-level package, spelled so that renaming it is one `sed` of `conformance.`
 SUITE_ONLY = ("hypothesis", "pytest", "_pytest", jfsm_conformance.runner.__name__.split(".")[0])

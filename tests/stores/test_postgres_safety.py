@@ -34,7 +34,7 @@ from jfsm.stores.pg_conninfo import database_target
 from jfsm.stores.pg_server import TemporaryServer
 from jfsm.stores.postgres import PostgresStore, close_pools, migrate, read_image
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def run(scenario: Callable[[], Awaitable[Any]]) -> Any:

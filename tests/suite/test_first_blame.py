@@ -18,7 +18,7 @@ BROKEN = "python:jfsm_conformance.examples.broken:"
 MUTANT = "python:jfsm_conformance.examples.mutants:"
 
 # (the broken drivers of jfsm_conformance/examples/broken.py are held to their first failure by
-# tests/conformance/test_suite_bites.py)
+# tests/suite/test_suite_bites.py)
 CASES = [
     # the stored exchange is judged before the request that carries it
     (MUTANT + "intervene_marker", ["intervene-forced"], "JF-INT-010"),

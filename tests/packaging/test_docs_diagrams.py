@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MACHINES = sorted((ROOT / "spec" / "machines").glob("*.json"))
 
 
