@@ -13,15 +13,14 @@ Used three ways: in process (`python:jfsm.driver:reference_driver`, or
 (`jfsm driver --http PORT`, `jfsm.driver_http`). With a state directory each game lives in
 a durable `FileStore` inside its folder (`jfsm.driver_state`), and a restarted driver
 reopens every game found there, skipping and reporting what it cannot open. With `store`
-(`jfsm driver --store postgresql://... --state DIR`) each game's memory lives in that
-database instead (`PostgresStore`) and the folder keeps only the driver's side files.
+(`jfsm driver --store postgresql://... --state DIR`) game memory lives in that database,
+shared by processes started alike, one owner a game (`jfsm.driver_shared`, R81).
 
 With a state directory at most `max_open` games are open at once (decision R56): the least
-recently used idle game is closed and reopened from its folder when an op names it again.
-A game is idle when no op on it is running and nothing about it lives only in memory (no
-compression in flight, no retry count kept for a completed-but-unpublished reply). An
-in-process `restart()` reopens the games that were open at once and the others when named.
-Memory stores keep every game: closing one would lose it, until `forget_games` (R59).
+recently used idle game (no op on it running, nothing of it only in memory: no compression
+in flight, no retry count of a completed-but-unpublished reply) is closed, and reopened from
+its folder when an op names it again; an in-process `restart()` reopens the games open then
+at once. Memory stores keep every game until `forget_games` (R59).
 """
 
 from __future__ import annotations
@@ -39,6 +38,7 @@ from jfsm._version import __version__
 from jfsm.compressor import Compressor
 from jfsm.driver_crash import CrashSwitch
 from jfsm.driver_http import serve_http
+from jfsm.driver_shared import shared_ops
 from jfsm.driver_state import GameFolder, Skipped, StateDamaged, StateDirectory
 from jfsm.driver_stdio import serve_stdio
 from jfsm.driver_wire import error_reply
@@ -120,7 +120,7 @@ class ReferenceDriver:
         self._fs = CrashSwitch() if crashable else None
         self._ops: dict[str, Handler] = {
             name[3:]: getattr(self, name) for name in dir(self) if name.startswith("op_")
-        }
+        } | shared_ops(self)
 
     # -- plumbing ------------------------------------------------------------------------
     async def handle(self, message: Mapping[str, Any]) -> dict[str, Any]:
@@ -319,7 +319,7 @@ class ReferenceDriver:
         self._compressor = compressor
         self._compress_url = url
         try:
-            self._reopen_all()
+            self._reopen_all(only=[] if self.store is not None else None)
         except OSError as exc:  # the state directory itself: nothing changes
             self._thresholds, self._compressor, self._compress_url = before
             raise StoreUnavailable(
@@ -337,6 +337,7 @@ class ReferenceDriver:
                 "thresholdOverride": True,
                 "crashInjection": self._fs is not None,
                 "forgetGames": True,
+                "sharedStore": self.store is not None,
             },
             "skipped": [entry.to_json() for entry in self.skipped],
         }
@@ -495,10 +496,10 @@ class ReferenceDriver:
 
 
 def _reopenable(engine: GameEngine, forgotten: bool = False) -> bool:
-    """Whether closing `engine` loses nothing: no stack has a compression in flight or, unless
-    the game is `forgotten`, a retry count (kept in memory only, JF-CALL-004)."""
+    """Whether closing `engine` loses nothing: no stack has a compression in flight and, unless
+    the game is `forgotten`, no retry count (JF-CALL-004) nor `open_game` ownership (R81)."""
     stacks = [engine._game] + [s.stack for s in engine._scenes.values() if s.stack is not None]
-    return all(
+    return (forgotten or not getattr(engine, "held", False)) and all(
         (forgotten or getattr(stack, "_retry", None) is None) and stack.state != "in_flight"
         for stack in stacks
     )

@@ -66,6 +66,7 @@ LAYERS: dict[int, tuple[str, ...]] = {
         "driver_http",
         "driver_state",
         "driver_crash",
+        "driver_shared",
         "driver",
     ),
     # the package's curated API and the command line

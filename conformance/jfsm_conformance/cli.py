@@ -90,6 +90,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="shrink failing random sequences (default: yes, except in the quick profile)",
     )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=2,
+        choices=range(2, 9),
+        metavar="K",
+        help="processes of a sharedStore driver run as workers of one store (default 2)",
+    )
     return parser
 
 
@@ -127,6 +135,7 @@ def main(argv: list[str] | None = None) -> int:
         report_dir=report_dir,
         seed=args.seed,
         shrink=args.shrink,
+        workers=args.workers,
         checkpoint=lambda partial: write_report(partial, report_dir),
     )
     try:
