@@ -87,13 +87,16 @@ class GameHistory:
     store: dict[str, Any] | None = None  # the store the owners last acknowledged
     reads: int = 0
     fenced_writes: int = 0  # writes sent by fenced workers so far
+    killed_since_read: bool = False  # its owner's process was killed since the last read
 
     def held_by(self, worker: int) -> bool:
         """Whether `worker` holds an ownership of the game (current or superseded)."""
-        return worker in self.fenced or (self.owner == worker and self.owner_may_live)
+        return worker in self.fenced or (
+            self.owner == worker and self.owner_may_live and not self.owner_killed
+        )
 
     def live_owner(self, worker: int) -> bool:
-        return self.owner == worker and self.owner_may_live and worker not in self.fenced
+        return self.held_by(worker) and worker not in self.fenced
 
 
 class OwnershipHistory:
@@ -148,7 +151,7 @@ class OwnershipHistory:
                 ),
                 ids=("JF-STORE-011",),
             )
-        if other is not None and h.owner_may_live:
+        if other is not None and h.owner_may_live and not h.owner_killed:
             h.fenced.add(other)
         h.fenced.discard(worker)
         h.owner, h.owner_may_live, h.owner_killed = worker, True, False
@@ -159,6 +162,10 @@ class OwnershipHistory:
         h = self.games[game]
         what = "takeover" if takeover else "open"
         self._note(f"w{worker} {what} {game} -> {code}")
+        was_owner = h.owner == worker and h.held_by(worker)
+        h.fenced.discard(worker)  # a refused open leaves the worker holding nothing
+        if h.owner == worker:
+            h.owner_may_live = False
         self.ledger.expect(
             ONE_OWNER,
             not takeover,
@@ -178,6 +185,7 @@ class OwnershipHistory:
             ids=("JF-STORE-011",),
         )
         rival = h.owner is not None and h.owner != worker and h.owner_may_live
+        rival = rival and not was_owner
         self.ledger.expect(
             ONE_OWNER,
             rival,
@@ -204,6 +212,7 @@ class OwnershipHistory:
             h.fenced.discard(worker)
             if h.owner == worker and h.owner_may_live:
                 h.owner_killed = True
+                h.killed_since_read = True
 
     # -- writes ----------------------------------------------------------------------------
     def appended(self, worker: int, game: str, text: str, reply: dict[str, Any]) -> None:
@@ -292,7 +301,7 @@ class OwnershipHistory:
         seen = rounds_of(store)
         self._note(f"w{worker} dump {game} -> rounds {_shown(seen)}")
         expected = h.expected
-        unknown = any(kind == "maybe" for kind, _ in expected)
+        unknown = h.killed_since_read or any(kind == "maybe" for kind, _ in expected)
         lost = [t for kind, t in expected if kind == "ack" and t not in seen]
         self.ledger.expect(
             ROUNDS_LIST,
@@ -371,6 +380,7 @@ class OwnershipHistory:
         h.expected = [("ack", t) for t in seen]
         h.store = store
         h.reads += 1
+        h.killed_since_read = False
 
     @staticmethod
     def _explains(expected: list[tuple[str, str]], seen: list[str]) -> bool:

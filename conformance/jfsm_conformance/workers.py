@@ -8,11 +8,13 @@ machine `spec/machines/store_ownership.json`). The suite then starts K of them (
 interleaves them on two shared games:
 
 - `create_game` on one worker, released at once, so games start without an owner;
-- `open_game`, plain or with `takeover`, by any worker; each accepted open is followed by a
-  `dump` on the same worker: the read that the history checker judges;
+- `open_game`, plain or with `takeover`, by any worker (and plainly by another worker than
+  a live owner: contention); each accepted open is followed by a `dump` on the same
+  worker: the read that the history checker judges;
 - `record_round` by a worker that holds the game, the current owner or a fenced one, each
   with a unique input (the appends of a list); an acknowledged round is followed by the
-  owner's `dump`, the store the next owner must read;
+  owner's `dump`, the store the next owner must read; a fenced worker then takes the game
+  back (a takeover and its read), so what its refused write left is judged at once;
 - `generate` by the owner, at a small threshold, with its compression request held by the
   fake while another worker takes the game over; released after: a fenced publication;
 - `release_game`;
@@ -21,8 +23,10 @@ interleaves them on two shared games:
   process start costs about a second).
 
 Every reply goes to `jfsm_conformance.ownership.OwnershipHistory`, which decides every
-verdict. A sequence ends with a takeover and read of each game. No shrinking: a failure is
-reported with the sequence that found it (its steps, each naming its worker).
+verdict. The first sequence opens with each of these once (a fixed probe, so that every
+requirement is exercised in every run); every sequence ends with a takeover and read of
+each game. No shrinking: a failure is reported with the sequence that found it (its steps,
+each naming its worker).
 
 `run_workers(...)` runs the machine; `phase(run, ...)` is the runner's phase (skipped, with
 its reason, for a driver without the capability or not over stdio).
@@ -197,9 +201,25 @@ def _machine(
             def body() -> None:
                 self._create(w)
                 self._create(v)
-                self._open(v, self.games[0], False)
+                game = self.games[0]
+                self._open(v, game, False)
+                if outcome.sequences == 1:
+                    self._probe(v, (v + 1) % k, game)
 
             self.guard(body)
+
+        def _probe(self, v: int, u: int, game: str) -> None:
+            """The first sequence opens with every rule once: a contended open, a takeover,
+            a fenced write (and its read), an owner's write, a SIGKILL mid-commit, a read, and
+            a publication released after a takeover."""
+            self._open(u, game, False)
+            self._open(u, game, True)
+            self._record(v, game)
+            self._record(v, game)
+            self._kill(v, game, 0.0)
+            self._open(u, game, True)
+            if pool.thresholds is not None:
+                self._fenced_publication(u, game, v, 1)
 
         @precondition(lambda self: len(self.games) < GAMES)
         @rule(w=st.integers(0, k - 1))
@@ -244,6 +264,15 @@ def _machine(
             self.history.appended(w, game, text, reply)
             if reply.ok and owner:
                 self.acknowledged(w, game)
+            elif not owner:  # a fenced write: the worker takes the game back, and reads
+                self._open(w, game, True)
+
+        @precondition(lambda self: bool(self.owners()))
+        @rule(pick=st.integers(0, 15), step=st.integers(1, 2))
+        def contend(self, pick: int, step: int) -> None:
+            """Another worker opens a game whose owner lives: refused, store_locked."""
+            w, game = self.owners()[pick % len(self.owners())]
+            self.guard(lambda: self._open((w + step) % k, game, False))
 
         @precondition(lambda self: bool(self.holders()))
         @rule(pick=st.integers(0, 15))
