@@ -39,7 +39,7 @@ def _spec(command: str, url: str, state: Path) -> str:
     return f"stdio:{command} --store {url} --state {state}"
 
 
-@pytest.mark.req(*sorted(OWNERSHIP_IDS))
+@pytest.mark.req("JF-STORE-010", "JF-STORE-011", "JF-STORE-012", "JF-STORE-013", "JF-STORE-014")
 @pytest.mark.parametrize("workers", [2, 3])
 def test_the_reference_passes_with_k_workers(store_url: str, tmp_path: Path, workers: int) -> None:
     ledger = Ledger()
@@ -105,3 +105,26 @@ def test_the_checker_sees_a_lost_round_and_a_double_owner() -> None:
         history.read(1, "g", {})
     assert lost.value.ids == ("JF-STORE-010",)
     assert "g/1" in lost.value.message
+
+
+def test_the_runner_phase_reports_a_failure_with_its_trace(store_url: str, tmp_path: Path) -> None:
+    """The phase as the runner runs it: a failure is recorded with its trace and judged."""
+    from jfsm_conformance import workers
+    from jfsm_conformance.runner import _Run, judge, load_catalog
+
+    command = f"{sys.executable} -m jfsm_conformance.examples.broken_owners lease_unchecked"
+    options = Options(
+        driver=_spec(command, store_url, tmp_path / "state"),
+        report_dir=tmp_path / "report",
+        progress=lambda line: None,
+    )
+    r = _Run(options)
+    workers.phase(r, {"sharedStore": True}, "quick", 2)
+    (failure,) = r.failures
+    assert failure.source == "machine workers (K=2)"
+    assert "JF-STORE-011" in failure.ids
+    assert failure.trace is not None and Path(failure.trace).exists()
+    rows = {
+        row["id"]: row for row in judge(load_catalog(), r.ledger, r.failures, options, {}, {}, {})
+    }
+    assert rows["JF-STORE-011"]["verdict"] == "fail"
