@@ -382,7 +382,10 @@ def run_workers(
     """Run the workers machine with `count` processes of the stdio driver `spec`.
 
     Returns the outcome (the first failure with its steps, if any). Raises `HarnessError`
-    when a worker cannot be started, dies unasked, or stops answering."""
+    when a worker cannot be started, dies unasked, or stops answering, and `ValueError` for
+    fewer than 2 workers."""
+    if count < 2:
+        raise ValueError(f"the workers machine needs at least 2 workers, not {count}")
     outcome = WorkersOutcome("pass")
     with FakeCompress() as fake:
         pool = WorkerPool(spec, count, fake)
