@@ -23,6 +23,7 @@ by the store itself (its token check), and the engine applies nothing of it.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -53,32 +54,40 @@ def shared_ops(driver: ReferenceDriver) -> dict[str, Op]:
         assert driver.state is not None and driver.store is not None
         if game_id not in driver.games and not driver.state.exists(game_id):
             raise InvalidInput(f"unknown game {game_id!r}", field="game")
-        engine = driver.games.pop(game_id, None)
-        if engine is not None:
-            engine.close()
+        await _settled(_close(driver.games.pop(game_id, None)))
         from jfsm.stores.location import open_store
 
         participants = driver.state.load_participants(driver.state.folder(game_id))
-        store = open_store(driver.store, game_id, takeover=takeover, wait_seconds=OPEN_WAIT_SECONDS)
+        store = await _settled(
+            open_store(driver.store, game_id, takeover=takeover, wait_seconds=OPEN_WAIT_SECONDS)
+        )
         try:
             engine = driver._engine(game_id, store, participants)
         except BaseException:
-            store.close()
+            await _settled(store.close())
             raise
         engine.held = True  # type: ignore[attr-defined]  # read by driver._reopenable
         driver.games[game_id] = engine
-        return {"token": store.token}  # type: ignore[attr-defined]  # a database store
+        return {"token": store.token}  # a database store
 
     async def release_game(args: Mapping[str, Any]) -> Any:
         """End this process's ownership of a game; `{}` also for one it does not hold.
         Raises `InvalidInput` without a shared store."""
         game_id = _shared_game(driver, args)
-        engine = driver.games.pop(game_id, None)
-        if engine is not None:
-            engine.close()
+        await _settled(_close(driver.games.pop(game_id, None)))
         return {}
 
     return {"open_game": open_game, "release_game": release_game}
+
+
+def _close(engine: Any) -> Any:
+    return None if engine is None else engine.close()
+
+
+async def _settled(value: Any) -> Any:
+    """`value`, awaited first if it is awaitable (stores and engines whose open and close
+    are coroutines, or plain calls)."""
+    return await value if inspect.isawaitable(value) else value
 
 
 def _shared_game(driver: ReferenceDriver, args: Mapping[str, Any]) -> str:
