@@ -44,7 +44,7 @@ def _spec(command: str, url: str, state: Path) -> str:
 def test_the_reference_passes_with_k_workers(store_url: str, tmp_path: Path, workers: int) -> None:
     ledger = Ledger()
     spec = _spec(f"{BIN / 'jfsm'} driver", store_url, tmp_path / "state")
-    outcome = run_workers(spec, workers, 2, 8, ledger)
+    outcome = run_workers(spec, workers, 1, 10, ledger)
     assert outcome.failures == [], outcome.failures[0][0]
     assert outcome.status == "pass"
     assert {rid for rid in OWNERSHIP_IDS if ledger.passes[rid] == 0} == set()
