@@ -177,6 +177,26 @@ BOUNDED_WAITS = _declare(
     "identifiers costs one transport failure within the deadline; the retry publishes, "
     "nothing is lost, and the driver goes on serving.",
 )
+ONE_OWNER = _declare(
+    "one-owner-at-a-time",
+    "STORE-010 STORE-011 STORE-012",
+    "Among K workers on one shared store (machine workers): an open is accepted only when no "
+    "other worker's ownership lives, a takeover always, each with a token greater than every "
+    "earlier one of the game; a refused open answers store_locked.",
+)
+FENCED_WRITES = _declare(
+    "fenced-writes-change-nothing",
+    "STORE-012 STORE-013",
+    "A worker whose game was opened or taken over by another has every write refused with "
+    "store_fenced, and the next owner's store is exactly the last one the owners acknowledged.",
+)
+ROUNDS_LIST = _declare(
+    "rounds-list-append",
+    "STORE-010 STORE-014",
+    "Over the whole history, each game's rounds are one list that explains every reply: each "
+    "owner reads every acknowledged round once, in reply order, and a round in flight when "
+    "its worker was killed (SIGKILL) landed whole or not at all.",
+)
 
 
 @dataclass(eq=False)

@@ -114,6 +114,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="shrink failing random sequences (default: yes, except in the quick profile)",
     )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=2,
+        choices=range(2, 9),
+        metavar="K",
+        help="processes of a sharedStore driver run as workers of one store (default 2)",
+    )
     return parser
 
 
@@ -160,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         report_dir=report_dir,
         seed=args.seed,
         shrink=args.shrink,
+        workers=args.workers,
         checkpoint=lambda partial: write_report(partial, report_dir),
         command=" ".join([invoked_as(), "conformance", *(shlex.quote(a) for a in argv)]),
     )

@@ -7,8 +7,10 @@ A driver spec names the implementation under test:
   through a JSON round trip both ways, as on the wire.
 - `stdio:COMMAND`: a subprocess speaking JSON lines; replies matched by id, so several
   requests can be outstanding. `restart` kills its process group with SIGKILL and starts
-  `COMMAND` again. Its stderr is kept for the report. `{state}` in `COMMAND` becomes a fresh
-  empty directory for the run (kept across restarts, removed at the end).
+  `COMMAND` again. Its stderr is kept for the report. `{worker}` in `COMMAND` becomes the
+  process's stable name, the same across its restarts (`main`; `worker-K` in the workers
+  machine; R82). `{state}` in `COMMAND` becomes a fresh empty directory for the run (kept
+  across restarts, removed at the end).
 - `http://HOST:PORT` (or `https://...`, or the older spelling `http:URL`): one POST per
   message to `URL/v1/message`, with the bearer token from the environment variable
   `JFSM_DRIVER_TOKEN` if set (kept out of the spec, which reports record).
@@ -137,6 +139,10 @@ class _Stdio:
         if any("{state}" in arg for arg in self.argv):
             self.state = tempfile.mkdtemp(prefix="jfsm-suite-state-")
             self.argv = [arg.replace("{state}", self.state) for arg in self.argv]
+        # `{worker}`: this process's stable name among the processes the suite starts from the
+        # command, the same across its restarts: `main`, or `worker-K` in the workers machine
+        # (R82: a driver may use it as the owner id of its leases)
+        self.argv = [arg.replace("{worker}", "main") for arg in self.argv]
         self.proc: asyncio.subprocess.Process | None = None
         self.pending: dict[int, asyncio.Future[Any]] = {}
         self.stderr: deque[str] = deque(maxlen=200)

@@ -77,6 +77,7 @@ class Options:
     scenarios: list[str] | None = None  # run only these scenarios (None: all)
     machines: bool = True  # run the state machines (only with no narrowing --select)
     shrink: bool | None = None  # shrink machine failures (None: not in the quick profile)
+    workers: int = 2  # processes of a sharedStore driver in the workers machine (R81)
     checkpoint: Callable[[RunResult], object] | None = None  # gets partial results (R55)
     command: str = ""  # the command line as the user typed it (recorded in the report)
 

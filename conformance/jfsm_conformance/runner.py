@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from jfsm_conformance import exercise
+from jfsm_conformance import exercise, workers
 from jfsm_conformance.checks import ConformanceFailure, Ledger
 from jfsm_conformance.driver_client import HarnessError, ProtocolViolation
 from jfsm_conformance.explore import (
@@ -355,6 +355,8 @@ def run(options: Options) -> RunResult:
                     r.skipped["machine at small thresholds"] = (
                         "the driver does not declare thresholdOverride"
                     )
+                if broad:  # K processes of a sharedStore driver (R81)
+                    workers.phase(r, capabilities, profile.name, options.workers)
     except (HarnessError, ProtocolViolation) as exc:  # a violation here: in the handshake
         harness_error = f"in {r.current}: {exc}"
         stopped = True
@@ -437,6 +439,8 @@ def judge(
                 row["reason"] = "optional (MAY): credited only when the implementation shows it"
             elif rid == "JF-ATOM-004" and not capabilities.get("durableRestart"):
                 row["reason"] = "the driver does not declare capabilities.durableRestart"
+            elif rid in workers.OWNERSHIP_IDS and not capabilities.get("sharedStore"):
+                row["reason"] = "the driver does not declare capabilities.sharedStore"
             elif unsupported:
                 row["reason"] = f"not exercised; the driver does not support {sorted(unsupported)}"
             elif skipped:

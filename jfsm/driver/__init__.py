@@ -12,7 +12,8 @@ stores in a temporary directory), over stdio (`jfsm driver [--state DIR]`, JSON 
 state directory each game lives in a durable `FileStore` in its folder (`jfsm.driver.state`)
 and a restarted driver reopens every game there, skipping and reporting what it cannot
 open. With `store_url` (`--store postgresql://...`) every game lives in that database, side
-files too (`jfsm.driver.pg`): no state directory, and several drivers serve the same games.
+files too (`jfsm.driver.pg`): no state directory, and several drivers serve the same games,
+one owner a game (`open_game`, `release_game`: `jfsm.driver.shared`, R81).
 
 With a state directory at most `max_open` games are open at once (decision R56): the least
 recently used game at rest (no op on it running, nothing about it only in memory: no
@@ -40,6 +41,7 @@ from jfsm.driver.crash import CrashSwitch
 from jfsm.driver.hello import parse_hello
 from jfsm.driver.http import serve_http
 from jfsm.driver.pg import DatabaseGames
+from jfsm.driver.shared import shared_ops
 from jfsm.driver.state import GameFolder, Skipped, StateDamaged, StateDirectory
 from jfsm.driver.stdio import serve_stdio
 from jfsm.driver.wire import Refusal, decode, error_reply, refusal_reply
@@ -113,6 +115,7 @@ class ReferenceDriver:
             None if state_dir is None or store_url is not None else StateDirectory(state_dir)
         )
         self.games: OrderedDict[str, GameEngine] = OrderedDict()  # least recently used first
+        self.held: set[str] = set()  # games owned through open_game, never closed as idle
         self.max_open = max_open
         self._busy: Counter[str] = Counter()  # ops running per game (never closed meanwhile)
         self._closing: dict[str, asyncio.Task[None]] = {}  # games whose store is closing
@@ -128,7 +131,7 @@ class ReferenceDriver:
         self._fs = CrashSwitch() if crashable else None
         self._ops: dict[str, Handler] = {
             name[3:]: getattr(self, name) for name in dir(self) if name.startswith("op_")
-        }
+        } | shared_ops(self)
 
     # -- plumbing ------------------------------------------------------------------------
     async def handle(self, message: Mapping[str, Any]) -> dict[str, Any]:
@@ -155,7 +158,8 @@ class ReferenceDriver:
             names = [v for k in ("game", "into") if isinstance(v := args.get(k), str)]
             self._busy.update(names)
             try:
-                if self.db is not None and op != "create_game":  # an unopened game of the database
+                # an unopened game of the database (the ownership ops open it themselves)
+                if self.db is not None and op not in ("create_game", "open_game", "release_game"):
                     await self.db.reopen(args.get("game"), self)
                 result = await handler(args)
             finally:
@@ -219,7 +223,8 @@ class ReferenceDriver:
             engine = self.games.get(game_id)
             if len(self.games) <= self.max_open:
                 break
-            if engine is not None and self._busy[game_id] <= 0 and engine.at_rest():
+            held = game_id in self.held  # owned through open_game until release_game (R81)
+            if engine is not None and self._busy[game_id] <= 0 and not held and engine.at_rest():
                 del self.games[game_id]
                 await self._close_engine(game_id, engine)
 
@@ -343,6 +348,7 @@ class ReferenceDriver:
                 "crashInjection": self._fs is not None,
                 "forgetGames": True,
                 "deadlineOverride": True,
+                "sharedStore": self.db is not None,
             },
             "skipped": [entry.to_json() for entry in self.skipped],
         }
@@ -493,6 +499,7 @@ class ReferenceDriver:
                 continue
             if engine is not None:
                 del self.games[game_id]
+                self.held.discard(game_id)
                 await self._close_engine(game_id, engine)
             if self.state is not None and self.store_url is None and self.state.exists(game_id):
                 await run_blocking(shutil.rmtree, self.state.folder(game_id).path, True)

@@ -88,6 +88,7 @@ LAYERS: dict[int, tuple[str, ...]] = {
         "driver.crash",
         "driver.hello",
         "driver.pg",
+        "driver.shared",
         "driver",
     ),
     # the package's curated API and the command line
