@@ -22,6 +22,10 @@ an adapter only declares in its `Scope` whether its summarizer call can be held 
 claim: one writer or several, which failures its provider can really produce, native or
 custom storage, and `by_design`: property ID -> reason, for findings the library documents
 as intended.
+
+`AdapterSpec` bundles a factory with its scope: a user's adapter is one module-level
+`AdapterSpec` (or any object with `factory` and `scope` attributes, or a callable with a
+`scope` attribute, such as an adapter class), run with `jfsm profile --adapter module:attr`.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from typing import Literal, Protocol
 
 from .summarizer import ScriptedSummarizer
 
-__all__ = ["Adapter", "AdapterFactory", "Scope", "Unavailable"]
+__all__ = ["Adapter", "AdapterFactory", "AdapterSpec", "Scope", "Unavailable"]
 
 
 class Unavailable(RuntimeError):
@@ -82,3 +86,12 @@ class Adapter(Protocol):
 
 
 AdapterFactory = Callable[[ScriptedSummarizer], Adapter]
+
+
+@dataclass(frozen=True)
+class AdapterSpec:
+    """A factory and the scope its adapters declare: what `jfsm profile --adapter module:attr`
+    and `run_profile(spec=...)` take for an adapter that is not registered."""
+
+    factory: AdapterFactory
+    scope: Scope

@@ -1,9 +1,12 @@
 """Run the profile against one release of a library in a throwaway environment.
 
 `jfsm profile --adapter NAME --version X` creates a virtual environment with `uv venv`,
-installs this jfsm checkout (editable) and `PACKAGE==X` with `uv pip install`, and runs
-`jfsm profile` there with the same arguments. Needs `uv` on the PATH and a jfsm checkout
-(a source tree with `pyproject.toml`); otherwise it is a harness error (exit code 2).
+installs this jfsm checkout (editable) with the extras the profile needs (`conformance`,
+for Hypothesis, and the adapter's `profile-*` extra, for the library's fakes' helpers) and
+`PACKAGE==X` with `uv pip install`, and runs `jfsm profile` there with the same arguments.
+Needs `uv` on the PATH and a jfsm checkout (a source tree with `pyproject.toml`); otherwise
+it is a harness error (exit code 2). The child's exit code passes through when it is 0 or 1
+(a verdict); anything else (a crash, a signal) becomes 2.
 """
 
 from __future__ import annotations
@@ -46,18 +49,23 @@ def run_isolated(adapter: str, version: str, args: list[str], venv_dir: str | No
         print(f"jfsm profile: could not install {package}=={version}: {exc}", file=sys.stderr)
         return 2
     print(f"jfsm profile: {package}=={version} in {venv}", file=sys.stderr)
-    return subprocess.run([str(venv / "bin" / "jfsm"), "profile", *args]).returncode
+    code = subprocess.run([str(venv / "bin" / "jfsm"), "profile", *args]).returncode
+    return code if code in (0, 1) else 2
 
 
-def install_release(venv: Path, package: str, version: str, source: Path) -> Path:
-    """Make `venv` (if missing) and install jfsm from `source` plus `package==version` into
-    it with uv; returns its python. Raises `CalledProcessError` if uv fails."""
+def install_release(
+    venv: Path, package: str, version: str, source: Path, extras: tuple[str, ...] = ()
+) -> Path:
+    """Make `venv` (if missing) and install jfsm from `source` with the `conformance` extra
+    (plus `extras`) and `package==version` into it with uv; returns its python. Raises
+    `CalledProcessError` if uv fails."""
     python = venv / "bin" / "python"
     pin = f"{package}=={version}"
+    wanted = ",".join(["conformance", *extras])
     if not python.exists():
         subprocess.run(["uv", "venv", "-q", "--python", "3.11", str(venv)], check=True)
     subprocess.run(
-        ["uv", "pip", "install", "-q", "--python", str(python), "-e", str(source), pin],
+        ["uv", "pip", "install", "-q", "--python", str(python), "-e", f"{source}[{wanted}]", pin],
         check=True,
     )
     return python

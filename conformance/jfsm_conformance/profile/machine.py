@@ -12,6 +12,22 @@ searches again, so every property gets its own minimal example. A loss already a
 to a specific property (say JF-SAFE-002 for a raising summarizer) is not blamed again on the
 general JF-SAFE-001 or JF-SAFE-014 checks, nor are its after-effects (lost messages coming
 back from a library's stale cache, or summarized again) blamed on JF-SAFE-002 to -013.
+
+Which property owns which observation (one defect, one ID; `docs/safety/index.md`):
+
+1. A compaction whose summarizer was reached and answered with a failure (`raise`,
+   `timeout`, `empty`, `write_fail`, held or not) is judged on the history by that
+   outcome's property alone (JF-SAFE-002, -003, -004, -010): every entry it removed or
+   added, foreign text (an error text, an empty or whitespace "summary") included, is that
+   property's observation, even after that property was disabled. JF-SAFE-005, -006, -007
+   and -012 judge only compactions whose summarizer answered (`ok`) or was never reached;
+   a compaction that published foreign text (a placeholder in place of the history) is
+   JF-SAFE-005's, its losses too.
+2. Messages appended while the call was held are JF-SAFE-009's; states seen during the
+   compaction are JF-SAFE-011's; a summarizer call without new input is JF-SAFE-013's,
+   whatever the outcome.
+3. A loss blamed once is never blamed again: JF-SAFE-001 and -014 skip what an earlier
+   check explained.
 """
 
 from __future__ import annotations
@@ -347,8 +363,8 @@ def machine_class(
             new_calls = self.summarizer.calls[calls:]
             published = [k for k in after.summaries if k not in before.summaries]
             during_texts = [self.texts[m] for m in during]
-            # the outcome's own property first
-            rid = OUTCOME_PROPERTY.get(outcome)
+            # the outcome's own property first, if the summarizer was reached at all
+            rid = OUTCOME_PROPERTY.get(outcome) if new_calls else None
             if rid is not None:
                 recorder.evaluated[rid] += 1
                 gone_already = {self.texts[m] for m in self.explained if m in self.texts}
@@ -411,15 +427,17 @@ def machine_class(
                         f"{', '.join('#' + m for m in lost)}, appended while the summarizer "
                         f"call was in flight, are gone: the memory reads {after.entries!r}",
                     )
-            states = [*reads, *self.adapter.observed_states()]
-            self.check_states(states, before, "the storage, during the compaction,")
-            recorder.evaluated["JF-SAFE-005"] += 1
             junk = [e for e in after.unknown if e not in before.unknown]
-            if junk:
+            if rid is None:  # a failed outcome's changes are its own property's (see above)
+                recorder.evaluated["JF-SAFE-005"] += 1
+            if junk and rid is None:
+                self.explain(before, after)  # what a placeholder replaced is this defect's
                 self.fail(
                     "JF-SAFE-005",
                     f"the compaction published {junk!r}, which is no reply of the summarizer",
                 )
+            states = [*reads, *self.adapter.observed_states()]
+            self.check_states(states, before, "the storage, during the compaction,")
             for call in new_calls:
                 recorder.evaluated["JF-SAFE-013"] += 1
                 cascade = bool(call.inputs & self.explained)  # from a loss already blamed
