@@ -2,7 +2,7 @@
 
 ```
 jfsm profile --adapter NAME|module:attr [--version X] [--report-dir DIR] [--junit-xml PATH]
-             [--examples N] [--steps N] [--seed N]
+             [--examples N] [--steps N] [--seed N] [--no-shrink]
 jfsm profile replay TRACE [--adapter NAME|module:attr]
 jfsm profile --list
 ```
@@ -48,6 +48,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--examples", type=int, default=30, help="random sequences per search")
     parser.add_argument("--steps", type=int, default=16, help="steps per sequence")
     parser.add_argument("--seed", type=int, help="random seed (default: derandomized)")
+    parser.add_argument(
+        "--no-shrink",
+        action="store_true",
+        help="report the first failing example found, not a minimal one (faster)",
+    )
     return parser
 
 
@@ -102,7 +107,11 @@ def _main(argv: list[str]) -> int:
     from .runner import ProfileOptions, run_profile
 
     options = ProfileOptions(
-        adapter=args.adapter, examples=args.examples, steps=args.steps, seed=args.seed
+        adapter=args.adapter,
+        examples=args.examples,
+        steps=args.steps,
+        seed=args.seed,
+        shrink=not args.no_shrink,
     )
     result = run_profile(options)
     json_path, md_path = write_report(result, Path(args.report_dir))

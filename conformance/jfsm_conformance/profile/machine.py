@@ -1,10 +1,19 @@
 """The profile's Hypothesis state machine: random appends and compactions against an adapter.
 
-Steps: append an exchange; compact with a scripted outcome (`ok`, `raise`, `timeout`,
-`empty`, `write_fail`: the summarizer answers ok and the storage's next write fails once);
-compact and hold the summarizer call in flight, then (while held) append, read, and
-finally release with an outcome. Only outcomes in the adapter's declared scope are drawn;
-hold only when the adapter declares it, appends while held only with several writers.
+Steps: append an exchange; append a burst of 3 to 8 exchanges at once; compact with a
+scripted outcome (`ok`, `raise`, `timeout`, `empty`, `blank`, `write_fail`: the summarizer
+answers ok and the storage's next write fails once); compact and hold the summarizer call
+in flight, then (while held) append, read, and finally release with an outcome. Only
+outcomes in the adapter's declared scope are drawn (`blank` with `empty`); hold only when
+the adapter declares it, appends while held only with several writers.
+
+The draws aim at the failure shapes seen in real libraries, so that the default budget
+finds them (measured by `benchmarks/safety_detection.py`): a burst puts more pending
+messages than a summarization budget allows before one compaction (over-budget eviction);
+`empty` and `blank` are two separate outcomes (an empty or whitespace summary); `write_fail`
+fails the write after the library may already have cleared its store (a failure after a
+partial write); a held compaction with several writers always gets at least one append
+while it is held (appends during a slow summary).
 
 After every step each enabled property's check runs on its own and the first violation
 raises `PropertyViolation` naming one requirement ID; the runner disables that property and
@@ -48,11 +57,12 @@ from .summarizer import ScriptedSummarizer
 
 __all__ = ["PropertyViolation", "Recorder", "machine_class"]
 
-FAILURES = ("raise", "timeout", "empty", "write_fail")
+FAILURES = ("raise", "timeout", "empty", "blank", "write_fail")
 OUTCOME_PROPERTY = {
     "raise": "JF-SAFE-002",
     "timeout": "JF-SAFE-003",
     "empty": "JF-SAFE-004",
+    "blank": "JF-SAFE-004",
     "write_fail": "JF-SAFE-010",
 }
 _SPIN = 200  # event-loop turns given to a task before it counts as blocked
@@ -99,7 +109,7 @@ def machine_class(
     """A state machine class over `factory`'s adapter, checking the `enabled` property IDs."""
     caps = scope.capabilities()
     # repeats weigh the draw: successes and holds are where most properties are decided
-    failures = [o for o in FAILURES if o in caps]
+    failures = [o for o in FAILURES if o in caps or (o == "blank" and "empty" in caps)]
     release_outcomes = ["ok", "ok", "ok", *failures]
     outcomes = ["ok", "ok", *failures]
     can_hold = "hold" in caps
@@ -175,6 +185,15 @@ def machine_class(
             self.trace.append({"step": "append", "args": {"user": user, "assistant": assistant}})
             self._append(user, assistant)
 
+        @precondition(lambda self: self.held is None)
+        @rule(count=st.integers(min_value=3, max_value=8))
+        def append_burst(self, count: int) -> None:
+            """Several exchanges before the next compaction: more pending than a
+            summarization budget (over-budget eviction)."""
+            self.trace.append({"step": "append_burst", "args": {"count": count}})
+            for _ in range(count):
+                self._append("", "")
+
         def _append(self, user: str, assistant: str) -> None:
             if self.held is not None and not multi:
                 return  # one writer: nothing may write while the library works
@@ -237,7 +256,7 @@ def machine_class(
 
         @precondition(lambda self: can_hold and self.held is None)
         @rule(
-            appends=st.lists(st.tuples(_BODY, _BODY), max_size=2),
+            appends=st.lists(st.tuples(_BODY, _BODY), min_size=1 if multi else 0, max_size=2),
             outcome=st.sampled_from(release_outcomes),
         )
         def compact_held(self, appends: list[tuple[str, str]], outcome: str) -> None:
@@ -430,8 +449,9 @@ def machine_class(
             junk = [e for e in after.unknown if e not in before.unknown]
             if rid is None:  # a failed outcome's changes are its own property's (see above)
                 recorder.evaluated["JF-SAFE-005"] += 1
+            if rid is None and after.unknown:
+                self.explain(before, after)  # what a placeholder replaced is its defect's
             if junk and rid is None:
-                self.explain(before, after)  # what a placeholder replaced is this defect's
                 self.fail(
                     "JF-SAFE-005",
                     f"the compaction published {junk!r}, which is no reply of the summarizer",
