@@ -47,12 +47,12 @@ MATRIX: tuple[Cell, ...] = (
     Cell(
         "langchain", "langchain", "1.3.14", ("langchain", "langchain-sync"), "before #38867's fix"
     ),
-    Cell("langchain", "langchain", "1.3.15", ("langchain", "langchain-sync"), "#38867 fixed"),
+    Cell("langchain", "langchain", "1.3.15", ("langchain", "langchain-sync"), "#38867 fixed (PR #39268)"),
     Cell("langchain", "langchain", "1.5.2", ("langchain", "langchain-sync"), "current"),
     Cell("openai-agents", "openai-agents", "0.16.0", ("openai-agents",), "before #3116's fix"),
-    Cell("openai-agents", "openai-agents", "0.16.1", ("openai-agents",), "#3116 fixed"),
+    Cell("openai-agents", "openai-agents", "0.16.1", ("openai-agents",), "#3116 fixed (PR #3117)"),
     Cell("openai-agents", "openai-agents", "0.22.0", ("openai-agents",), "before #4679's fix"),
-    Cell("openai-agents", "openai-agents", "0.22.1", ("openai-agents",), "#4679 fixed"),
+    Cell("openai-agents", "openai-agents", "0.22.1", ("openai-agents",), "#4679 fixed (PR #4736)"),
     Cell("openai-agents", "openai-agents", "0.24.0", ("openai-agents",), "current"),
     Cell("langmem", "langmem", "0.0.30", ("langmem",), "current"),
 )

@@ -25,6 +25,7 @@ PACKAGES = {
     "langchain-sync": "langchain",
     "openai-agents": "openai-agents",
     "langmem": "langmem",
+    "llamaindex-summary": "llama-index-core",
 }
 
 _ROOT = Path(__file__).resolve().parents[3]

@@ -25,13 +25,13 @@ back from a library's stale cache, or summarized again) blamed on JF-SAFE-002 to
 Which property owns which observation (one defect, one ID; `docs/safety/index.md`):
 
 1. A compaction whose summarizer was reached and answered with a failure (`raise`,
-   `timeout`, `empty`, `write_fail`, held or not) is judged on the history by that
-   outcome's property alone (JF-SAFE-002, -003, -004, -010): every entry it removed or
-   added, foreign text (an error text, an empty or whitespace "summary") included, is that
-   property's observation, even after that property was disabled. JF-SAFE-005, -006, -007
-   and -012 judge only compactions whose summarizer answered (`ok`) or was never reached;
-   a compaction that published foreign text (a placeholder in place of the history) is
-   JF-SAFE-005's, its losses too.
+   `timeout`, `empty`, `blank`, held or not), or whose replacement write was made to fail
+   (`write_fail`), is judged on the history by that outcome's property alone (JF-SAFE-002,
+   -003, -004, -010): every entry it removed or added, foreign text (an error text, an
+   empty or whitespace "summary") included, is that property's observation, even after
+   that property was disabled. JF-SAFE-005, -006, -007 and -012 judge only compactions
+   whose summarizer answered (`ok`) or was never reached; a compaction that published
+   foreign text (a placeholder in place of the history) is JF-SAFE-005's, its losses too.
 2. Messages appended while the call was held are JF-SAFE-009's; states seen during the
    compaction are JF-SAFE-011's; a summarizer call without new input is JF-SAFE-013's,
    whatever the outcome.
@@ -382,8 +382,9 @@ def machine_class(
             new_calls = self.summarizer.calls[calls:]
             published = [k for k in after.summaries if k not in before.summaries]
             during_texts = [self.texts[m] for m in during]
-            # the outcome's own property first, if the summarizer was reached at all
-            rid = OUTCOME_PROPERTY.get(outcome) if new_calls else None
+            # the outcome's own property first, if the summarizer was reached at all (a
+            # failing write is the storage's: it may fail with no summarizer call)
+            rid = OUTCOME_PROPERTY.get(outcome) if new_calls or outcome == "write_fail" else None
             if rid is not None:
                 recorder.evaluated[rid] += 1
                 gone_already = {self.texts[m] for m in self.explained if m in self.texts}

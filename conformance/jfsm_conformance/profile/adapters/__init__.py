@@ -9,6 +9,7 @@
 | `langchain-sync` | LangChain v1 `SummarizationMiddleware.before_model` (sync hook) |
 | `openai-agents` | openai-agents `OpenAIResponsesCompactionSession.run_compaction` |
 | `langmem` | langmem `asummarize_messages` with a running summary |
+| `llamaindex-summary` | LlamaIndex `ChatSummaryMemoryBuffer.get` (sync) |
 
 Any other name of the form `module:attr` is a user's adapter: `resolve` imports `module`
 (the current directory comes first on `sys.path`, as for `python -m`) and takes `attr`, an
@@ -34,6 +35,7 @@ ADAPTERS: dict[str, tuple[str, str]] = {
     "langchain-sync": ("langchain_v1", "sync"),
     "openai-agents": ("openai_agents", ""),
     "langmem": ("langmem_summary", ""),
+    "llamaindex-summary": ("llamaindex_summary", ""),
 }
 
 
