@@ -94,7 +94,7 @@ def measure(
             with ThreadPoolExecutor(max_workers=jobs) as pool:
                 results = list(
                     pool.map(
-                        lambda k, a=adapter, b=base: _run_once(venv, a, k, b / str(k), budget),
+                        lambda k, v=venv, a=adapter, b=base: _run_once(v, a, k, b / str(k), budget),
                         range(1, runs + 1),
                     )
                 )

@@ -5,8 +5,9 @@ installs this jfsm checkout (editable) with the extras the profile needs (`confo
 for Hypothesis, and the adapter's `profile-*` extra, for the library's fakes' helpers) and
 `PACKAGE==X` with `uv pip install`, and runs `jfsm profile` there with the same arguments.
 Needs `uv` on the PATH and a jfsm checkout (a source tree with `pyproject.toml`); otherwise
-it is a harness error (exit code 2). The child's exit code passes through when it is 0 or 1
-(a verdict); anything else (a crash, a signal) becomes 2.
+it is a harness error (exit code 2). The child's exit code passes through when it is 0, or
+1 with its report written (a verdict); anything else (a crash, a signal, 1 without a
+report) becomes 2.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
+from typing import Any
 
 __all__ = ["PACKAGES", "run_isolated"]
 
@@ -23,6 +26,7 @@ __all__ = ["PACKAGES", "run_isolated"]
 PACKAGES = {
     "langchain": "langchain",
     "langchain-sync": "langchain",
+    "langchain-trim": "langchain",
     "openai-agents": "openai-agents",
     "langmem": "langmem",
     "llamaindex-summary": "llama-index-core",
@@ -50,23 +54,48 @@ def run_isolated(adapter: str, version: str, args: list[str], venv_dir: str | No
         print(f"jfsm profile: could not install {package}=={version}: {exc}", file=sys.stderr)
         return 2
     print(f"jfsm profile: {package}=={version} in {venv}", file=sys.stderr)
+    report = Path(_option(args, "--report-dir") or "profile-report") / "profile.json"
+    began = time.time()
     code = subprocess.run([str(venv / "bin" / "jfsm"), "profile", *args]).returncode
+    if code == 1 and args[:1] != ["replay"]:
+        # a verdict writes its report first; a crash (an import error) exits 1 without one
+        fresh = report.exists() and report.stat().st_mtime >= began - 1
+        if not fresh:
+            print("jfsm profile: the run in the venv crashed (no report)", file=sys.stderr)
+            return 2
     return code if code in (0, 1) else 2
 
 
+def _option(args: list[str], name: str) -> str | None:
+    for i, arg in enumerate(args):
+        if arg == name and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith(name + "="):
+            return arg.split("=", 1)[1]
+    return None
+
+
 def install_release(
-    venv: Path, package: str, version: str, source: Path, extras: tuple[str, ...] = ()
+    venv: Path,
+    package: str,
+    version: str,
+    source: Path,
+    extras: tuple[str, ...] = (),
+    quiet: bool = True,
 ) -> Path:
     """Make `venv` (if missing) and install jfsm from `source` with the `conformance` extra
     (plus `extras`) and `package==version` into it with uv; returns its python. Raises
-    `CalledProcessError` if uv fails."""
+    `CalledProcessError` if uv fails (with uv's output in it when `quiet` is false)."""
     python = venv / "bin" / "python"
     pin = f"{package}=={version}"
     wanted = ",".join(["conformance", *extras])
+    run: dict[str, Any] = {"check": True}
+    if not quiet:
+        run.update(capture_output=True, text=True)
     if not python.exists():
-        subprocess.run(["uv", "venv", "-q", "--python", "3.11", str(venv)], check=True)
+        subprocess.run(["uv", "venv", "-q", "--python", "3.11", str(venv)], **run)
     subprocess.run(
         ["uv", "pip", "install", "-q", "--python", str(python), "-e", f"{source}[{wanted}]", pin],
-        check=True,
+        **run,
     )
     return python

@@ -7,6 +7,7 @@
 | `reference` | the jfsm reference engine (`GameEngine.before_generation`) |
 | `langchain` | LangChain v1 `SummarizationMiddleware.abefore_model` (async hook) |
 | `langchain-sync` | LangChain v1 `SummarizationMiddleware.before_model` (sync hook) |
+| `langchain-trim` | as `langchain`, with a small `trim_tokens_to_summarize` (#39261's path) |
 | `openai-agents` | openai-agents `OpenAIResponsesCompactionSession.run_compaction` |
 | `langmem` | langmem `asummarize_messages` with a running summary |
 | `llamaindex-summary` | LlamaIndex `ChatSummaryMemoryBuffer.get` (sync) |
@@ -33,6 +34,7 @@ ADAPTERS: dict[str, tuple[str, str]] = {
     "reference": ("reference", ""),
     "langchain": ("langchain_v1", "async"),
     "langchain-sync": ("langchain_v1", "sync"),
+    "langchain-trim": ("langchain_v1", "trim"),
     "openai-agents": ("openai_agents", ""),
     "langmem": ("langmem_summary", ""),
     "llamaindex-summary": ("llamaindex_summary", ""),

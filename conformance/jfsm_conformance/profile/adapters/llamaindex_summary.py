@@ -62,14 +62,14 @@ def _classes() -> tuple[Any, Any]:
     from llama_index.core.storage.chat_store import SimpleChatStore
     from pydantic import PrivateAttr
 
-    class ProfileLLM(MockLLM):  # type: ignore[misc]
+    class ProfileLLM(MockLLM):
         _summarizer: Any = PrivateAttr(default=None)
 
-        @llm_completion_callback()  # type: ignore[misc]
+        @llm_completion_callback()
         def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> Any:
             return CompletionResponse(text=self._summarizer.summarize_sync(prompt))
 
-    class ProfileChatStore(SimpleChatStore):  # type: ignore[misc]
+    class ProfileChatStore(SimpleChatStore):
         _states: list[Any] = PrivateAttr(default_factory=list)
         _fail_next: bool = PrivateAttr(default=False)
 
