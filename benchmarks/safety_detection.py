@@ -2,7 +2,8 @@
 
 ```
 uv run python -m benchmarks.safety_detection [--runs 20] [--only LIB] [--jobs N]
-    [--examples 30] [--steps 16] [--workdir DIR] [--expected docs/safety/results.json]
+    [--versions X,Y] [--examples 30] [--steps 16] [--workdir DIR]
+    [--expected docs/safety/results.json]
     [--out docs/safety/detection.md]
 ```
 
@@ -75,6 +76,7 @@ def measure(
     budget: tuple[int, int],
     only: str | None = None,
     jobs: int = 1,
+    versions: frozenset[str] | None = None,
 ) -> list[dict[str, Any]]:
     """Run every adapter of every cell `runs` times; one row per adapter and version."""
     want = {
@@ -85,7 +87,7 @@ def measure(
     }
     rows = []
     for cell in MATRIX:
-        if only and cell.library != only:
+        if (only and cell.library != only) or (versions and cell.version not in versions):
             continue
         venv = workdir / f"{cell.package}-{cell.version}"
         install_release(venv, cell.package, cell.version, ROOT)
@@ -173,6 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--only", help="only this library")
     parser.add_argument("--jobs", type=int, default=1, help="runs in parallel")
+    parser.add_argument("--versions", help="only these releases (comma-separated)")
     parser.add_argument("--examples", type=int, default=30)
     parser.add_argument("--steps", type=int, default=16)
     parser.add_argument("--workdir", help="where the venvs go (default: a temporary directory)")
@@ -183,7 +186,8 @@ def main(argv: list[str] | None = None) -> int:
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="jfsm-detection-"))
     expected = json.loads(Path(args.expected).read_text("utf-8"))
     budget = (args.examples, args.steps)
-    rows = measure(workdir, expected, args.runs, budget, args.only, args.jobs)
+    versions = frozenset(args.versions.split(",")) if args.versions else None
+    rows = measure(workdir, expected, args.runs, budget, args.only, args.jobs, versions)
     write_page(rows, budget, Path(args.out))
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1), "utf-8")
