@@ -4,6 +4,7 @@ Hypothesis state machine through a small adapter per library. See `docs/safety/`
 
 from .adapter import Adapter, AdapterFactory, AdapterSpec, Scope, Unavailable
 from .properties import PROPERTIES, Property
+from .report import write_report
 from .runner import ProfileOptions, ProfileResult, run_profile
 from .summarizer import ScriptedSummarizer, SummarizerFailed, SummarizerTimeout
 
@@ -21,4 +22,5 @@ __all__ = [
     "SummarizerTimeout",
     "Unavailable",
     "run_profile",
+    "write_report",
 ]
