@@ -25,9 +25,10 @@ class ReleaseVenvs:
         self.made: dict[tuple[str, str], Path] = {}
         self.failed: dict[tuple[str, str], str] = {}
 
-    def get(self, package: str, version: str) -> Path:
-        """The venv's python; skips the test if the registry is unreachable, fails it if the
-        release cannot be installed for another reason."""
+    def get(self, package: str, version: str, also: tuple[str, ...] = ()) -> Path:
+        """The venv's python (`also`: more pins installed with the first call, so that
+        releases that fit together share one venv); skips the test if the registry is
+        unreachable, fails it if the release cannot be installed for another reason."""
         key = (package, version)
         if key in self.failed:
             pytest.skip(self.failed[key])
@@ -36,7 +37,9 @@ class ReleaseVenvs:
                 pytest.fail("uv is not on the PATH (the profile's --version runs need it)")
             venv = self.base / f"{package}-{version}"
             try:
-                self.made[key] = install_release(venv, package, version, ROOT, quiet=False)
+                self.made[key] = install_release(
+                    venv, package, version, ROOT, quiet=False, also=also
+                )
             except subprocess.CalledProcessError as exc:
                 output = f"{exc.stderr or ''}{exc.stdout or ''}"
                 if any(word in output.lower() for word in _NETWORK):

@@ -19,7 +19,7 @@ def test_langmem_cell_regenerates(release_venvs: ReleaseVenvs, tmp_path: Path) -
     from benchmarks.safety_matrix import MATRIX, run_cell
 
     cell = next(c for c in MATRIX if c.library == "langmem")
-    python = release_venvs.get(cell.package, cell.version)
+    python = release_venvs.get(cell.package, cell.version, ("langchain==1.5.2",))
     reports = run_cell(cell, python.parent.parent.parent, 30, ROOT, reports_dir=tmp_path)
     page = json.loads((ROOT / "docs" / "safety" / "results.json").read_text("utf-8"))
     want = next(
@@ -35,7 +35,7 @@ def test_version_run_has_what_the_profile_needs(
 ) -> None:
     """The `--version` environment is made like the matrix's: Hypothesis is there, and the
     child's verdict (1: a property failed) passes through, never a crash's 1."""
-    python = release_venvs.get("langmem", "0.0.30")
+    python = release_venvs.get("langmem", "0.0.30", ("langchain==1.5.2",))
     done = subprocess.run(
         [str(python), "-c", "import hypothesis, jfsm_conformance.profile.runner"],
         capture_output=True,

@@ -82,10 +82,12 @@ def install_release(
     source: Path,
     extras: tuple[str, ...] = (),
     quiet: bool = True,
+    also: tuple[str, ...] = (),
 ) -> Path:
     """Make `venv` (if missing) and install jfsm from `source` with the `conformance` extra
-    (plus `extras`) and `package==version` into it with uv; returns its python. Raises
-    `CalledProcessError` if uv fails (with uv's output in it when `quiet` is false)."""
+    (plus `extras`), `package==version` and the requirements `also` into it with uv;
+    returns its python. Raises `CalledProcessError` if uv fails (with uv's output in it
+    when `quiet` is false)."""
     python = venv / "bin" / "python"
     pin = f"{package}=={version}"
     wanted = ",".join(["conformance", *extras])
@@ -95,7 +97,10 @@ def install_release(
     if not python.exists():
         subprocess.run(["uv", "venv", "-q", "--python", "3.11", str(venv)], **run)
     subprocess.run(
-        ["uv", "pip", "install", "-q", "--python", str(python), "-e", f"{source}[{wanted}]", pin],
+        [
+            *("uv", "pip", "install", "-q", "--python", str(python)),
+            *("-e", f"{source}[{wanted}]", pin, *also),
+        ],
         **run,
     )
     return python
