@@ -134,15 +134,21 @@ def measure(
     return rows
 
 
-def write_page(rows: list[dict[str, Any]], budget: tuple[int, int], path: Path) -> str:
-    """Write the detection table (Markdown) to `path`."""
+def write_page(
+    rows: list[dict[str, Any]], budget: tuple[int, int], path: Path, page_rows: int = 0
+) -> str:
+    """Write the detection table (Markdown) to `path`; `page_rows`: how many adapter and
+    release rows the results page has (to say how many were measured)."""
     runs = rows[0]["runs"] if rows else 0
+    measured = f"{len(rows)} of the {page_rows}" if page_rows else f"{len(rows)}"
     lines = [
         "# Detection rates of the safety profile",
         "",
         "<!-- Written by `uv run python -m benchmarks.safety_detection`. Do not edit by hand. -->",
         "",
-        f"Each adapter and release of [the results page](results.md) was run {runs} times at "
+        f"Each adapter and release below ({measured} rows of [the results page](results.md);"
+        " releases of a library whose cells are a subset of a measured release's are left "
+        f"out when `--versions` says so) was run {runs} times at "
         f"{budget[0]} examples x {budget[1]} steps, each run a fresh random search (`--seed K`, "
         "K = 1..N, `--no-shrink`). A cell counts as found in a run when that run gives it the "
         "page's verdict (✗ or *by design*). The goal: every cell in at least 19 of 20 runs.",
@@ -188,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     budget = (args.examples, args.steps)
     versions = frozenset(args.versions.split(",")) if args.versions else None
     rows = measure(workdir, expected, args.runs, budget, args.only, args.jobs, versions)
-    write_page(rows, budget, Path(args.out))
+    write_page(rows, budget, Path(args.out), len(expected))
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1), "utf-8")
     print(f"wrote {args.out}", file=sys.stderr)
