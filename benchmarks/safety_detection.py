@@ -2,7 +2,7 @@
 
 ```
 uv run python -m benchmarks.safety_detection [--runs 20] [--only LIB] [--jobs N]
-    [--versions X,Y] [--examples 30] [--steps 16] [--workdir DIR]
+    [--versions X,Y] [--adapters A,B] [--examples 30] [--steps 16] [--workdir DIR]
     [--expected docs/safety/results.json]
     [--out docs/safety/detection.md]
 ```
@@ -77,6 +77,7 @@ def measure(
     only: str | None = None,
     jobs: int = 1,
     versions: frozenset[str] | None = None,
+    adapters: frozenset[str] | None = None,
 ) -> list[dict[str, Any]]:
     """Run every adapter of every cell `runs` times; one row per adapter and version."""
     want = {
@@ -92,6 +93,8 @@ def measure(
         venv = workdir / f"{cell.package}-{cell.version}"
         install_release(venv, cell.package, cell.version, ROOT)
         for adapter in cell.adapters:
+            if adapters and adapter not in adapters:
+                continue
             base = workdir / "detection" / f"{adapter}-{cell.version}"
             with ThreadPoolExecutor(max_workers=jobs) as pool:
                 results = list(
@@ -182,6 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", help="only this library")
     parser.add_argument("--jobs", type=int, default=1, help="runs in parallel")
     parser.add_argument("--versions", help="only these releases (comma-separated)")
+    parser.add_argument("--adapters", help="only these adapters (comma-separated)")
     parser.add_argument("--examples", type=int, default=30)
     parser.add_argument("--steps", type=int, default=16)
     parser.add_argument("--workdir", help="where the venvs go (default: a temporary directory)")
@@ -193,7 +197,8 @@ def main(argv: list[str] | None = None) -> int:
     expected = json.loads(Path(args.expected).read_text("utf-8"))
     budget = (args.examples, args.steps)
     versions = frozenset(args.versions.split(",")) if args.versions else None
-    rows = measure(workdir, expected, args.runs, budget, args.only, args.jobs, versions)
+    adapters = frozenset(args.adapters.split(",")) if args.adapters else None
+    rows = measure(workdir, expected, args.runs, budget, args.only, args.jobs, versions, adapters)
     write_page(rows, budget, Path(args.out), len(expected))
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1), "utf-8")

@@ -72,3 +72,35 @@ def test_a_crashing_child_is_a_harness_error(
         "langmem", "0.0.30", ["--report-dir", str(tmp_path / "r")], venv_dir=str(tmp_path / "venv")
     )
     assert code == 2
+
+
+@pytest.mark.req("JF-SAFE-002", "JF-SAFE-004", "JF-SAFE-010")
+def test_llamaindex_adapter_finds_the_page_defects(
+    release_venvs: ReleaseVenvs, tmp_path: Path
+) -> None:
+    """The LlamaIndex adapter, in the venv the findings test made, at the default budget
+    without shrinking (cheap): every verdict it gives is the page's, and it finds the
+    failing summarizer's loss (JF-SAFE-002). Without shrinking this derandomized run
+    misses the row's JF-SAFE-003 (see docs/safety/detection.md), so that one is not
+    required here."""
+    python = release_venvs.get("llama-index-core", "0.14.25")
+    done = subprocess.run(
+        [
+            *(str(python.with_name("jfsm")), "profile", "--adapter", "llamaindex-summary"),
+            *("--no-shrink", "--report-dir", str(tmp_path)),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 1, done.stderr[-2000:]
+    got = {
+        v["id"]: v["verdict"]
+        for v in json.loads((tmp_path / "profile.json").read_text("utf-8"))["verdicts"]
+    }
+    page = json.loads((ROOT / "docs" / "safety" / "results.json").read_text("utf-8"))
+    want = next(r for r in page if r["adapter"] == "llamaindex-summary")
+    for row in want["verdicts"]:
+        if got[row["id"]] != row["verdict"]:
+            assert (row["id"], got[row["id"]]) == ("JF-SAFE-003", "pass")
+    assert got["JF-SAFE-002"] == "fail"

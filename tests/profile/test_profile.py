@@ -182,15 +182,19 @@ LIBRARIES = {
     "openai-agents": "agents",
     "langchain": "langchain",
     "langchain-sync": "langchain",
+    "langchain-trim": "langchain",
     "langmem": "langmem",
+    "llamaindex-summary": "llama_index",
 }
+EXTRAS = {"langchain-sync": "langchain", "langchain-trim": "langchain"}
+EXTRAS["llamaindex-summary"] = "llamaindex"
 
 
 @pytest.mark.parametrize("adapter", sorted(LIBRARIES))
 def test_library_adapter_runs(adapter: str) -> None:
     if importlib.util.find_spec(LIBRARIES[adapter]) is None:
         pytest.skip(
-            f"{LIBRARIES[adapter]} is not installed (extra profile-{adapter.split('-sync')[0]})"
+            f"{LIBRARIES[adapter]} is not installed (extra profile-{EXTRAS.get(adapter, adapter)})"
         )
     result = _run(adapter, examples=6, steps=10, shrink=False)
     assert result.harness_error is None, result.harness_error
