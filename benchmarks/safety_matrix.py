@@ -43,32 +43,42 @@ class Cell:
     why: str
 
 
+_LANGCHAIN = ("langchain", "langchain-sync", "langchain-trim")
 MATRIX: tuple[Cell, ...] = (
-    Cell(
-        "langchain", "langchain", "1.3.14", ("langchain", "langchain-sync"), "before #38867's fix"
-    ),
-    Cell("langchain", "langchain", "1.3.15", ("langchain", "langchain-sync"), "#38867 fixed"),
-    Cell("langchain", "langchain", "1.5.2", ("langchain", "langchain-sync"), "current"),
+    Cell("langchain", "langchain", "1.3.14", _LANGCHAIN, "before #38867's fix"),
+    Cell("langchain", "langchain", "1.3.15", _LANGCHAIN, "#38867 fixed (PR #39268)"),
+    Cell("langchain", "langchain", "1.5.2", _LANGCHAIN, "current"),
     Cell("openai-agents", "openai-agents", "0.16.0", ("openai-agents",), "before #3116's fix"),
-    Cell("openai-agents", "openai-agents", "0.16.1", ("openai-agents",), "#3116 fixed"),
+    Cell("openai-agents", "openai-agents", "0.16.1", ("openai-agents",), "#3116 fixed (PR #3117)"),
     Cell("openai-agents", "openai-agents", "0.22.0", ("openai-agents",), "before #4679's fix"),
-    Cell("openai-agents", "openai-agents", "0.22.1", ("openai-agents",), "#4679 fixed"),
+    Cell("openai-agents", "openai-agents", "0.22.1", ("openai-agents",), "#4679 fixed (PR #4736)"),
     Cell("openai-agents", "openai-agents", "0.24.0", ("openai-agents",), "current"),
     Cell("langmem", "langmem", "0.0.30", ("langmem",), "current"),
+    Cell("llama-index-core", "llama-index-core", "0.14.25", ("llamaindex-summary",), "current"),
 )
 
-# (library, property ID) -> (issue, versions it affects, a text the failure message must
-# contain or ""), for findings with a known issue. Anything else is "no known issue".
-KNOWN: dict[tuple[str, str], tuple[str, str, str]] = {
-    ("langchain", "JF-SAFE-002"): ("langchain-ai/langchain#38867", "< 1.3.15", ""),
-    ("langchain", "JF-SAFE-003"): ("langchain-ai/langchain#38867", "< 1.3.15", ""),
-    ("langchain", "JF-SAFE-005"): (
-        "langchain-ai/langchain#38867",
-        "< 1.3.15",
-        "Error generating summary",
-    ),
-    ("openai-agents", "JF-SAFE-010"): ("openai/openai-agents-python#3116", "< 0.16.1", ""),
-    ("openai-agents", "JF-SAFE-009"): ("openai/openai-agents-python#4679", "< 0.22.1", ""),
+# (library, property ID) -> [(issue, versions it affects ("" while unfixed), a text the
+# failure message must contain or "")], for findings with a known issue. Anything else is
+# "no known issue".
+KNOWN: dict[tuple[str, str], list[tuple[str, str, str]]] = {
+    ("langchain", "JF-SAFE-002"): [("langchain-ai/langchain#38867", "< 1.3.15", "")],
+    ("langchain", "JF-SAFE-003"): [("langchain-ai/langchain#38867", "< 1.3.15", "")],
+    ("langchain", "JF-SAFE-005"): [
+        ("langchain-ai/langchain#38867", "< 1.3.15", "Error generating summary"),
+        ("langchain-ai/langchain#39261", "", "too long to summarize"),
+    ],
+    ("openai-agents", "JF-SAFE-010"): [("openai/openai-agents-python#3116", "< 0.16.1", "")],
+    ("openai-agents", "JF-SAFE-009"): [("openai/openai-agents-python#4679", "< 0.22.1", "")],
+}
+
+
+# (library, property ID) -> the findings page ready to file upstream (docs/safety/findings/)
+FINDINGS: dict[tuple[str, str], str] = {
+    ("langchain", "JF-SAFE-004"): "findings/langchain-empty-summary.md",
+    ("langmem", "JF-SAFE-004"): "findings/langmem-empty-summary.md",
+    ("openai-agents", "JF-SAFE-004"): "findings/openai-agents-empty-summary.md",
+    ("llama-index-core", "JF-SAFE-002"): "findings/llamaindex-failing-summarizer.md",
+    ("llama-index-core", "JF-SAFE-003"): "findings/llamaindex-failing-summarizer.md",
 }
 
 
@@ -79,26 +89,29 @@ def _version_key(version: str) -> tuple[int, ...]:
 def known_issue(library: str, rid: str, version: str, message: str = "") -> str | None:
     """The known issue a failing property matches at `version` (and, where the issue has a
     telltale text, with that text in the failure `message`), if any."""
-    found = KNOWN.get((library, rid))
-    if found is None:
-        return None
-    issue, bound, needle = found
-    if needle and needle not in message:
-        return None
-    limit = bound.removeprefix("< ")
-    if _version_key(version) < _version_key(limit):
-        return issue
-    return f"{issue} (fixed in {limit}, failing again?)"
+    for issue, bound, needle in KNOWN.get((library, rid), []):
+        if needle and needle not in message:
+            continue
+        if not bound:
+            return issue
+        limit = bound.removeprefix("< ")
+        if _version_key(version) < _version_key(limit):
+            return issue
+        return f"{issue} (fixed in {limit}, failing again?)"
+    return None
 
 
-def run_cell(cell: Cell, workdir: Path, examples: int, source: Path) -> list[dict[str, Any]]:
-    """Install `cell` (and jfsm from `source`) into its own venv under `workdir` and run the
-    profile once per adapter."""
+def run_cell(
+    cell: Cell, workdir: Path, examples: int, source: Path, reports_dir: Path | None = None
+) -> list[dict[str, Any]]:
+    """Install `cell` (and jfsm from `source`) into its own venv under `workdir` (reused if
+    it is there) and run the profile once per adapter; the reports go under `reports_dir`
+    (default `workdir/reports`)."""
     venv = workdir / f"{cell.package}-{cell.version}"
     python = install_release(venv, cell.package, cell.version, source)
     reports = []
     for adapter in cell.adapters:
-        out = workdir / "reports" / f"{adapter}-{cell.version}"
+        out = (reports_dir or workdir / "reports") / f"{adapter}-{cell.version}"
         proc = subprocess.run(
             [
                 str(venv / "bin" / "jfsm"),
@@ -149,8 +162,12 @@ def _issue_link(issue: str) -> str:
 
 
 def _confirmation(report: dict[str, Any], rid: str) -> str:
-    """What the page says for a failure with no known issue: the end-to-end confirmation
-    through the library's normal entry point, when one was run and reproduced it."""
+    """What the page says for a failure with no known issue: its findings page, and the
+    end-to-end confirmation through the library's normal entry point, when one was run and
+    reproduced it."""
+    page = FINDINGS.get((report["matrix"]["library"], rid))
+    if page:
+        return f"no known issue; ready to file: [{page.removeprefix('findings/')}]({page})"
     e2e = report.get("end_to_end")
     if rid in ("JF-SAFE-004", "JF-SAFE-005") and e2e and e2e.get("gone"):
         return (
@@ -198,9 +215,10 @@ def write_results(reports: list[dict[str, Any]], path: Path) -> str:
         "Every failure and by-design finding with its shrunk example. A failure without a known "
         "issue is confirmed through the library's normal entry point: for LangChain by "
         "`create_agent` with an `InMemorySaver` checkpointer (run by this script in each "
-        "LangChain environment); the openai-agents and langmem adapters already call the "
-        "public entry points (`OpenAIResponsesCompactionSession.run_compaction`, "
-        "`asummarize_messages`).",
+        "LangChain environment); the openai-agents, langmem and LlamaIndex adapters already "
+        "call the public entry points (`OpenAIResponsesCompactionSession.run_compaction`, "
+        "`asummarize_messages`, `ChatSummaryMemoryBuffer.get`). The ones ready to file "
+        "upstream have a page with a reproduction script under [findings](findings/index.md).",
         "",
         "| library | version | adapter | property | verdict | minimal example | known issue |",
         "|---|---|---|---|---|---|---|",
@@ -257,11 +275,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--merge", help="a --json file of an earlier run: keep its reports for other libraries"
     )
+    parser.add_argument(
+        "--only-page", action="store_true", help="run nothing: rewrite the page from --merge"
+    )
     args = parser.parse_args(argv)
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="jfsm-safety-"))
     reports: list[dict[str, Any]] = []
     for cell in MATRIX:
-        if args.only and cell.library != args.only:
+        if args.only_page or (args.only and cell.library != args.only):
             continue
         reports += run_cell(cell, workdir, args.examples, Path(args.source))
     if args.merge:
@@ -270,6 +291,10 @@ def main(argv: list[str] | None = None) -> int:
         reports += [r for r in earlier if r["matrix"]["library"] not in rerun]
         order = {(c.library, c.version): i for i, c in enumerate(MATRIX)}
         reports.sort(key=lambda r: order.get((r["matrix"]["library"], r["matrix"]["version"]), 99))
+    whys = {(c.library, c.version): c.why for c in MATRIX}
+    for report in reports:  # the current MATRIX names each release (merged ones too)
+        key = (report["matrix"]["library"], report["matrix"]["version"])
+        report["matrix"]["why"] = whys.get(key, report["matrix"]["why"])
     write_results(reports, Path(args.out))
     if args.json:
         Path(args.json).write_text(json.dumps(reports, ensure_ascii=False, indent=1), "utf-8")

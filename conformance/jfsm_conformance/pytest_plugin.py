@@ -19,6 +19,9 @@ requirement is not covered. A harness error (driver dead or mute) fails every it
 While the suite runs, its progress lines (counts and an estimate in long phases) go to the
 terminal. Without the suite's extra (`jfsm[conformance]`: Hypothesis) a `--jfsm-driver` run
 stops with a usage error saying what to install.
+
+`--jfsm-safety-adapter NAME|module:attr` runs the compaction safety profile instead (or as
+well): one item per SAFE property (see `jfsm_conformance.profile.pytest_items`).
 """
 
 from __future__ import annotations
@@ -48,6 +51,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--jfsm-select", default="", help="requirement ID prefix")
     group.addoption("--jfsm-expected-failures", default=None, help="JSON or TOML {id, reason} file")
     group.addoption("--jfsm-report-dir", default="conformance-report")
+    from jfsm_conformance.profile.pytest_items import add_options
+
+    add_options(group)
 
 
 class _SuiteRun:
@@ -190,6 +196,10 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 def pytest_collection_modifyitems(
     session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
 ) -> None:
+    if config.getoption("--jfsm-safety-adapter", None):
+        from jfsm_conformance.profile.pytest_items import collect
+
+        items.extend(collect(session, config))
     if not config.getoption("--jfsm-driver"):
         return
     from jfsm_conformance.protocol import spec_dir

@@ -58,7 +58,7 @@ from jfsm_conformance.checks import ConformanceFailure, Ledger
 from jfsm_conformance.driver_client import DriverClient, HarnessError, ProtocolViolation, Reply
 from jfsm_conformance.fake.compress import FakeCompress
 from jfsm_conformance.ownership import OwnershipHistory
-from jfsm_conformance.replies import hold
+from jfsm_conformance.scripted_replies import hold
 
 __all__ = ["BUDGET", "OWNERSHIP_IDS", "WorkersOutcome", "phase", "run_workers"]
 

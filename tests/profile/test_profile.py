@@ -51,8 +51,9 @@ def test_reference_engine_passes_every_property(tmp_path: Path) -> None:
     assert _verdicts(result) == dict.fromkeys(ALL, "pass")
     assert result.exit_code == 0
     reached = result.recorder.reached
-    for outcome in ("ok", "raise", "timeout", "empty", "hold"):
-        assert reached[outcome] > 0, f"the search never reached the summarizer with {outcome}"
+    for outcome in ("ok", "raise", "timeout", "empty", "blank", "hold"):
+        n = sum(k == outcome or k == f"hold→{outcome}" for k in reached)
+        assert n > 0, f"the search never reached the summarizer with {outcome}"
     json_path, md_path = write_report(result, tmp_path)
     data = json.loads(json_path.read_text("utf-8"))
     assert data["counts"] == {"pass": len(ALL)}
@@ -62,8 +63,9 @@ def test_reference_engine_passes_every_property(tmp_path: Path) -> None:
 # bug -> the properties it must fail (and nothing else)
 MUTANTS = {
     "lose-append": {"JF-SAFE-001"},
-    "error-as-summary": {"JF-SAFE-002", "JF-SAFE-003", "JF-SAFE-005"},
-    "empty-publishes": {"JF-SAFE-004", "JF-SAFE-005"},
+    "error-as-summary": {"JF-SAFE-002", "JF-SAFE-003"},
+    "empty-publishes": {"JF-SAFE-004"},
+    "placeholder": {"JF-SAFE-005"},
     "stale-snapshot": {"JF-SAFE-009"},
     "clear-then-add": {"JF-SAFE-010", "JF-SAFE-011"},
     "drop-extra": {"JF-SAFE-006"},
@@ -84,10 +86,9 @@ def test_toy_without_bug_passes() -> None:
     "bug",
     [
         pytest.param("lose-append", marks=pytest.mark.req("JF-SAFE-001")),
-        pytest.param(
-            "error-as-summary", marks=pytest.mark.req("JF-SAFE-002", "JF-SAFE-003", "JF-SAFE-005")
-        ),
-        pytest.param("empty-publishes", marks=pytest.mark.req("JF-SAFE-004", "JF-SAFE-005")),
+        pytest.param("error-as-summary", marks=pytest.mark.req("JF-SAFE-002", "JF-SAFE-003")),
+        pytest.param("empty-publishes", marks=pytest.mark.req("JF-SAFE-004")),
+        pytest.param("placeholder", marks=pytest.mark.req("JF-SAFE-005")),
         pytest.param("stale-snapshot", marks=pytest.mark.req("JF-SAFE-009")),
         pytest.param("clear-then-add", marks=pytest.mark.req("JF-SAFE-010", "JF-SAFE-011")),
         pytest.param("drop-extra", marks=pytest.mark.req("JF-SAFE-006")),
@@ -119,6 +120,19 @@ def test_full_search_blames_only_the_bugs_property() -> None:
     row = next(v for v in result.verdicts if v["id"] == "JF-SAFE-009")
     assert any("while the compaction is held" in step for step in row["example"])
     assert len(row["example"]) <= 6
+
+
+@pytest.mark.req("JF-SAFE-004", "JF-SAFE-005")
+@pytest.mark.parametrize(
+    ("bug", "owner"), [("empty-publishes", "JF-SAFE-004"), ("placeholder", "JF-SAFE-005")]
+)
+def test_one_defect_one_id(bug: str, owner: str) -> None:
+    """An empty summary published is JF-SAFE-004's alone, a placeholder JF-SAFE-005's alone:
+    the runner disables a property once it failed and searches again, and the defect's
+    after-effects are not blamed on another property (machine.py's ownership rule)."""
+    result = _run(f"toy:{bug}", examples=25, steps=12, shrink=False)
+    failed = {rid for rid, verdict in _verdicts(result).items() if verdict == "fail"}
+    assert failed == {owner}
 
 
 def test_scope_makes_properties_not_applicable() -> None:
@@ -168,15 +182,19 @@ LIBRARIES = {
     "openai-agents": "agents",
     "langchain": "langchain",
     "langchain-sync": "langchain",
+    "langchain-trim": "langchain",
     "langmem": "langmem",
+    "llamaindex-summary": "llama_index",
 }
+EXTRAS = {"langchain-sync": "langchain", "langchain-trim": "langchain"}
+EXTRAS["llamaindex-summary"] = "llamaindex"
 
 
 @pytest.mark.parametrize("adapter", sorted(LIBRARIES))
 def test_library_adapter_runs(adapter: str) -> None:
     if importlib.util.find_spec(LIBRARIES[adapter]) is None:
         pytest.skip(
-            f"{LIBRARIES[adapter]} is not installed (extra profile-{adapter.split('-sync')[0]})"
+            f"{LIBRARIES[adapter]} is not installed (extra profile-{EXTRAS.get(adapter, adapter)})"
         )
     result = _run(adapter, examples=6, steps=10, shrink=False)
     assert result.harness_error is None, result.harness_error

@@ -22,6 +22,10 @@ an adapter only declares in its `Scope` whether its summarizer call can be held 
 claim: one writer or several, which failures its provider can really produce, native or
 custom storage, and `by_design`: property ID -> reason, for findings the library documents
 as intended.
+
+`AdapterSpec` bundles a factory with its scope: a user's adapter is one module-level
+`AdapterSpec` (or any object with `factory` and `scope` attributes, or a callable with a
+`scope` attribute, such as an adapter class), run with `jfsm profile --adapter module:attr`.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from typing import Literal, Protocol
 
 from .summarizer import ScriptedSummarizer
 
-__all__ = ["Adapter", "AdapterFactory", "Scope", "Unavailable"]
+__all__ = ["Adapter", "AdapterFactory", "AdapterSpec", "Scope", "Unavailable"]
 
 
 class Unavailable(RuntimeError):
@@ -68,17 +72,41 @@ class Adapter(Protocol):
 
     scope: Scope
 
-    async def append(self, user: str, assistant: str) -> None: ...
+    async def append(self, user: str, assistant: str) -> None:
+        """Add one exchange through the library's normal write path; return once it is
+        acknowledged. An exception here is a harness error, not a verdict."""
+        ...
 
-    async def compact(self) -> None: ...
+    async def compact(self) -> None:
+        """Ask for a compaction through the library's normal entry point; it may raise (the
+        profile records the exception; a raise is not a failure by itself)."""
+        ...
 
-    async def read(self) -> list[str]: ...
+    async def read(self) -> list[str]:
+        """The memory as the model would see it next: texts in order."""
+        ...
 
-    def observed_states(self) -> list[list[str]]: ...
+    def observed_states(self) -> list[list[str]]:
+        """Every state the storage held since the previous call, oldest first (`[]` without
+        storage of its own)."""
+        ...
 
-    def fail_next_write(self, armed: bool = True) -> None: ...
+    def fail_next_write(self, armed: bool = True) -> None:
+        """Make the storage's next replacement write fail once (`armed=False` disarms)."""
+        ...
 
-    async def close(self) -> None: ...
+    async def close(self) -> None:
+        """Release what the adapter holds (called once per example)."""
+        ...
 
 
 AdapterFactory = Callable[[ScriptedSummarizer], Adapter]
+
+
+@dataclass(frozen=True)
+class AdapterSpec:
+    """A factory and the scope its adapters declare: what `jfsm profile --adapter module:attr`
+    and `run_profile(spec=...)` take for an adapter that is not registered."""
+
+    factory: AdapterFactory
+    scope: Scope

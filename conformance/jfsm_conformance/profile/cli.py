@@ -1,22 +1,29 @@
 """`jfsm profile`: the compaction safety profile against one adapter.
 
 ```
-jfsm profile --adapter NAME [--version X] [--report-dir DIR] [--junit-xml PATH]
-             [--examples N] [--steps N] [--seed N]
-jfsm profile replay TRACE [--adapter NAME]
+jfsm profile --adapter NAME|module:attr [--version X] [--report-dir DIR] [--junit-xml PATH]
+             [--examples N] [--steps N] [--seed N] [--no-shrink]
+jfsm profile replay TRACE [--adapter NAME|module:attr]
 jfsm profile --list
 ```
 
+`--adapter` takes a registered name (`--list`) or a user's adapter as `module:attr`: an
+`AdapterSpec` (factory plus declared scope) importable from the current directory or the
+environment (see `docs/safety/adapters.md`).
+
 Exit codes: 0 no property failed (by-design findings and not-applicable properties do not
-fail), 1 a property failed, 2 harness error (the adapter's library is not installed, an
-unknown adapter, an adapter that hangs; bad usage). `replay` exits 1 if the recorded failure
-(or another) still happens, 0 if the trace passes.
+fail), 1 a property failed, 2 harness error (the profile's extra or the adapter's library is
+not installed, an unknown or broken adapter, an adapter that hangs, a `--version`
+environment that cannot be made, anything else unexpected; bad usage). `replay` exits 1 if
+the recorded failure (or another) still happens, 0 if the trace passes.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
+import traceback
 from pathlib import Path
 
 from .adapters import ADAPTERS
@@ -26,7 +33,11 @@ __all__ = ["main"]
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="jfsm profile", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--adapter", default="reference", help="adapter name (see --list)")
+    parser.add_argument(
+        "--adapter",
+        default="reference",
+        help="a registered adapter (see --list) or a user's adapter as module:attr",
+    )
     parser.add_argument("--list", action="store_true", help="list the adapters and exit")
     parser.add_argument(
         "--version",
@@ -37,11 +48,36 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--examples", type=int, default=30, help="random sequences per search")
     parser.add_argument("--steps", type=int, default=16, help="steps per sequence")
     parser.add_argument("--seed", type=int, help="random seed (default: derandomized)")
+    parser.add_argument(
+        "--no-shrink",
+        action="store_true",
+        help="report the first failing example found, not a minimal one (faster)",
+    )
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    """Run `jfsm profile` (see the module docs); returns the exit code. Never raises: an
+    unexpected exception is printed and is a harness error (2), never a failed property."""
+    try:
+        return _main(list(sys.argv[1:] if argv is None else argv))
+    except Exception:
+        traceback.print_exc()
+        print("jfsm profile: harness error (the traceback above)", file=sys.stderr)
+        return 2
+
+
+def _main(argv: list[str]) -> int:
+    if "--version" not in argv and not any(a.startswith("--version=") for a in argv):
+        missing = [m for m in ("hypothesis",) if importlib.util.find_spec(m) is None]
+        if missing and not {"-h", "--help", "--list"} & set(argv):
+            print(
+                "jfsm profile needs pip install 'jfsm[conformance]' (missing: "
+                + ", ".join(missing)
+                + ")",
+                file=sys.stderr,
+            )
+            return 2
     if argv[:1] == ["replay"]:
         from .runner import replay
 
@@ -71,7 +107,11 @@ def main(argv: list[str] | None = None) -> int:
     from .runner import ProfileOptions, run_profile
 
     options = ProfileOptions(
-        adapter=args.adapter, examples=args.examples, steps=args.steps, seed=args.seed
+        adapter=args.adapter,
+        examples=args.examples,
+        steps=args.steps,
+        seed=args.seed,
+        shrink=not args.no_shrink,
     )
     result = run_profile(options)
     json_path, md_path = write_report(result, Path(args.report_dir))

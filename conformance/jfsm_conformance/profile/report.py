@@ -142,7 +142,8 @@ def write_traces(result: ProfileResult, directory: Path) -> None:
 
 def write_report(result: ProfileResult, directory: Path) -> tuple[Path, Path]:
     """Write `profile.json`, `profile.md` and the failing examples' traces into
-    `directory`; returns the report's two paths."""
+    `directory` (made if missing); returns the report's two paths. Raises `OSError` if the
+    directory cannot be written."""
     directory.mkdir(parents=True, exist_ok=True)
     write_traces(result, directory)
     json_path, md_path = directory / "profile.json", directory / "profile.md"

@@ -25,8 +25,8 @@ from typing import Any
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from .adapter import AdapterFactory, Scope, Unavailable
-from .adapters import load
+from .adapter import AdapterFactory, AdapterSpec, Scope, Unavailable
+from .adapters import resolve
 from .properties import PROPERTIES
 from .safety_machine import PropertyViolation, Recorder, machine_class
 
@@ -81,17 +81,21 @@ def run_profile(
     *,
     factory: AdapterFactory | None = None,
     scope: Scope | None = None,
+    spec: AdapterSpec | None = None,
 ) -> ProfileResult:
-    """Run the profile (see the module docs). Pass `factory` and `scope` to test an adapter
-    that is not registered. A missing library or an adapter that hangs is a harness error
-    (exit code 2), never a failed property."""
+    """Run the profile (see the module docs) against `options.adapter`: a registered name or
+    a user's `module:attr`; or pass `spec` (or `factory` and `scope`) for an adapter object
+    directly (`options.adapter` then only labels the report). Never raises for the adapter's
+    sake: an unknown or broken adapter, a missing library, an adapter that hangs or raises
+    outside `compact` is a harness error (`exit_code` 2, `harness_error` says what), never
+    a failed property (`exit_code` 1)."""
     began = time.monotonic()
     recorder = Recorder()
+    if spec is not None:
+        factory, scope = spec.factory, spec.scope
     try:
         if factory is None or scope is None:
-            module, variant = load(options.adapter)
-            scope = module.scope(variant)
-            factory = module.factory(variant)
+            factory, scope = resolve(options.adapter)
     except (KeyError, Unavailable) as exc:
         return ProfileResult(options, None, [], recorder, 0, 0.0, 2, f"adapter: {exc}")
     caps = scope.capabilities()
@@ -215,9 +219,7 @@ def replay(
         if trace.get("format") != TRACE_FORMAT:
             raise ValueError(f"not a {TRACE_FORMAT} trace")
         name = adapter or trace["adapter"]
-        module, variant = load(name)
-        scope = module.scope(variant)
-        factory = module.factory(variant)
+        factory, scope = resolve(name)
     except (OSError, ValueError, KeyError, Unavailable) as exc:
         progress(f"HARNESS ERROR: {exc}")
         return 2

@@ -1,10 +1,19 @@
 """The profile's Hypothesis state machine: random appends and compactions against an adapter.
 
-Steps: append an exchange; compact with a scripted outcome (`ok`, `raise`, `timeout`,
-`empty`, `write_fail`: the summarizer answers ok and the storage's next write fails once);
-compact and hold the summarizer call in flight, then (while held) append, read, and
-finally release with an outcome. Only outcomes in the adapter's declared scope are drawn;
-hold only when the adapter declares it, appends while held only with several writers.
+Steps: append an exchange; append a burst of 3 to 8 exchanges at once; compact with a
+scripted outcome (`ok`, `raise`, `timeout`, `empty`, `blank`, `write_fail`: the summarizer
+answers ok and the storage's next write fails once); compact and hold the summarizer call
+in flight, then (while held) append, read, and finally release with an outcome. Only
+outcomes in the adapter's declared scope are drawn (`blank` with `empty`); hold only when
+the adapter declares it, appends while held only with several writers.
+
+The draws aim at the failure shapes seen in real libraries, so that the default budget
+finds them (measured by `benchmarks/safety_detection.py`): a burst puts more pending
+messages than a summarization budget allows before one compaction (over-budget eviction);
+`empty` and `blank` are two separate outcomes (an empty or whitespace summary); `write_fail`
+fails the write after the library may already have cleared its store (a failure after a
+partial write); a held compaction with several writers always gets at least one append
+while it is held (appends during a slow summary).
 
 After every step each enabled property's check runs on its own and the first violation
 raises `PropertyViolation` naming one requirement ID; the runner disables that property and
@@ -12,6 +21,22 @@ searches again, so every property gets its own minimal example. A loss already a
 to a specific property (say JF-SAFE-002 for a raising summarizer) is not blamed again on the
 general JF-SAFE-001 or JF-SAFE-014 checks, nor are its after-effects (lost messages coming
 back from a library's stale cache, or summarized again) blamed on JF-SAFE-002 to -013.
+
+Which property owns which observation (one defect, one ID; `docs/safety/index.md`):
+
+1. A compaction whose summarizer was reached and answered with a failure (`raise`,
+   `timeout`, `empty`, `blank`, held or not), or whose replacement write was made to fail
+   (`write_fail`), is judged on the history by that outcome's property alone (JF-SAFE-002,
+   -003, -004, -010): every entry it removed or added, foreign text (an error text, an
+   empty or whitespace "summary") included, is that property's observation, even after
+   that property was disabled. JF-SAFE-005, -006, -007 and -012 judge only compactions
+   whose summarizer answered (`ok`) or was never reached; a compaction that published
+   foreign text (a placeholder in place of the history) is JF-SAFE-005's, its losses too.
+2. Messages appended while the call was held are JF-SAFE-009's; states seen during the
+   compaction are JF-SAFE-011's; a summarizer call without new input is JF-SAFE-013's,
+   whatever the outcome.
+3. A loss blamed once is never blamed again: JF-SAFE-001 and -014 skip what an earlier
+   check explained.
 """
 
 from __future__ import annotations
@@ -32,11 +57,12 @@ from .summarizer import ScriptedSummarizer
 
 __all__ = ["PropertyViolation", "Recorder", "machine_class"]
 
-FAILURES = ("raise", "timeout", "empty", "write_fail")
+FAILURES = ("raise", "timeout", "empty", "blank", "write_fail")
 OUTCOME_PROPERTY = {
     "raise": "JF-SAFE-002",
     "timeout": "JF-SAFE-003",
     "empty": "JF-SAFE-004",
+    "blank": "JF-SAFE-004",
     "write_fail": "JF-SAFE-010",
 }
 _SPIN = 200  # event-loop turns given to a task before it counts as blocked
@@ -83,7 +109,7 @@ def machine_class(
     """A state machine class over `factory`'s adapter, checking the `enabled` property IDs."""
     caps = scope.capabilities()
     # repeats weigh the draw: successes and holds are where most properties are decided
-    failures = [o for o in FAILURES if o in caps]
+    failures = [o for o in FAILURES if o in caps or (o == "blank" and "empty" in caps)]
     release_outcomes = ["ok", "ok", "ok", *failures]
     outcomes = ["ok", "ok", *failures]
     can_hold = "hold" in caps
@@ -159,6 +185,15 @@ def machine_class(
             self.trace.append({"step": "append", "args": {"user": user, "assistant": assistant}})
             self._append(user, assistant)
 
+        @precondition(lambda self: self.held is None)
+        @rule(count=st.integers(min_value=3, max_value=8))
+        def append_burst(self, count: int) -> None:
+            """Several exchanges before the next compaction: more pending than a
+            summarization budget (over-budget eviction)."""
+            self.trace.append({"step": "append_burst", "args": {"count": count}})
+            for _ in range(count):
+                self._append("", "")
+
         def _append(self, user: str, assistant: str) -> None:
             if self.held is not None and not multi:
                 return  # one writer: nothing may write while the library works
@@ -221,7 +256,7 @@ def machine_class(
 
         @precondition(lambda self: can_hold and self.held is None)
         @rule(
-            appends=st.lists(st.tuples(_BODY, _BODY), max_size=2),
+            appends=st.lists(st.tuples(_BODY, _BODY), min_size=1 if multi else 0, max_size=2),
             outcome=st.sampled_from(release_outcomes),
         )
         def compact_held(self, appends: list[tuple[str, str]], outcome: str) -> None:
@@ -347,8 +382,9 @@ def machine_class(
             new_calls = self.summarizer.calls[calls:]
             published = [k for k in after.summaries if k not in before.summaries]
             during_texts = [self.texts[m] for m in during]
-            # the outcome's own property first
-            rid = OUTCOME_PROPERTY.get(outcome)
+            # the outcome's own property first, if the summarizer was reached at all (a
+            # failing write is the storage's: it may fail with no summarizer call)
+            rid = OUTCOME_PROPERTY.get(outcome) if new_calls or outcome == "write_fail" else None
             if rid is not None:
                 recorder.evaluated[rid] += 1
                 gone_already = {self.texts[m] for m in self.explained if m in self.texts}
@@ -411,15 +447,18 @@ def machine_class(
                         f"{', '.join('#' + m for m in lost)}, appended while the summarizer "
                         f"call was in flight, are gone: the memory reads {after.entries!r}",
                     )
-            states = [*reads, *self.adapter.observed_states()]
-            self.check_states(states, before, "the storage, during the compaction,")
-            recorder.evaluated["JF-SAFE-005"] += 1
             junk = [e for e in after.unknown if e not in before.unknown]
-            if junk:
+            if rid is None:  # a failed outcome's changes are its own property's (see above)
+                recorder.evaluated["JF-SAFE-005"] += 1
+            if rid is None and after.unknown:
+                self.explain(before, after)  # what a placeholder replaced is its defect's
+            if junk and rid is None:
                 self.fail(
                     "JF-SAFE-005",
                     f"the compaction published {junk!r}, which is no reply of the summarizer",
                 )
+            states = [*reads, *self.adapter.observed_states()]
+            self.check_states(states, before, "the storage, during the compaction,")
             for call in new_calls:
                 recorder.evaluated["JF-SAFE-013"] += 1
                 cascade = bool(call.inputs & self.explained)  # from a loss already blamed

@@ -10,6 +10,7 @@ outcome scripted for the current compaction:
 - `raise`: `SummarizerFailed` (the adapter maps it to its provider's error);
 - `timeout`: `SummarizerTimeout` (a `TimeoutError`);
 - `empty`: the empty string;
+- `blank`: a whitespace-only reply (`" \n"`), the empty summary's other shape;
 - `hold`: waits until `release(outcome)` and then answers with that outcome (async only).
 
 `counts` tells how often each outcome really reached the summarizer: a compaction the
@@ -33,7 +34,8 @@ __all__ = [
 ]
 
 MARKER = re.compile(r"#([ms])(\d+)\b")
-OUTCOMES = ("ok", "raise", "timeout", "empty", "hold")
+OUTCOMES = ("ok", "raise", "timeout", "empty", "blank", "hold")
+BLANK = " \n"
 
 
 class SummarizerFailed(RuntimeError):
@@ -76,7 +78,7 @@ class ScriptedSummarizer:
             self._reached = asyncio.Event()
 
     def release(self, outcome: str = "ok") -> None:
-        """Let a held call answer with `outcome` (`ok`, `raise`, `timeout` or `empty`)."""
+        """Let a held call answer with `outcome` (`ok`, `raise`, `timeout`, `empty`, `blank`)."""
         self._after_hold = outcome
         self.outcome = outcome
         if self._gate is not None:
@@ -107,9 +109,9 @@ class ScriptedSummarizer:
             raise SummarizerFailed(f"scripted provider failure (call {call.number})")
         if outcome == "timeout":
             raise SummarizerTimeout(f"scripted provider timeout (call {call.number})")
-        if outcome == "empty":
-            call.reply = ""
-            return ""
+        if outcome in ("empty", "blank"):
+            call.reply = "" if outcome == "empty" else BLANK
+            return call.reply
         key = f"s{call.number}"
         call.reply = f"#{key} summary of {len(call.inputs)} items"
         self.summaries[key] = call

@@ -13,17 +13,27 @@
   the summary call (`with_retry`) keep their attempts; only the back-off sleep between
   attempts is switched off, to keep the run fast.
 - Thresholds: `trigger=("messages", 4)`, `keep=("messages", 2)`.
+- Variant `trim` (`--adapter langchain-trim`): the async hook with
+  `trim_tokens_to_summarize=14`, a window one exchange with longer texts overflows, so the
+  path where no `HumanMessage` falls in the window and the history is replaced by
+  "Previous conversation was too long to summarize." is reached (langchain#39261).
+- Your own middleware: `adapter_spec(make)` wraps the `SummarizationMiddleware` (or
+  subclass) that `make(model)` configures around the profile's fake model, for
+  `jfsm profile --adapter yourmodule:spec` (see `docs/safety/adapters.md`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from importlib import metadata
 from typing import Any
 
-from ..adapter import Scope, Unavailable
+from ..adapter import AdapterSpec, Scope, Unavailable
 from ..summarizer import ScriptedSummarizer
 
-__all__ = ["confirm_end_to_end", "factory", "profile_chat_model", "scope"]
+__all__ = ["adapter_spec", "confirm_end_to_end", "factory", "profile_chat_model", "scope"]
+
+TRIM_TOKENS = 14  # the `trim` variant's trim_tokens_to_summarize
 
 
 def _require() -> str:
@@ -37,8 +47,12 @@ def _require() -> str:
     return metadata.version("langchain")
 
 
-def scope(variant: str = "async") -> Scope:
-    hook = "abefore_model" if variant == "async" else "before_model"
+def scope(variant: str = "async", config: str = "") -> Scope:
+    hook = "before_model" if variant == "sync" else "abefore_model"
+    if not config:
+        config = "trigger=('messages', 4), keep=('messages', 2)"
+        if variant == "trim":
+            config += f", trim_tokens_to_summarize={TRIM_TOKENS}"
     return Scope(
         library="langchain",
         version=_require(),
@@ -46,11 +60,8 @@ def scope(variant: str = "async") -> Scope:
         writers="single",
         failures=frozenset({"raise", "timeout", "empty"}),
         storage="native",
-        hold=variant == "async",
-        notes=(
-            "trigger=('messages', 4), keep=('messages', 2)",
-            "retry back-off sleeps switched off (attempts unchanged)",
-        ),
+        hold=variant != "sync",
+        notes=(config, "retry back-off sleeps switched off (attempts unchanged)"),
     )
 
 
@@ -96,14 +107,30 @@ def _no_backoff(middleware: Any) -> None:
         object.__setattr__(retry, "wait_exponential_jitter", False)
 
 
-class LangChainAdapter:
-    def __init__(self, summarizer: ScriptedSummarizer, variant: str = "async") -> None:
+def _default_middleware(variant: str) -> Callable[[Any], Any]:
+    def make(model: Any) -> Any:
         from langchain.agents.middleware import SummarizationMiddleware
 
-        self.scope = scope(variant)
+        extra = {"trim_tokens_to_summarize": TRIM_TOKENS} if variant == "trim" else {}
+        return SummarizationMiddleware(
+            model=model, trigger=("messages", 4), keep=("messages", 2), **extra
+        )
+
+    return make
+
+
+class LangChainAdapter:
+    def __init__(
+        self,
+        summarizer: ScriptedSummarizer,
+        variant: str = "async",
+        make: Callable[[Any], Any] | None = None,
+        declared: Scope | None = None,
+    ) -> None:
+        self.scope = declared or scope(variant)
         self.variant = variant
-        self.middleware: Any = SummarizationMiddleware(
-            model=profile_chat_model(summarizer), trigger=("messages", 4), keep=("messages", 2)
+        self.middleware: Any = (make or _default_middleware(variant))(
+            profile_chat_model(summarizer)
         )
         _no_backoff(self.middleware)
         self.messages: list[Any] = []
@@ -122,10 +149,10 @@ class LangChainAdapter:
 
     async def compact(self) -> None:
         state = {"messages": list(self.messages)}
-        if self.variant == "async":
-            update = await self.middleware.abefore_model(state, None)
-        else:
+        if self.variant == "sync":
             update = self.middleware.before_model(state, None)
+        else:
+            update = await self.middleware.abefore_model(state, None)
         if update and "messages" in update:
             self._apply(update["messages"])
 
@@ -145,6 +172,21 @@ class LangChainAdapter:
 
 def factory(variant: str = "async") -> Any:
     return lambda summarizer: LangChainAdapter(summarizer, variant or "async")
+
+
+def adapter_spec(
+    make: Callable[[Any], Any], *, sync: bool = False, config: str = "your middleware"
+) -> AdapterSpec:
+    """An `AdapterSpec` for your own configured `SummarizationMiddleware` (or subclass):
+    `make(model)` builds it around `model`, the profile's fake chat model (use it as the
+    summary model). `sync=True` drives `before_model` instead of `abefore_model` (no hold).
+    `config` goes into the report's scope notes. Raises `Unavailable` without LangChain."""
+    variant = "sync" if sync else "async"
+    declared = scope(variant, config)
+    return AdapterSpec(
+        factory=lambda summarizer: LangChainAdapter(summarizer, variant, make, declared),
+        scope=declared,
+    )
 
 
 def confirm_end_to_end(outcome: str = "empty") -> dict[str, Any]:

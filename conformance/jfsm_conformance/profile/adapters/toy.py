@@ -30,7 +30,9 @@ BUGS: dict[str, str] = {
     "reorder": "the kept messages come back reversed",
     "resummarize": "every compaction summarizes again, even with nothing new",
     "drop-summary": "a compaction leaves the previous summary out of its input and drops it",
+    "placeholder": "a long prefix is replaced by a placeholder text, never summarized",
 }
+PLACEHOLDER = "[earlier conversation too long to summarize]"
 
 
 def scope(variant: str = "") -> Scope:
@@ -100,7 +102,10 @@ class ToyMemory:
         if self.bug == "drop-summary" and self.summaries:
             summarized = prefix[1:]
         try:
-            summary = await self.summarizer.summarize("\n".join(summarized))
+            if self.bug == "placeholder" and len(prefix) >= 6:
+                summary = PLACEHOLDER
+            else:
+                summary = await self.summarizer.summarize("\n".join(summarized))
         except Exception as exc:
             if self.bug != "error-as-summary":
                 raise

@@ -1,0 +1,273 @@
+"""How often the safety profile finds each cell of the results page: fresh runs, one seed each.
+
+```
+uv run python -m benchmarks.safety_detection [--runs 20] [--only LIB] [--jobs N]
+    [--versions X,Y] [--adapters A,B] [--examples 30] [--steps 16] [--workdir DIR]
+    [--expected docs/safety/results.json]
+    [--out docs/safety/detection.md]
+```
+
+For every `(library, version)` of `benchmarks.safety_matrix.MATRIX` and each of its
+adapters, it installs that release into a throwaway venv (reused from `--workdir`), runs
+`jfsm profile --adapter A --seed K --no-shrink` for K = 1..runs (a fresh random search each,
+at the given budget), and counts in how many runs each non-passing cell of the results page
+(`--expected`, the JSON the matrix wrote) came out the same (fail, by design). A verdict the
+page does not have (a spurious failure) is counted too. Shrinking is off: it changes the
+example, not whether the failure is found. Writes the table to `--out`. Slow: 20 runs of
+every adapter are several minutes per library (installs come from uv's cache).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from benchmarks.safety_matrix import MATRIX, ROOT
+from jfsm_conformance.profile.isolated import install_release
+
+__all__ = ["main", "measure", "write_page"]
+
+_OK = ("pass", "not applicable", "not exercised")
+
+
+def _run_once(venv: Path, adapter: str, seed: int, out: Path, budget: tuple[int, int]) -> dict:
+    began = time.monotonic()
+    subprocess.run(
+        [
+            str(venv / "bin" / "jfsm"),
+            "profile",
+            "--adapter",
+            adapter,
+            "--seed",
+            str(seed),
+            "--no-shrink",
+            "--examples",
+            str(budget[0]),
+            "--steps",
+            str(budget[1]),
+            "--report-dir",
+            str(out),
+        ],
+        capture_output=True,
+        timeout=1800,
+    )
+    report = json.loads((out / "profile.json").read_text("utf-8"))
+    return {
+        "seed": seed,
+        "seconds": time.monotonic() - began,
+        "exit_code": report["exit_code"],
+        "verdicts": {v["id"]: v["verdict"] for v in report["verdicts"]},
+    }
+
+
+def measure(
+    workdir: Path,
+    expected: list[dict[str, Any]],
+    runs: int,
+    budget: tuple[int, int],
+    only: str | None = None,
+    jobs: int = 1,
+    versions: frozenset[str] | None = None,
+    adapters: frozenset[str] | None = None,
+) -> list[dict[str, Any]]:
+    """Run every adapter of every cell `runs` times; one row per adapter and version."""
+    want = {
+        (r["adapter"], r["matrix"]["version"]): {
+            v["id"]: v["verdict"] for v in r["verdicts"] if v["verdict"] not in _OK
+        }
+        for r in expected
+    }
+    rows = []
+    for cell in MATRIX:
+        if (only and cell.library != only) or (versions and cell.version not in versions):
+            continue
+        venv = workdir / f"{cell.package}-{cell.version}"
+        install_release(venv, cell.package, cell.version, ROOT)
+        for adapter in cell.adapters:
+            if adapters and adapter not in adapters:
+                continue
+            base = workdir / "detection" / f"{adapter}-{cell.version}"
+            with ThreadPoolExecutor(max_workers=jobs) as pool:
+                results = list(
+                    pool.map(
+                        lambda k, v=venv, a=adapter, b=base: _run_once(v, a, k, b / str(k), budget),
+                        range(1, runs + 1),
+                    )
+                )
+            cells = want.get((adapter, cell.version), {})
+            found = {
+                rid: sum(r["verdicts"].get(rid) == verdict for r in results)
+                for rid, verdict in cells.items()
+            }
+            spurious: Counter[str] = Counter(
+                rid
+                for r in results
+                for rid, verdict in r["verdicts"].items()
+                if verdict not in _OK and rid not in cells
+            )
+            errors = sum(r["exit_code"] == 2 for r in results)
+            seconds = [r["seconds"] for r in results]
+            rows.append(
+                {
+                    "adapter": adapter,
+                    "version": cell.version,
+                    "expected": cells,
+                    "found": found,
+                    "spurious": dict(spurious),
+                    "harness_errors": errors,
+                    "runs": runs,
+                    "median_s": statistics.median(seconds),
+                    "max_s": max(seconds),
+                }
+            )
+            print(
+                f"{adapter} {cell.version}: {found} spurious {dict(spurious)} "
+                f"median {statistics.median(seconds):.1f}s",
+                file=sys.stderr,
+            )
+    return rows
+
+
+def rows_from_reports(workdir: Path, expected: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows of runs already made under `workdir/detection/ADAPTER-VERSION/K/` (complete
+    or interrupted: each finished run counts), in the results page's order; the seconds are
+    each run's own search time (`duration_s` of its report)."""
+    rows = []
+    for rep in expected:
+        adapter, version = rep["adapter"], rep["matrix"]["version"]
+        base = workdir / "detection" / f"{adapter}-{version}"
+        paths = sorted(base.glob("*/profile.json"), key=lambda p: int(p.parent.name))
+        if not paths:
+            continue
+        results = []
+        for path in paths:
+            report = json.loads(path.read_text("utf-8"))
+            results.append(
+                {
+                    "seconds": report["duration_s"],
+                    "exit_code": report["exit_code"],
+                    "verdicts": {v["id"]: v["verdict"] for v in report["verdicts"]},
+                }
+            )
+        rows.append(_row(adapter, version, rep, results))
+    return rows
+
+
+def _row(
+    adapter: str, version: str, rep: dict[str, Any], results: list[dict[str, Any]]
+) -> dict[str, Any]:
+    cells = {v["id"]: v["verdict"] for v in rep["verdicts"] if v["verdict"] not in _OK}
+    spurious: Counter[str] = Counter(
+        rid
+        for r in results
+        for rid, verdict in r["verdicts"].items()
+        if verdict not in _OK and rid not in cells
+    )
+    seconds = [r["seconds"] for r in results]
+    return {
+        "adapter": adapter,
+        "version": version,
+        "expected": cells,
+        "found": {
+            rid: sum(r["verdicts"].get(rid) == v for r in results) for rid, v in cells.items()
+        },
+        "spurious": dict(spurious),
+        "harness_errors": sum(r["exit_code"] == 2 for r in results),
+        "runs": len(results),
+        "median_s": statistics.median(seconds),
+        "max_s": max(seconds),
+    }
+
+
+def write_page(
+    rows: list[dict[str, Any]], budget: tuple[int, int], path: Path, page_rows: int = 0
+) -> str:
+    """Write the detection table (Markdown) to `path`; `page_rows`: how many adapter and
+    release rows the results page has (to say how many were measured)."""
+    runs = rows[0]["runs"] if rows else 0
+    measured = f"{len(rows)} of the {page_rows}" if page_rows else f"{len(rows)}"
+    lines = [
+        "# Detection rates of the safety profile",
+        "",
+        "<!-- Written by `uv run python -m benchmarks.safety_detection`. Do not edit by hand. -->",
+        "",
+        f"Each adapter and release below ({measured} rows of [the results page](results.md);"
+        " releases of a library whose cells are a subset of a measured release's are left "
+        f"out when `--versions` says so) was run the number of times its `found` column says, "
+        f"at "
+        f"{budget[0]} examples x {budget[1]} steps, each run a fresh random search (`--seed K`, "
+        "K = 1..N, `--no-shrink`). A cell counts as found in a run when that run gives it the "
+        "page's verdict (✗ or *by design*). The goal: every cell in at least 19 of 20 runs.",
+        "",
+        "| adapter | version | cell | found | spurious verdicts | harness errors | "
+        "median s per run (search) | max s |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        cells = sorted(row["expected"]) or ["(every property passes)"]
+        for rid in cells:
+            found = f"{row['found'][rid]}/{row['runs']}" if rid in row["found"] else "-"
+            verdict = row["expected"].get(rid, "")
+            spurious = ", ".join(f"{k} {n}x" for k, n in sorted(row["spurious"].items())) or "0"
+            lines.append(
+                f"| {row['adapter']} | {row['version']} | {rid} {verdict} | {found} | "
+                f"{spurious} | {row['harness_errors']} | {row['median_s']:.1f} | "
+                f"{row['max_s']:.1f} |"
+            )
+    counts = [(n, r["runs"]) for r in rows for n in r["found"].values()]
+    worst = min(counts, key=lambda c: c[0] / c[1], default=(runs, runs))
+    below = sum(20 * n < 19 * total for n, total in counts)
+    lines += [
+        "",
+        f"Lowest rate over all cells: {worst[0]}/{worst[1]}; cells below 19 in 20: {below}.",
+        "",
+    ]
+    text = "\n".join(lines)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.safety_detection")
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--only", help="only this library")
+    parser.add_argument("--jobs", type=int, default=1, help="runs in parallel")
+    parser.add_argument("--versions", help="only these releases (comma-separated)")
+    parser.add_argument("--adapters", help="only these adapters (comma-separated)")
+    parser.add_argument("--examples", type=int, default=30)
+    parser.add_argument("--steps", type=int, default=16)
+    parser.add_argument("--workdir", help="where the venvs go (default: a temporary directory)")
+    parser.add_argument("--expected", default=str(ROOT / "docs" / "safety" / "results.json"))
+    parser.add_argument("--out", default=str(ROOT / "docs" / "safety" / "detection.md"))
+    parser.add_argument("--json", help="also write the rows into this JSON file")
+    parser.add_argument(
+        "--from-reports",
+        action="store_true",
+        help="run nothing: tabulate the runs already under --workdir (interrupted ones too)",
+    )
+    args = parser.parse_args(argv)
+    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="jfsm-detection-"))
+    expected = json.loads(Path(args.expected).read_text("utf-8"))
+    budget = (args.examples, args.steps)
+    versions = frozenset(args.versions.split(",")) if args.versions else None
+    adapters = frozenset(args.adapters.split(",")) if args.adapters else None
+    rows = measure(workdir, expected, args.runs, budget, args.only, args.jobs, versions, adapters)
+    write_page(rows, budget, Path(args.out), len(expected))
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1), "utf-8")
+    print(f"wrote {args.out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

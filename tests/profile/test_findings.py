@@ -1,0 +1,64 @@
+"""Every findings page's reproduction script reproduces its defect against the pinned
+release, in a throwaway environment (shared per release for the session)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from .release_venvs import ROOT, ReleaseVenvs
+
+FINDINGS = ROOT / "docs" / "safety" / "findings"
+
+# one venv for langmem 0.0.30 and langchain 1.5.2 (langmem runs on it): shared with
+# test_matrix_cell.py, whose langmem cell asks for the same first pin
+LANGMEM = ("langmem", "0.0.30", ("langchain==1.5.2",))
+# script -> (the distribution it targets, its pinned release, the venv that holds it)
+SCRIPTS = {
+    "langchain_empty_summary.py": ("langchain", "1.5.2", LANGMEM),
+    "langchain_39261_placeholder.py": ("langchain", "1.5.2", LANGMEM),
+    "langmem_empty_summary.py": ("langmem", "0.0.30", LANGMEM),
+    "openai_agents_empty_summary.py": (
+        "openai-agents",
+        "0.24.0",
+        ("openai-agents", "0.24.0", ()),
+    ),
+    "llamaindex_failing_summarizer.py": (
+        "llama-index-core",
+        "0.14.25",
+        ("llama-index-core", "0.14.25", ()),
+    ),
+}
+_VERSION = "import sys, importlib.metadata as m; print(m.version(sys.argv[1]))"
+
+
+def test_every_findings_page_has_a_tested_script() -> None:
+    scripts = {p.name for p in FINDINGS.glob("*.py")}
+    assert scripts == set(SCRIPTS)
+    index = (FINDINGS / "index.md").read_text("utf-8")
+    for name in scripts:
+        assert f"]({name})" in index
+
+
+@pytest.mark.req("JF-SAFE-002", "JF-SAFE-004", "JF-SAFE-005")
+@pytest.mark.parametrize("script", sorted(SCRIPTS))
+def test_script_reproduces_against_the_pinned_release(
+    script: str, release_venvs: ReleaseVenvs, tmp_path: Path
+) -> None:
+    dist, version, (package, pinned, also) = SCRIPTS[script]
+    python = release_venvs.get(package, pinned, also)
+    installed = subprocess.run(
+        [str(python), "-c", _VERSION, dist], capture_output=True, text=True, timeout=60
+    )
+    assert installed.stdout.strip() == version, installed.stderr
+    done = subprocess.run(
+        [str(python), str(FINDINGS / script)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "REPRODUCED:" in done.stdout
