@@ -1,5 +1,9 @@
 """The reference driver: the conformance driver protocol v1 over the reference engine.
 
+**The one concept: one `ReferenceDriver` dispatches every op of the protocol to the games it
+serves.** Framing, serving, side files, hello's arguments, crash injection, database games
+and shared ownership live in the package's other modules; what stays here is the op table.
+
 A driver turns protocol messages (`{"id", "op", "args"}`) into engine calls and answers
 `{"id", "ok": true, "result"}` or `{"id", "ok": false, "error": {"code", ...}}`, handling
 messages concurrently (a suite appends while a compression is held). `handle` never raises:

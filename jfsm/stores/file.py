@@ -1,6 +1,10 @@
 """The durable file store: snapshot + checksummed preallocated log + manifest + OS lock
 (decisions D12, R27, R28).
 
+**The one concept: one game's durable store on disk, each commit all or nothing.** Its
+encodings live in `jfsm.stores.log`, `jfsm.stores.manifest` and `jfsm.stores.snapshot`, its
+file-system calls in `jfsm.stores.fsio`; what stays here is the commit protocol.
+
 # Layout
 
 One directory per store (the bytes of each file: `jfsm.stores.manifest` for the file names
