@@ -37,14 +37,13 @@ import tempfile
 from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jfsm._version import __version__
 from jfsm.compressor import Compressor
 from jfsm.driver.crash import CrashSwitch
 from jfsm.driver.hello import parse_hello
 from jfsm.driver.http import serve_http
-from jfsm.driver.pg import DatabaseGames
 from jfsm.driver.shared import shared_ops
 from jfsm.driver.state import GameFolder, Skipped, StateDamaged, StateDirectory
 from jfsm.driver.stdio import serve_stdio
@@ -57,6 +56,9 @@ from jfsm.spec import constants
 from jfsm.stores.file import FileStore
 from jfsm.stores.memory import MemoryStore
 from jfsm.stores.offload import run_blocking
+
+if TYPE_CHECKING:
+    from jfsm.driver.pg import DatabaseGames
 
 __all__ = [
     "PROTOCOL_VERSION",
@@ -114,7 +116,11 @@ class ReferenceDriver:
     ) -> None:
         self.state_dir = None if state_dir is None else Path(state_dir)
         self.store_url = store_url  # a PostgreSQL target: every game there (state_dir unused)
-        self.db = None if store_url is None else DatabaseGames(store_url)
+        self.db: DatabaseGames | None = None
+        if store_url is not None:  # psycopg only when a database is named (the slim install)
+            from jfsm.driver.pg import DatabaseGames
+
+            self.db = DatabaseGames(store_url)
         self.state = (
             None if state_dir is None or store_url is not None else StateDirectory(state_dir)
         )

@@ -58,29 +58,45 @@ def test_inspect_locked_store(tmp_path: Path, capsys: pytest.CaptureFixture[str]
 
 
 def test_driver_over_stdio_answers_and_rejects_before_hello(tmp_path: Path) -> None:
+    """One message at a time, each answered before the next is sent (the driver handles
+    messages concurrently, so a client waits for a reply before it sends what depends on it;
+    R65 made every store operation await I/O off the loop)."""
     messages = [
         {"id": 1, "op": "create_game", "args": {"game": "g"}},
         {"id": 2, "op": "hello", "args": {"protocol": 1, "compressUrl": "http://127.0.0.1:9"}},
         {"id": 3, "op": "create_game", "args": {"game": "g"}},
         {"id": 4, "op": "dump", "args": {"game": "g"}},
         {"id": 5, "op": "frobnicate", "args": {}},
-        {"id": 6, "op": "shutdown", "args": {}},
     ]
-    stdin = "".join(json.dumps(m) + "\n" for m in messages) + "not json\n"
-    proc = subprocess.run(
+    proc = subprocess.Popen(
         [sys.executable, "-m", "jfsm.cli", "driver", "--state", str(tmp_path / "state")],
-        input=stdin,
-        capture_output=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=60,
     )
-    assert proc.returncode == 0, proc.stderr
-    replies = {r["id"]: r for r in map(json.loads, proc.stdout.splitlines())}
+    assert proc.stdin is not None and proc.stdout is not None
+    replies = {}
+    try:
+        for message in [*messages, "not json"]:
+            proc.stdin.write((message if isinstance(message, str) else json.dumps(message)) + "\n")
+            proc.stdin.flush()
+            reply = json.loads(proc.stdout.readline())
+            replies[reply["id"]] = reply
+        proc.stdin.write(json.dumps({"id": 6, "op": "shutdown", "args": {}}) + "\n")
+        proc.stdin.close()
+        assert json.loads(proc.stdout.readline()) == {"id": 6, "ok": True, "result": {}}
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
     assert replies[1]["ok"] is False and replies[1]["error"]["code"] == "invalid_input"
     assert replies[2]["result"]["capabilities"]["durableRestart"] is True
     assert replies[3] == {"id": 3, "ok": True, "result": {}}
     assert replies[4]["result"] == {"store": {}, "changeLog": [], "footprint": 4}
     assert replies[5]["error"]["code"] == "unsupported_op"
+    assert replies[None]["error"]["code"] == "invalid_input"  # "not json": one reply, id null
 
 
 def test_usage_error_exits_2() -> None:

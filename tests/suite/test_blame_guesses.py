@@ -27,7 +27,7 @@ def _report_failure(scene: str | None) -> tuple[str, ...]:
     }
     verifier = Verifier(Ledger(), ["invalid_input"])
     with pytest.raises(ConformanceFailure) as caught:
-        verifier.report("generate", {"outcome": "transport"}, want)
+        verifier.replies.report("generate", {"outcome": "transport"}, want)
     return caught.value.ids
 
 

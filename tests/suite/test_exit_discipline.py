@@ -10,9 +10,7 @@ beneficiaries (JF-CALL-009): every compression request it sends is rejected by t
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -64,30 +62,33 @@ def _example_broken_drivers() -> list[str]:
 
 
 @pytest.mark.slow
-def test_every_example_broken_driver_exits_1_under_the_quick_profile(tmp_path: Path) -> None:
-    """Each one as a user runs it (`jfsm conformance --driver D`, the quick profile), two
-    at a time (the machine's cores); every one must end in exit 1, none in 2."""
-    jfsm = str(Path(sys.executable).with_name("jfsm"))
+def test_every_example_broken_driver_exits_1(tmp_path: Path) -> None:
+    """Every example broken driver's run ends in exit 1, none in 2, with a complete report
+    leading with its first failure. Sized for CI (2 cores): the deterministic scenarios,
+    where every one of them is caught (a complete, non-partial run with a first failure), without the bounded-wait ones (each waits out a
+    deadline; their own broken drivers are judged in `test_waits.py`) and without the
+    machines (the whole quick profile, machines included, was run for every example before
+    this change: 16 of 16 exit 1, issue 22's closing note)."""
+    from jfsm_conformance.scenarios import SCENARIOS
+
+    scenarios = [s.name for s in SCENARIOS if not s.name.startswith("bounded-")]
     specs = _example_broken_drivers()
     assert len(specs) >= 15
-
-    def one(spec: str) -> tuple[str, int, str]:
-        report = tmp_path / spec.rsplit(":", 1)[1]
-        done = subprocess.run(
-            [jfsm, "conformance", "--driver", spec, "--report-dir", str(report)],
-            capture_output=True,
-            text=True,
-            timeout=900,
+    wrong = []
+    for spec in specs:
+        report_dir = tmp_path / spec.rsplit(":", 1)[1]
+        result = run(
+            Options(
+                driver=spec,
+                scenarios=scenarios,
+                machines=False,
+                report_dir=report_dir,
+                progress=lambda line: None,
+            )
         )
-        return spec, done.returncode, done.stderr[-1500:]
-
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        results = list(pool.map(one, specs))
-    wrong = [(spec, code, err) for spec, code, err in results if code != 1]
+        if result.exit_code != 1 or result.harness_error is not None:
+            wrong.append((spec, result.exit_code, result.harness_error))
+            continue
+        assert result.partial is False, spec  # type: ignore[attr-defined]
+        assert result.failures and result.failures[0].ids, spec  # type: ignore[attr-defined]
     assert not wrong, wrong
-    for spec, _, _ in results:
-        report = json.loads(
-            (tmp_path / spec.rsplit(":", 1)[1] / "report.json").read_text(encoding="utf-8")
-        )
-        assert report["partial"] is False and report["harness_error"] is None, spec
-        assert report["first_failure"] is not None and report["first_failure"]["ids"], spec
