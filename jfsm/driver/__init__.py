@@ -370,7 +370,7 @@ class ReferenceDriver:
         if self.state is None:
             self.games[game_id] = self._engine(game_id, MemoryStore())
             return {}
-        with self.state.new_game(game_id) as fresh:
+        async with self.state.new_game(game_id) as fresh:
             await (await self._open_store(fresh)).close()
         folder = self.state.folder(game_id)
         self.games[game_id] = self._engine(game_id, await self._open_store(folder))
@@ -441,7 +441,7 @@ class ReferenceDriver:
             return {}
         self._creating.add(into)
         try:
-            with self.state.new_game(into) as fresh:
+            async with self.state.new_game(into) as fresh:
                 store = await self._open_store(fresh)
                 try:
                     copy = await source.duplicate(store, into)

@@ -43,7 +43,7 @@ import json
 import os
 import secrets
 import shutil
-from collections.abc import Iterable, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,6 +53,7 @@ from jfsm.limits import validate_id
 from jfsm.records import Participant, parse_record
 from jfsm.stores.file import fs_unavailable
 from jfsm.stores.fsio import OsFileSystem, open_file, owned_directory
+from jfsm.stores.offload import run_blocking
 
 __all__ = ["GameFolder", "Skipped", "StateDamaged", "StateDirectory"]
 
@@ -247,32 +248,44 @@ class StateDirectory:
         return games, skipped
 
     # -- creating ------------------------------------------------------------------------
-    @contextlib.contextmanager
-    def new_game(self, game_id: str) -> Iterator[GameFolder]:
+    @contextlib.asynccontextmanager
+    async def new_game(self, game_id: str) -> AsyncIterator[GameFolder]:
         """A fresh folder, published under the game's name when the block ends normally.
 
         Fill it inside the block (its `store` folder, `save_participants`); close what you
         opened there before the block ends. The folder is renamed into place and the
-        directory flushed on success, removed on any exception. `InvalidInput` if the game's
-        folder exists already.
+        directory flushed on success, removed on any exception. Every file-system call runs
+        off the event loop (`run_blocking`, R65). `InvalidInput` if the game's folder exists
+        already; `StoreUnavailable` naming the errno if it cannot be made.
         """
         final = self.folder(game_id)
+        tmp = await run_blocking(self._begin_game, final)
+        try:
+            with _unavailable(final.path, "create the game", "closed"):
+                yield GameFolder(game_id, tmp, self.trusted)
+            await run_blocking(self._publish_game, tmp, final)
+        except BaseException:
+            await run_blocking(shutil.rmtree, tmp, True)
+            raise
+
+    def _begin_game(self, final: GameFolder) -> Path:
+        """Make the temporary folder of `final` (blocking)."""
         with _unavailable(final.path, "create the game", "closed"):
             if os.path.lexists(final.path):
-                raise InvalidInput(f"game {game_id!r} already exists in the state directory")
+                raise InvalidInput(f"game {final.game_id!r} already exists in the state directory")
             self.claim()
             tmp = self.root / f"{_NEW}{final.path.name[len(_GAME) :]}-{secrets.token_hex(4)}"
             tmp.mkdir(mode=0o755)
-            try:
-                yield GameFolder(game_id, tmp, self.trusted)
-                _fsync_dir(tmp)
-                if os.path.lexists(final.path):
-                    raise InvalidInput(f"game {game_id!r} already exists in the state directory")
-                os.rename(tmp, final.path)
-                _fsync_dir(self.root)
-            except BaseException:
-                shutil.rmtree(tmp, ignore_errors=True)
-                raise
+            return tmp
+
+    def _publish_game(self, tmp: Path, final: GameFolder) -> None:
+        """Flush `tmp` and rename it to `final` (blocking); the caller removes `tmp` on error."""
+        with _unavailable(final.path, "create the game", "closed"):
+            _fsync_dir(tmp)
+            if os.path.lexists(final.path):
+                raise InvalidInput(f"game {final.game_id!r} already exists in the state directory")
+            os.rename(tmp, final.path)
+            _fsync_dir(self.root)
 
     # -- participants --------------------------------------------------------------------
     def save_participants(self, folder: GameFolder, participants: Iterable[Participant]) -> None:

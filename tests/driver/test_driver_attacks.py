@@ -334,11 +334,11 @@ def test_a_planted_file_link_is_never_written_through(
             await _ok(driver, "checkpoint", {"game": "g"})
             await _ok(driver, "record_round", {"game": "g", **ROUND})
         assert _outside(outside) == before
-        driver.close()
+        await driver.close()
         again = _fake_driver(state)  # and the game reopens whole
         assert (await _ok(again, "hello", HELLO))["skipped"] == []
         assert len((await _ok(again, "dump", {"game": "g"}))["store"]) > 0
-        again.close()
+        await again.close()
         assert _outside(outside) == before
 
     asyncio.run(attack())
@@ -359,7 +359,7 @@ def test_a_planted_folder_or_lock_link_is_skipped_never_followed(tmp_path: Path,
     async def attack() -> None:
         driver = await _game_with_rounds(state)
         folder = driver.state.folder("g")  # type: ignore[union-attr]
-        driver.close()
+        await driver.close()
         if name == "store":
             shutil.copytree(folder.store, outside / "store")
             _plant(folder.store, outside / "store")
@@ -376,7 +376,7 @@ def test_a_planted_folder_or_lock_link_is_skipped_never_followed(tmp_path: Path,
         assert not reply["ok"]
         reply = await again.handle({"id": 3, "op": "create_game", "args": {"game": "g"}})
         assert not reply["ok"]
-        again.close()
+        await again.close()
         assert _outside(outside) == before
 
     asyncio.run(attack())

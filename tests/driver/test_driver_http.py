@@ -353,9 +353,13 @@ def test_unauthenticated_connections_over_their_budget_close_the_oldest(tight: H
 @pytest.mark.req("JF-ERR-012", "JF-ERR-017")
 def test_only_authenticated_connections_take_the_slots(tight: HttpDriver) -> None:
     """Slow heads time out with 408 without holding a slot; kept-alive authenticated
-    connections hold the 8 slots, and one more authenticated connection gets 503."""
+    connections hold the 8 slots, and one more authenticated connection gets 503.
+
+    Half the unauthenticated budget (8) is slow: every newcomer is unauthenticated until its
+    head is read, so 8 slow heads plus one newcomer would close the oldest slow one (503,
+    `test_unauthenticated_connections_over_their_budget_close_the_oldest`)."""
     tight.drop_connections()
-    slow = [_half_open(tight.port, b"POST /v1/message HTTP/1.1\r\n") for _ in range(8)]
+    slow = [_half_open(tight.port, b"POST /v1/message HTTP/1.1\r\n") for _ in range(4)]
     kept: list[socket.socket] = []
     message = json.dumps({"id": 6, "op": "dump", "args": {"game": "g"}}).encode()
     try:

@@ -323,7 +323,7 @@ def test_side_file_errors_are_store_unavailable_with_the_errno(
             assert reply["error"]["code"] == "store_unavailable", reply
             assert reply["error"]["details"]["errno_name"] == name, reply
         assert (await _call(driver, "create_game", {"game": "h"}))["ok"]  # nothing was left
-        driver.close()
+        await driver.close()
 
     _run(check())
 
@@ -350,7 +350,7 @@ def test_a_failed_telemetry_write_is_counted_and_logged_once(
             reply = await _call(driver, "generate", {"game": "g"})
             assert reply["result"]["outcome"] == "published", reply  # published all the same
         assert driver.games["g"].status()["telemetryFailures"] == 2
-        driver.close()
+        await driver.close()
 
     _run(check())
     lines = [line for line in capsys.readouterr().err.splitlines() if "telemetry" in line]

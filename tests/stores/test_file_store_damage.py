@@ -617,7 +617,7 @@ def test_a_store_folder_not_ours_is_refused_unless_trusted(tmp_path: Path) -> No
         FileStore.open(shared)
     assert refused.value.details["errno_name"] == "EPERM"
     assert "\n" not in str(refused.value) and list(shared.iterdir()) == []
-    FileStore.open(shared, fs=OsFileSystem(trusted=True)).close()
+    FileStore.open(shared, fs=OsFileSystem(trusted=True)).close_sync()
     real = tmp_path / "real"
     real.mkdir()
     (tmp_path / "link").symlink_to(real)
@@ -637,14 +637,14 @@ def test_an_open_store_writes_into_the_directory_it_locked(tmp_path: Path) -> No
     outside.mkdir()
     store = FileStore.open(tmp_path / "s")
     try:
-        store.commit(Projection.of({"a": 1}))
+        store.commit_sync(Projection.of({"a": 1}))
         os.rename(tmp_path / "s", tmp_path / "moved")
         (tmp_path / "s").symlink_to(outside, target_is_directory=True)
-        store.commit(Projection.of({"b": 2}))
-        store.checkpoint()
-        store.commit(Projection.of({"c": 3}))
+        store.commit_sync(Projection.of({"b": 2}))
+        store.checkpoint_sync()
+        store.commit_sync(Projection.of({"c": 3}))
     finally:
-        store.close()
+        store.close_sync()
     assert list(outside.iterdir()) == []
     with FileStore.open(tmp_path / "moved") as again:
         assert again.image.values_bytes() == {"a": b"1", "b": b"2", "c": b"3"}
