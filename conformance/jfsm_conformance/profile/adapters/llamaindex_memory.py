@@ -14,7 +14,7 @@ adapter:
 - `compact` runs `Memory._manage_queue`, the step `aput_messages` runs after that write
   (split so the profile decides when compaction happens);
 - the block's `llm` is a `MockLLM` subclass whose `achat` hands the conversation to the
-  profile's summarizer (async, so it can be held) and answers in the block's format
+  profile's summarizer and answers in the block's format
   (`<facts><fact>REPLY</fact></facts>`; an empty or blank reply is passed on as it is);
 - `read` is `aget()`: the facts in its system message, then the active messages;
 - the chat store is an in-process `AsyncDBChatStore` (the semantics of the default
@@ -61,11 +61,17 @@ def scope(variant: str = "") -> Scope:
         writers="single",
         failures=frozenset({"raise", "timeout", "empty", "write_fail"}),
         storage="custom",
-        hold=True,
+        # Memory archives a chunk before it calls the block's model, so a write failure armed
+        # while that call is held can only hit a later chunk (or nothing): not the profile's
+        # "the summary came back, then its write failed"; reads during the call are covered by
+        # the states the store records (JF-SAFE-011)
+        hold=False,
         notes=(
             "token_limit=6, ratio 0.7, token_flush_size=2, one token per message; "
             "an in-process AsyncDBChatStore (SQLAlchemyChatStore semantics)",
             "a non-blank reply is wrapped as one <fact>; an empty or blank one is passed on",
+            "no held calls: the flushed messages are archived before the block's model is "
+            "called, so a write cannot fail after the reply",
         ),
     )
 
