@@ -1,8 +1,9 @@
 """The compaction safety matrix: the profile against several releases of each library.
 
 ```
-uv run python -m benchmarks.safety_matrix [--only LIB] [--workdir DIR] [--source DIR]
-    [--out docs/safety/results.md] [--json docs/safety/results.json] [--merge OLD.json]
+uv run python -m benchmarks.safety_matrix [--only LIB] [--adapter NAME] [--workdir DIR]
+    [--source DIR] [--out docs/safety/results.md] [--json docs/safety/results.json]
+    [--merge OLD.json]
 ```
 
 For every `(library, version)` of `MATRIX` it creates a throwaway virtual environment
@@ -54,7 +55,14 @@ MATRIX: tuple[Cell, ...] = (
     Cell("openai-agents", "openai-agents", "0.22.1", ("openai-agents",), "#4679 fixed (PR #4736)"),
     Cell("openai-agents", "openai-agents", "0.24.0", ("openai-agents",), "current"),
     Cell("langmem", "langmem", "0.0.30", ("langmem",), "current"),
-    Cell("llama-index-core", "llama-index-core", "0.14.25", ("llamaindex-summary",), "current"),
+    Cell(
+        "llama-index-core",
+        "llama-index-core",
+        "0.14.25",
+        ("llamaindex-summary", "llamaindex-memory"),
+        "current",
+    ),
+    Cell("google-adk", "google-adk", "2.13.0", ("adk",), "current"),
 )
 
 # (library, property ID) -> [(issue, versions it affects ("" while unfixed), a text the
@@ -72,13 +80,17 @@ KNOWN: dict[tuple[str, str], list[tuple[str, str, str]]] = {
 }
 
 
-# (library, property ID) -> the findings page ready to file upstream (docs/safety/findings/)
+# (library or adapter, property ID) -> the findings page ready to file upstream
+# (docs/safety/findings/); an adapter's entry wins over its library's
 FINDINGS: dict[tuple[str, str], str] = {
     ("langchain", "JF-SAFE-004"): "findings/langchain-empty-summary.md",
     ("langmem", "JF-SAFE-004"): "findings/langmem-empty-summary.md",
     ("openai-agents", "JF-SAFE-004"): "findings/openai-agents-empty-summary.md",
     ("llama-index-core", "JF-SAFE-002"): "findings/llamaindex-failing-summarizer.md",
     ("llama-index-core", "JF-SAFE-003"): "findings/llamaindex-failing-summarizer.md",
+    ("llamaindex-memory", "JF-SAFE-002"): "findings/llamaindex-memory-failing-block.md",
+    ("llamaindex-memory", "JF-SAFE-003"): "findings/llamaindex-memory-failing-block.md",
+    ("google-adk", "JF-SAFE-004"): "findings/adk-empty-summary.md",
 }
 
 
@@ -102,15 +114,20 @@ def known_issue(library: str, rid: str, version: str, message: str = "") -> str 
 
 
 def run_cell(
-    cell: Cell, workdir: Path, examples: int, source: Path, reports_dir: Path | None = None
+    cell: Cell,
+    workdir: Path,
+    examples: int,
+    source: Path,
+    reports_dir: Path | None = None,
+    adapters: tuple[str, ...] | None = None,
 ) -> list[dict[str, Any]]:
     """Install `cell` (and jfsm from `source`) into its own venv under `workdir` (reused if
-    it is there) and run the profile once per adapter; the reports go under `reports_dir`
-    (default `workdir/reports`)."""
+    it is there) and run the profile once per adapter (of `adapters`, default all the
+    cell's); the reports go under `reports_dir` (default `workdir/reports`)."""
     venv = workdir / f"{cell.package}-{cell.version}"
     python = install_release(venv, cell.package, cell.version, source)
     reports = []
-    for adapter in cell.adapters:
+    for adapter in adapters or cell.adapters:
         out = (reports_dir or workdir / "reports") / f"{adapter}-{cell.version}"
         proc = subprocess.run(
             [
@@ -165,7 +182,9 @@ def _confirmation(report: dict[str, Any], rid: str) -> str:
     """What the page says for a failure with no known issue: its findings page, and the
     end-to-end confirmation through the library's normal entry point, when one was run and
     reproduced it."""
-    page = FINDINGS.get((report["matrix"]["library"], rid))
+    page = FINDINGS.get((report["adapter"], rid)) or FINDINGS.get(
+        (report["matrix"]["library"], rid)
+    )
     if page:
         return f"no known issue; ready to file: [{page.removeprefix('findings/')}]({page})"
     e2e = report.get("end_to_end")
@@ -215,10 +234,14 @@ def write_results(reports: list[dict[str, Any]], path: Path) -> str:
         "Every failure and by-design finding with its shrunk example. A failure without a known "
         "issue is confirmed through the library's normal entry point: for LangChain by "
         "`create_agent` with an `InMemorySaver` checkpointer (run by this script in each "
-        "LangChain environment); the openai-agents, langmem and LlamaIndex adapters already "
-        "call the public entry points (`OpenAIResponsesCompactionSession.run_compaction`, "
-        "`asummarize_messages`, `ChatSummaryMemoryBuffer.get`). The ones ready to file "
-        "upstream have a page with a reproduction script under [findings](findings/index.md).",
+        "LangChain environment); the openai-agents, langmem and `llamaindex-summary` adapters "
+        "already call the public entry points (`OpenAIResponsesCompactionSession."
+        "run_compaction`, `asummarize_messages`, `ChatSummaryMemoryBuffer.get`); "
+        "`llamaindex-memory` runs `Memory._manage_queue` (the step `aput_messages` runs after "
+        "its write) and `adk` the runner's own post-invocation compaction step, and their "
+        "findings scripts confirm through `Memory.put` and `Runner.run_async`. The ones ready "
+        "to file upstream have a page with a reproduction script under "
+        "[findings](findings/index.md).",
         "",
         "| library | version | adapter | property | verdict | minimal example | known issue |",
         "|---|---|---|---|---|---|---|",
@@ -264,16 +287,30 @@ def write_results(reports: list[dict[str, Any]], path: Path) -> str:
     return text
 
 
+def _row_key(report: dict[str, Any]) -> tuple[str, str, str]:
+    return (report["matrix"]["library"], report["matrix"]["version"], report["adapter"])
+
+
+# the page's row order: MATRIX's cells, each cell's adapters in order
+_ORDER = {
+    (c.library, c.version, a): i
+    for i, (c, a) in enumerate((c, a) for c in MATRIX for a in c.adapters)
+}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.safety_matrix")
     parser.add_argument("--only", help="only this library")
+    parser.add_argument(
+        "--adapter", help="only this adapter (its rows; with --merge the others are kept)"
+    )
     parser.add_argument("--workdir", help="where the venvs go (default: a temporary directory)")
     parser.add_argument("--examples", type=int, default=30)
     parser.add_argument("--out", default=str(ROOT / "docs" / "safety" / "results.md"))
     parser.add_argument("--json", help="also write every report into this JSON file")
     parser.add_argument("--source", default=str(ROOT), help="the jfsm checkout to install")
     parser.add_argument(
-        "--merge", help="a --json file of an earlier run: keep its reports for other libraries"
+        "--merge", help="a --json file of an earlier run: keep its rows that were not run again"
     )
     parser.add_argument(
         "--only-page", action="store_true", help="run nothing: rewrite the page from --merge"
@@ -284,13 +321,15 @@ def main(argv: list[str] | None = None) -> int:
     for cell in MATRIX:
         if args.only_page or (args.only and cell.library != args.only):
             continue
-        reports += run_cell(cell, workdir, args.examples, Path(args.source))
+        if args.adapter and args.adapter not in cell.adapters:
+            continue
+        chosen = (args.adapter,) if args.adapter else None
+        reports += run_cell(cell, workdir, args.examples, Path(args.source), adapters=chosen)
     if args.merge:
-        rerun = {r["matrix"]["library"] for r in reports}
+        rerun = {_row_key(r) for r in reports}
         earlier = json.loads(Path(args.merge).read_text("utf-8"))
-        reports += [r for r in earlier if r["matrix"]["library"] not in rerun]
-        order = {(c.library, c.version): i for i, c in enumerate(MATRIX)}
-        reports.sort(key=lambda r: order.get((r["matrix"]["library"], r["matrix"]["version"]), 99))
+        reports += [r for r in earlier if _row_key(r) not in rerun and _row_key(r) in _ORDER]
+        reports.sort(key=lambda r: _ORDER.get(_row_key(r), 99))
     whys = {(c.library, c.version): c.why for c in MATRIX}
     for report in reports:  # the current MATRIX names each release (merged ones too)
         key = (report["matrix"]["library"], report["matrix"]["version"])

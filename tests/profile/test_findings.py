@@ -30,6 +30,12 @@ SCRIPTS = {
         "0.14.25",
         ("llama-index-core", "0.14.25", ()),
     ),
+    "llamaindex_memory_failing_block.py": (
+        "llama-index-core",
+        "0.14.25",
+        ("llama-index-core", "0.14.25", ()),
+    ),
+    "adk_empty_summary.py": ("google-adk", "2.13.0", ("google-adk", "2.13.0", ())),
 }
 _VERSION = "import sys, importlib.metadata as m; print(m.version(sys.argv[1]))"
 

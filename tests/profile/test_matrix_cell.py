@@ -104,3 +104,45 @@ def test_llamaindex_adapter_finds_the_page_defects(
         if got[row["id"]] != row["verdict"]:
             assert (row["id"], got[row["id"]]) == ("JF-SAFE-003", "pass")
     assert got["JF-SAFE-002"] == "fail"
+
+
+# adapter -> (its release venv, as test_findings.py asks for it; the finding it must make)
+NEW_ROWS = {
+    "adk": (("google-adk", "2.13.0"), "JF-SAFE-004"),
+    "llamaindex-memory": (("llama-index-core", "0.14.25"), "JF-SAFE-002"),
+}
+
+
+@pytest.mark.req("JF-SAFE-002", "JF-SAFE-004", "JF-SAFE-011")
+@pytest.mark.parametrize("adapter", sorted(NEW_ROWS))
+def test_new_adapter_rows_reproduce(
+    adapter: str, release_venvs: ReleaseVenvs, tmp_path: Path
+) -> None:
+    """The ADK and LlamaIndex `Memory` adapters, in the venvs the findings test made, at
+    a small budget without shrinking (about 10 s each): no verdict fails that passes on the
+    page, and each makes its findings page's failure. A page failure this short search
+    misses may pass here (the page's row is the default budget's)."""
+    (package, version), finding = NEW_ROWS[adapter]
+    python = release_venvs.get(package, version)
+    done = subprocess.run(
+        [
+            *(str(python.with_name("jfsm")), "profile", "--adapter", adapter),
+            *("--no-shrink", "--examples", "10", "--report-dir", str(tmp_path)),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 1, done.stderr[-2000:]
+    got = {
+        v["id"]: v["verdict"]
+        for v in json.loads((tmp_path / "profile.json").read_text("utf-8"))["verdicts"]
+    }
+    page = json.loads((ROOT / "docs" / "safety" / "results.json").read_text("utf-8"))
+    want = {
+        v["id"]: v["verdict"] for v in next(r for r in page if r["adapter"] == adapter)["verdicts"]
+    }
+    assert set(got) == set(want)
+    for rid, verdict in got.items():
+        assert verdict == want[rid] or (want[rid], verdict) == ("fail", "pass"), rid
+    assert got[finding] == "fail"

@@ -185,14 +185,23 @@ LIBRARIES = {
     "langchain-trim": "langchain",
     "langmem": "langmem",
     "llamaindex-summary": "llama_index",
+    "llamaindex-memory": "llama_index",
+    "adk": "google.adk",
 }
 EXTRAS = {"langchain-sync": "langchain", "langchain-trim": "langchain"}
-EXTRAS["llamaindex-summary"] = "llamaindex"
+EXTRAS["llamaindex-summary"] = EXTRAS["llamaindex-memory"] = "llamaindex"
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # a dotted name whose parent package is missing
+        return False
 
 
 @pytest.mark.parametrize("adapter", sorted(LIBRARIES))
 def test_library_adapter_runs(adapter: str) -> None:
-    if importlib.util.find_spec(LIBRARIES[adapter]) is None:
+    if not _installed(LIBRARIES[adapter]):
         pytest.skip(
             f"{LIBRARIES[adapter]} is not installed (extra profile-{EXTRAS.get(adapter, adapter)})"
         )

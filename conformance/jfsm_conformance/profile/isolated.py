@@ -30,6 +30,8 @@ PACKAGES = {
     "openai-agents": "openai-agents",
     "langmem": "langmem",
     "llamaindex-summary": "llama-index-core",
+    "llamaindex-memory": "llama-index-core",
+    "adk": "google-adk",
 }
 
 _ROOT = Path(__file__).resolve().parents[3]

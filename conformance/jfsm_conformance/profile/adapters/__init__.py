@@ -11,6 +11,8 @@
 | `openai-agents` | openai-agents `OpenAIResponsesCompactionSession.run_compaction` |
 | `langmem` | langmem `asummarize_messages` with a running summary |
 | `llamaindex-summary` | LlamaIndex `ChatSummaryMemoryBuffer.get` (sync) |
+| `llamaindex-memory` | LlamaIndex `Memory`, `FactExtractionMemoryBlock` (`_manage_queue`) |
+| `adk` | Google ADK events compaction, sliding window (the runner's post-invocation step) |
 
 Any other name of the form `module:attr` is a user's adapter: `resolve` imports `module`
 (the current directory comes first on `sys.path`, as for `python -m`) and takes `attr`, an
@@ -38,6 +40,8 @@ ADAPTERS: dict[str, tuple[str, str]] = {
     "openai-agents": ("openai_agents", ""),
     "langmem": ("langmem_summary", ""),
     "llamaindex-summary": ("llamaindex_summary", ""),
+    "llamaindex-memory": ("llamaindex_memory", ""),
+    "adk": ("adk_compaction", ""),
 }
 
 
