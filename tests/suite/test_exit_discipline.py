@@ -61,10 +61,11 @@ def _example_broken_drivers() -> list[str]:
     return specs
 
 
-@pytest.mark.slow
+@pytest.mark.release
 def test_every_example_broken_driver_exits_1(tmp_path: Path) -> None:
     """Every example broken driver's run ends in exit 1, none in 2, with a complete report
-    leading with its first failure. Sized for CI (2 cores): the deterministic scenarios,
+    leading with its first failure. A release sweep (`uv run pytest -m release`, about 3
+    minutes on 2 cores; CI runs the rejected-hold case above): the deterministic scenarios,
     where every one of them is caught (a complete, non-partial run with a first failure), without the bounded-wait ones (each waits out a
     deadline; their own broken drivers are judged in `test_waits.py`) and without the
     machines (the whole quick profile, machines included, was run for every example before
