@@ -9,7 +9,6 @@ beneficiaries (JF-CALL-009): every compression request it sends is rejected by t
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
