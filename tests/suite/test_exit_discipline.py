@@ -62,13 +62,12 @@ def _example_broken_drivers() -> list[str]:
 
 @pytest.mark.release
 def test_every_example_broken_driver_exits_1(tmp_path: Path) -> None:
-    """Every example broken driver's run ends in exit 1, none in 2, with a complete report
-    leading with its first failure. A release sweep (`uv run pytest -m release`, about 3
-    minutes on 2 cores; CI runs the rejected-hold case above): the deterministic scenarios,
-    where every one of them is caught (a complete, non-partial run with a first failure), without the bounded-wait ones (each waits out a
+    """Every example broken driver's run ends in exit 1, none in 2: a complete, non-partial
+    run with a first failure. A release sweep (`uv run pytest -m release`, about 3 minutes
+    on 2 cores; CI runs the rejected-hold case above) over the deterministic scenarios,
+    where every one of them is caught, without the bounded-wait ones (each waits out a
     deadline; their own broken drivers are judged in `test_waits.py`) and without the
-    machines (the whole quick profile, machines included, was run for every example before
-    this change: 16 of 16 exit 1, issue 22's closing note)."""
+    machines."""
     from jfsm_conformance.scenarios import SCENARIOS
 
     scenarios = [s.name for s in SCENARIOS if not s.name.startswith("bounded-")]
