@@ -171,8 +171,14 @@ class _Run:
             self.o.checkpoint(self.result(None, partial=True))
 
     def record_failure(
-        self, source: str, found: Found, session: Session, hypothesis_report: str = ""
+        self,
+        source: str,
+        found: Found,
+        driver: str,
+        thresholds: dict[str, int] | None,
+        hypothesis_report: str = "",
     ) -> None:
+        """Record a failure of `source` against `driver` (run at `thresholds`), its trace."""
         exc = found.exc
         if isinstance(exc, ConformanceFailure):
             check, ids, message = exc.check, exc.ids, exc.message
@@ -187,8 +193,8 @@ class _Run:
             path = str(
                 self.traces.write(
                     source=source,
-                    driver=session.world.driver_spec,
-                    thresholds=session.world.override,
+                    driver=driver,
+                    thresholds=thresholds,
                     failure={"check": check, "ids": list(ids), "message": message},
                     steps=found.steps,
                     messages=found.messages,
@@ -236,7 +242,8 @@ class _Run:
                         list(session.steps),
                         session.world.client.transcript.since(start),
                     )
-                    self.record_failure(f"scenario {scenario.name}", found, session)
+                    where = (session.world.driver_spec, session.world.override)
+                    self.record_failure(f"scenario {scenario.name}", found, *where)
                     status = "FAIL"
                 session.recover()
             took = time.monotonic() - began
@@ -273,7 +280,8 @@ class _Run:
         for found in outcome.failures:
             if shrink != self.shrink:
                 found.note = "; ".join(filter(None, [found.note, NOT_SHRUNK]))
-            self.record_failure(f"machine {label}", found, session, outcome.hypothesis_report)
+            where = (session.world.driver_spec, session.world.override)
+            self.record_failure(f"machine {label}", found, *where, outcome.hypothesis_report)
         if outcome.status != "pass":
             session.recover()
         took = time.monotonic() - began

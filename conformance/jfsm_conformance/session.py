@@ -728,9 +728,9 @@ class Session:
         cannot carry it (not covered)."""
         self.record("hostile", game=game, scene=scene, probe=probe)
         self.world.script([])
+        if probe.get("needs") and not self.world.capabilities.get(probe["needs"]):
+            return False  # the op it probes is an optional capability the driver lacks
         if probe["kind"] == "http":  # raw HTTP requests, not protocol messages
-            if probe.get("needs") and not self.world.capabilities.get(probe["needs"]):
-                return False
             return hostile_http.run_http_probe(self.world, self.ledger, game, probe)
         return hostile.run_probe(self.world, self.ledger, game, scene, probe)
 

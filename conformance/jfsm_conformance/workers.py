@@ -436,28 +436,13 @@ def phase(run: Any, capabilities: dict[str, Any], profile: str, workers: int) ->
     began = time.monotonic()
     outcome = run_workers(spec, workers, examples, steps, run.ledger, seed=run.o.seed)
     for exc, sequence in outcome.failures:
-        run.record_failure(label, _found(exc, sequence), _Source(_World(spec)))
+        run.record_failure(label, _found(exc, sequence), spec, None)
     took = time.monotonic() - began
     run.durations[label] = took
     run.o.progress(
         f"{label}: {outcome.status.upper() if outcome.failures else 'pass'} ({took:.1f}s)"
     )
     run.reached(f"{label}: done")
-
-
-@dataclass
-class _World:
-    """What `_Run.record_failure` reads of a session's world."""
-
-    driver_spec: str
-    override: dict[str, int] | None = None
-
-
-@dataclass
-class _Source:
-    """What `_Run.record_failure` reads of a session."""
-
-    world: _World
 
 
 def _found(exc: BaseException, steps: list[dict[str, Any]]) -> Any:

@@ -34,7 +34,7 @@ def store_url(postgres_server: TemporaryServer) -> str:  # noqa: F811
     return url
 
 
-def _spec(command: str, url: str, state: Path) -> str:
+def _spec(command: str, url: str) -> str:
     """K processes of one command on one database (no state directory: R62)."""
     return f"stdio:{command} --store {url}"
 
@@ -43,7 +43,7 @@ def _spec(command: str, url: str, state: Path) -> str:
 @pytest.mark.parametrize("workers", [2, 3])
 def test_the_reference_passes_with_k_workers(store_url: str, tmp_path: Path, workers: int) -> None:
     ledger = Ledger()
-    spec = _spec(f"{BIN / 'jfsm'} driver", store_url, tmp_path / "state")
+    spec = _spec(f"{BIN / 'jfsm'} driver", store_url)
     outcome = run_workers(spec, workers, 1, 10, ledger)
     assert outcome.failures == [], outcome.failures[0][0]
     assert outcome.status == "pass"
@@ -64,7 +64,7 @@ def test_each_broken_owner_fails_under_its_id(
     store_url: str, tmp_path: Path, flaw: str, rid: str
 ) -> None:
     command = f"{sys.executable} -m jfsm_conformance.examples.broken_owners {flaw}"
-    outcome = run_workers(_spec(command, store_url, tmp_path / "state"), 2, 1, 4, Ledger())
+    outcome = run_workers(_spec(command, store_url), 2, 1, 4, Ledger())
     assert outcome.status == "fail"
     (exc, steps), *_ = outcome.failures
     assert rid in getattr(exc, "ids", ()), exc
@@ -114,7 +114,7 @@ def test_the_runner_phase_reports_a_failure_with_its_trace(store_url: str, tmp_p
 
     command = f"{sys.executable} -m jfsm_conformance.examples.broken_owners lease_unchecked"
     options = Options(
-        driver=_spec(command, store_url, tmp_path / "state"),
+        driver=_spec(command, store_url),
         report_dir=tmp_path / "report",
         progress=lambda line: None,
     )
