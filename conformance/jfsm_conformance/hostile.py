@@ -383,7 +383,8 @@ def _fill(value: Any, names: dict[str, str]) -> Any:
 
 
 def run_probe(world: World, ledger: Ledger, game: str, scene: str, probe: dict[str, Any]) -> bool:
-    """Send one probe and check it; False when the transport cannot carry it (not covered)."""
+    """Send one probe and check it; False when the transport cannot carry it (not covered).
+    The probe's optional capability (`needs`) is the caller's to check (`Session.hostile`)."""
     client = world.client
     ids = tuple(probe["ids"])
     what = probe["what"]
