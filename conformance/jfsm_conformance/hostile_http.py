@@ -1,12 +1,23 @@
-"""Hostile requests to an HTTP driver (JF-ERR-011, JF-ERR-012): the requests
+"""Hostile requests to an HTTP driver (JF-ERR-011, JF-ERR-012, JF-ERR-017): the requests
 spec/driver/protocol.json's `http` rules refuse, sent on raw sockets, each with the statuses
-it may get. Limits (`header_bytes`, `header_timeout_seconds`, `message_max_bytes`) are read
-from the spec. Probes are JSON like those of `jfsm_conformance.hostile`."""
+it may get, and the silent sockets of a local process without the token. Limits
+(`header_bytes`, `header_timeout_seconds`, `auth_timeout_seconds`,
+`unauthenticated_connections`, `message_max_bytes`) are read from the spec. Probes are JSON
+like those of `jfsm_conformance.hostile`.
+
+The slots probe (JF-ERR-017, decision R91) opens `unauthenticated_connections + 16` raw
+connections that send nothing, then sends one authorized request on a connection of its own
+(a fresh one: a kept-alive connection is authenticated already). It must be answered within
+half of `auth_timeout_seconds`: a driver whose silent sockets take its slots answers only
+once they time out, a whole `auth_timeout_seconds` after they came. Then, once
+`auth_timeout_seconds` plus 2 s have passed since the last silent connection was opened,
+every silent connection must be closed (answered 408 or 503, or reset)."""
 
 from __future__ import annotations
 
 import contextlib
 import json
+import resource
 import socket
 import time
 from typing import TYPE_CHECKING, Any
@@ -20,7 +31,10 @@ if TYPE_CHECKING:
     from jfsm_conformance.checks import Ledger
     from jfsm_conformance.world import World
 
-__all__ = ["http_probes", "run_http_probe"]
+__all__ = ["http_probes", "run_http_probe", "slots_probe"]
+
+SLOTS_EXTRA = 16  # silent connections past the unauthenticated budget
+SLOTS_SLACK = 2.0  # seconds past auth_timeout_seconds before a silent one must be closed
 
 
 def _http_limits() -> dict[str, int]:
@@ -166,23 +180,130 @@ def _complete(received: bytes) -> bool:
     return False
 
 
+def slots_probe() -> dict[str, Any]:
+    """The silent sockets of a process without the token (JF-ERR-017; module docstring)."""
+    http = _http_limits()
+    return make_probe(
+        "http",
+        f"{http['unauthenticated_connections'] + SLOTS_EXTRA} silent connections, then an "
+        "authorized request on a new one",
+        "invalid_input",
+        "null",
+        ["JF-ERR-017"],
+        slots=http["unauthenticated_connections"] + SLOTS_EXTRA,
+        request="POST /v1/message HTTP/1.1\r\nHost: $HOST\r\n$AUTHContent-Type: "
+        "application/json\r\nContent-Length: $LEN\r\n\r\n$BODY",
+    )
+
+
+def _filled(url: str, transport: Any, request: str, body: str) -> str:
+    auth = transport.headers.get("Authorization")
+    return (
+        request.replace("$HOST", urlsplit(url).netloc)
+        .replace("$AUTH", f"Authorization: {auth}\r\n" if auth else "")
+        .replace("$LEN", str(len(body)))
+        .replace("$BODY", body)
+    )
+
+
+def _enough_descriptors(count: int) -> bool:
+    """Raise this process's soft limit of open files to hold `count` more; False if the
+    hard limit does not allow it."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = count + 256
+    if soft != resource.RLIM_INFINITY and soft < want:
+        if hard != resource.RLIM_INFINITY and hard < want:
+            return False
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+    return True
+
+
+def _closed(sock: socket.socket) -> bool:
+    """Whether the driver answered or closed `sock` (data, end of file or a reset)."""
+    sock.setblocking(False)
+    try:
+        sock.recv(1)  # bytes of a 408 or 503, or b"" at the end of the stream
+        return True
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+
+
+def _run_slots(world: World, ledger: Ledger, url: str, game: str, probe: dict[str, Any]) -> bool:
+    if not _enough_descriptors(probe["slots"]):
+        return False  # not covered: this machine cannot hold that many sockets
+    http = _http_limits()
+    parts = urlsplit(url)
+    address = (parts.hostname or "127.0.0.1", parts.port or 80)
+    body = json.dumps({"id": world.client.next_id(), "op": "dump", "args": {"game": game}})
+    request = _filled(url, world.client.transport, probe["request"], body).encode("latin-1")
+    world.client.transcript.append({"send_raw": probe["what"], "t": time.monotonic()})
+    silent: list[socket.socket] = []
+    try:
+        for _ in range(probe["slots"]):
+            try:
+                silent.append(socket.create_connection(address, 5))
+            except OSError:
+                break  # the driver stopped accepting: the authorized request shows the harm
+        opened = time.monotonic()
+        status, reply = _http_exchange(url, request, http["auth_timeout_seconds"])
+        took = time.monotonic() - opened
+        bound = http["auth_timeout_seconds"] / 2
+        ledger.expect(
+            C.HTTP_GUARD,
+            status == 200 and isinstance(reply, dict) and reply.get("ok") is True,
+            f"{probe['what']}: the authorized request got HTTP {status} "
+            f"({str(reply)[:200]}) while {len(silent)} connections without the token were "
+            "open, not an answer",
+            ids=("JF-ERR-017",),
+        )
+        ledger.expect(
+            C.HTTP_GUARD,
+            took <= bound,
+            f"{probe['what']}: the authorized request was answered after {took:.1f} s, past "
+            f"{bound:g} s (half of auth_timeout_seconds): connections without the token held "
+            "the slots until they timed out",
+            ids=("JF-ERR-017",),
+        )
+        time.sleep(max(0.0, opened + http["auth_timeout_seconds"] + SLOTS_SLACK - time.monotonic()))
+        still_open = sum(not _closed(sock) for sock in silent)
+        ledger.expect(
+            C.HTTP_GUARD,
+            still_open == 0,
+            f"{probe['what']}: {still_open} of {len(silent)} silent connections were still open "
+            f"{http['auth_timeout_seconds'] + SLOTS_SLACK:g} s after they were opened, past "
+            f"auth_timeout_seconds ({http['auth_timeout_seconds']} s)",
+            ids=("JF-ERR-017",),
+        )
+    finally:
+        for sock in silent:
+            sock.close()
+    return True
+
+
 def run_http_probe(world: World, ledger: Ledger, game: str, probe: dict[str, Any]) -> bool:
     """One refused HTTP request: its status, an error reply with id null, the game's dump
-    unchanged, and the driver still answering. False for a driver that is not HTTP."""
+    unchanged, and the driver still answering; or the slots probe (`slots_probe`). False for
+    a driver that is not HTTP, or a machine that cannot open the probe's sockets."""
     transport = world.client.transport
     url = getattr(transport, "url", None)
     if not isinstance(url, str) or not url.startswith("http"):
         return False
     before = world.dump(game, remember=False)
-    auth = transport.headers.get("Authorization")
+    if probe.get("slots"):
+        if not _run_slots(world, ledger, url, game, probe):
+            return False
+        after = world.dump(game, remember=False)
+        ledger.expect(
+            C.HTTP_GUARD,
+            after == before,
+            lambda: f"{probe['what']}: the game changed: {describe_change(before, after)}",
+            ids=("JF-ERR-017",),
+        )
+        return True
     body = json.dumps({"id": world.client.next_id(), "op": "dump", "args": {"game": game}})
-    text = (
-        probe["request"]
-        .replace("$HOST", urlsplit(url).netloc)
-        .replace("$AUTH", f"Authorization: {auth}\r\n" if auth else "")
-        .replace("$LEN", str(len(body)))
-        .replace("$BODY", body)
-    )
+    text = _filled(url, transport, probe["request"], body)
     world.client.transcript.append({"send_raw": probe["what"], "t": time.monotonic()})
     status, reply = _http_exchange(url, text.encode("latin-1"), probe.get("wait", 0))
     ids = tuple(probe["ids"])

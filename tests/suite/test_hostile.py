@@ -80,8 +80,11 @@ def test_a_driver_letting_a_limit_through_fails_it(
 
 
 def _serve(module: str, tmp_path: Path) -> tuple[subprocess.Popen[bytes], str]:
-    """`python -m MODULE [driver] --http 0 --token T --state DIR`: the process and its URL."""
+    """`python -m MODULE [driver] --http 0 --token T --state DIR`: the process and its URL
+    (`MODULE:HOLE` adds `--hole HOLE`)."""
+    module, _, hole = module.partition(":")
     argv = [sys.executable, "-m", module, *(["driver"] if module == "jfsm.cli" else [])]
+    argv += ["--hole", hole] if hole else []
     argv += ["--http", "0", "--token", "hostile-token", "--state", str(tmp_path / "state")]
     proc = subprocess.Popen(argv, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
     assert proc.stderr is not None
@@ -92,7 +95,11 @@ def _serve(module: str, tmp_path: Path) -> tuple[subprocess.Popen[bytes], str]:
 
 @pytest.mark.parametrize(
     ("module", "code", "requirement"),
-    [("jfsm.cli", 0, None), ("jfsm_conformance.examples.open_http", 1, "JF-ERR-011")],
+    [
+        ("jfsm.cli", 0, None),
+        ("jfsm_conformance.examples.open_http:host", 1, "JF-ERR-011"),
+        ("jfsm_conformance.examples.open_http:slots", 1, "JF-ERR-017"),
+    ],
 )
 def test_http_requests_are_guarded(
     tmp_path: Path,
@@ -101,8 +108,9 @@ def test_http_requests_are_guarded(
     code: int,
     requirement: str | None,
 ) -> None:
-    """The reference HTTP driver passes hostile-http (one 408 wait of the spec's header
-    timeout included); one that answers any Host fails JF-ERR-011."""
+    """The reference HTTP driver passes hostile-http (one 408 wait of the spec's auth
+    timeout and the slots probe's included); one that answers any Host fails JF-ERR-011, one
+    that never closes a silent connection fails JF-ERR-017."""
     monkeypatch.setenv("JFSM_DRIVER_TOKEN", "hostile-token")
     proc, url = _serve(module, tmp_path)
     try:
@@ -114,5 +122,6 @@ def test_http_requests_are_guarded(
     verdicts = {v["id"]: v["verdict"] for v in result.verdicts}  # type: ignore[attr-defined]
     if requirement is None:
         assert verdicts["JF-ERR-011"] == verdicts["JF-ERR-012"] == "pass"
+        assert verdicts["JF-ERR-017"] == "pass"
     else:
         assert requirement in result.failures[0].ids  # type: ignore[attr-defined]

@@ -1,26 +1,50 @@
-"""A broken HTTP driver (for `tests/suite/test_hostile.py`): the reference driver
-served over HTTP, except that a request with any Host is answered, the hole DNS rebinding
-uses to reach a local service from a web page: JF-ERR-011.
+"""Broken HTTP drivers (for `tests/suite/test_hostile.py`): the reference driver served over
+HTTP with one guard left out.
 
 ```
-python -m jfsm_conformance.examples.open_http --http PORT [--token T] [--state DIR]
+python -m jfsm_conformance.examples.open_http [--hole host|slots] --http PORT [--token T]
+        [--state DIR]
 ```
+
+- `host` (the default): a request with any Host is answered, the hole DNS rebinding uses to
+  reach a local service from a web page: JF-ERR-011.
+- `slots`: a connection that never sends a request head is never closed (no
+  `auth_timeout_seconds`, no budget of its own), so a local process without the token keeps
+  as many sockets open as it likes: JF-ERR-017.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 
 import jfsm.driver.http
+
+HOLES = ("host", "slots")
+_SPEC_LIMITS = jfsm.driver.http.http_limits
 
 
 def _any_host(value: str) -> bool:
     return True
 
 
+def _no_slot_guard() -> jfsm.driver.http.HttpLimits:
+    limits = _SPEC_LIMITS()
+    return dataclasses.replace(limits, auth_timeout=1e6, unauthenticated_connections=10**6)
+
+
 def main(argv: list[str]) -> int:
-    """Serve `jfsm driver ARGV...` with the Host check left out."""
-    jfsm.driver.http._loopback_host = _any_host
+    """Serve `jfsm driver ARGV...` with the guard `--hole` names left out."""
+    hole = "host"
+    if argv[:1] == ["--hole"]:
+        hole, argv = argv[1], argv[2:]
+    if hole not in HOLES:
+        print(f"open_http: --hole takes one of {', '.join(HOLES)}, not {hole!r}", file=sys.stderr)
+        return 2
+    if hole == "host":
+        jfsm.driver.http._loopback_host = _any_host
+    else:
+        jfsm.driver.http.http_limits = _no_slot_guard
     from jfsm.cli import main as cli
 
     return cli(["driver", *argv])

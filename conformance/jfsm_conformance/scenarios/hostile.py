@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from jfsm_conformance import hostile as H
 from jfsm_conformance.blame import Ctx
-from jfsm_conformance.hostile_http import http_probes
+from jfsm_conformance.hostile_http import http_probes, slots_probe
 from jfsm_conformance.scenarios.registry import game, scenario
 from jfsm_conformance.session import Session
 
@@ -64,12 +64,14 @@ def hostile_messages(s: Session) -> None:
     _run(s, g, scene, H.message_probes() + H.wire_probes())
 
 
-@scenario("hostile-http", "ERR-011 ERR-012", needs="http")
+@scenario("hostile-http", "ERR-011 ERR-012 ERR-017", needs="http")
 def hostile_http(s: Session) -> None:
     """What an HTTP driver refuses before acting (foreign Host or Origin, no or a wrong
     token, a wrong Content-Type, another method or path) and malformed requests (bad,
     duplicated, missing or over-size Content-Length, headers too long or never completed, a
     body that is no JSON): the status of spec/driver/protocol.json, an error reply, nothing
-    changed, the next request served."""
+    changed, the next request served. Then silent connections past the unauthenticated
+    budget: an authorized request on a new connection is answered at once, and every
+    silent one is closed after `auth_timeout_seconds`."""
     g, scene = _game_with_scene(s)
-    _run(s, g, scene, http_probes())
+    _run(s, g, scene, [*http_probes(), slots_probe()])
