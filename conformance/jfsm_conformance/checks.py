@@ -163,10 +163,22 @@ HOSTILE = _declare(
 )
 HTTP_GUARD = _declare(
     "http-requests-guarded",
-    "ERR-011 ERR-012",
+    "ERR-011 ERR-012 ERR-017",
     "An HTTP driver refuses a foreign Host or Origin, a missing token, a wrong Content-Type "
     "and malformed framing (bad, missing or over-size Content-Length) with the 4xx status "
-    "of spec/driver/protocol.json and an error reply, and answers the next request.",
+    "of spec/driver/protocol.json and an error reply, and answers the next request; with "
+    "more silent connections open than its unauthenticated budget, it answers an authorized "
+    "request on a new connection at once and closes every silent one after "
+    "`auth_timeout_seconds`.",
+)
+STATE_GUARD = _declare(
+    "state-directory-guarded",
+    "ERR-016",
+    "A durable stdio driver whose command names `{state}` refuses to start on a state "
+    "directory that is a symbolic link or writable by group and others, writing nothing "
+    "there; and after its entries (then the entries one level down) are replaced by "
+    "symbolic links to copies outside, nothing in those copies changes while it restarts "
+    "and serves a game.",
 )
 
 BOUNDED_WAITS = _declare(

@@ -109,6 +109,11 @@ def _needs_met(scenario: Scenario, session: Session) -> str | None:
             reasons.append(
                 "needs an HTTP driver (JF-ERR-011 and JF-ERR-012 are about HTTP requests)"
             )
+        if need == "state" and getattr(session.world.client.transport, "state", None) is None:
+            reasons.append(
+                "needs a stdio driver whose command names {state} (the suite starts it on "
+                "directories of its own)"
+            )
         if need == "stdio" and not stdio:
             reasons.append("needs a stdio driver (the runner kills the process mid-operation)")
         if need == "kill" and not stdio and not capabilities.get("crashInjection"):

@@ -58,7 +58,7 @@ import time
 from typing import Any
 
 from jfsm_conformance import checks as C
-from jfsm_conformance import exercise, hostile, hostile_http, waits
+from jfsm_conformance import exercise, hostile, hostile_http, hostile_state, waits
 from jfsm_conformance.blame import Ctx
 from jfsm_conformance.canon import QUOTA, change_log, footprint, jcs
 from jfsm_conformance.checks import ConformanceFailure, Ledger
@@ -732,6 +732,8 @@ class Session:
             return False  # the op it probes is an optional capability the driver lacks
         if probe["kind"] == "http":  # raw HTTP requests, not protocol messages
             return hostile_http.run_http_probe(self.world, self.ledger, game, probe)
+        if probe["kind"] == "state":  # the driver's command on directories of the suite's
+            return hostile_state.run_state_probe(self.world, self.ledger, probe)
         return hostile.run_probe(self.world, self.ledger, game, scene, probe)
 
     def bounded_wait(self, game: str, case: dict[str, Any], then: dict[str, Any]) -> None:

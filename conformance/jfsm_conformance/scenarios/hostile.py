@@ -7,6 +7,7 @@ from __future__ import annotations
 from jfsm_conformance import hostile as H
 from jfsm_conformance.blame import Ctx
 from jfsm_conformance.hostile_http import http_probes, slots_probe
+from jfsm_conformance.hostile_state import state_probes
 from jfsm_conformance.scenarios.registry import game, scenario
 from jfsm_conformance.session import Session
 
@@ -75,3 +76,12 @@ def hostile_http(s: Session) -> None:
     silent one is closed after `auth_timeout_seconds`."""
     g, scene = _game_with_scene(s)
     _run(s, g, scene, [*http_probes(), slots_probe()])
+
+
+@scenario("hostile-state", "ERR-016", needs="state+durableRestart")
+def hostile_state(s: Session) -> None:
+    """The driver's command started on a state directory that is a symbolic link or open to
+    group and others must refuse to start; with symbolic links planted in place of its
+    files and folders, it must write nothing through them (`jfsm_conformance.hostile_state`)."""
+    for probe in state_probes():  # each on processes of its own: the session's games aside
+        s.hostile("", "", probe)
