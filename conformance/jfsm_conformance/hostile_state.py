@@ -101,8 +101,11 @@ def _tree(root: Path) -> dict[str, str]:
 
 
 def _changes(before: dict[str, str], after: dict[str, str]) -> str:
+    def how(name: str) -> str:
+        return "created" if name not in before else "removed" if name not in after else "changed"
+
     changed = [
-        f"{name}: {'created' if name not in before else 'removed' if name not in after else 'rewritten'}"
+        f"{name}: {how(name)}"
         for name in sorted(set(before) | set(after))
         if before.get(name) != after.get(name)
     ]
