@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         write_junit,
         write_report,
     )
-    from jfsm_conformance.runner import Options, run, select_error
+    from jfsm_conformance.runner import DEFAULT_DRIVER, Options, run, select_error
 
     select = ",".join(args.select)
     problem = select_error(select)
@@ -169,6 +169,7 @@ def main(argv: list[str] | None = None) -> int:
         seed=args.seed,
         shrink=args.shrink,
         workers=args.workers,
+        companions=args.driver == DEFAULT_DRIVER,
         checkpoint=lambda partial: write_report(partial, report_dir),
         command=" ".join([invoked_as(), "conformance", *(shlex.quote(a) for a in argv)]),
     )

@@ -78,6 +78,9 @@ class Options:
     machines: bool = True  # run the state machines (only with no narrowing --select)
     shrink: bool | None = None  # shrink machine failures (None: not in the quick profile)
     workers: int = 2  # processes of a sharedStore driver in the workers machine (R81)
+    # the default run: then the reference driver's own processes (HTTP, stdio with {state},
+    # shared workers) run what the in-process driver skips (`jfsm_conformance.companions`)
+    companions: bool = False
     checkpoint: Callable[[RunResult], object] | None = None  # gets partial results (R55)
     command: str = ""  # the command line as the user typed it (recorded in the report)
 

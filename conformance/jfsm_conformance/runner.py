@@ -1,5 +1,17 @@
 """Running the suite: scenarios, then the state machines, then one verdict per requirement.
 
+**The one concept: one run of the suite, phase by phase, into one ledger and one verdict
+per requirement.** What each phase runs lives elsewhere (`jfsm_conformance.scenarios`, the
+machines of `jfsm_conformance.explore` and `jfsm_conformance.workers`, the default run's
+reference processes in `jfsm_conformance.companions`); what stays here is their order, the
+recording of failures with their traces, partial results and the judging.
+
+Phases: the handshake; the scenarios (each skipped, with its reason, when the driver lacks
+what it needs); the machine at the spec thresholds; the machine at small thresholds (with
+`thresholdOverride`); the workers machine (with `sharedStore`); in the default run only, the
+companions, which run over the reference driver's own processes what the in-process driver
+had to skip. A narrowing `--select` runs the matching scenarios only.
+
 `run(options)` returns a `RunResult`; `replay(path)` runs a recorded trace again. A failure
 of a check becomes a `Failure` with the requirement IDs it blames and a language-neutral trace
 (the session's steps plus every protocol message) written next to the report. A driver that
@@ -24,7 +36,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from jfsm_conformance import exercise, workers
+from jfsm_conformance import companions, exercise, workers
 from jfsm_conformance.checks import ConformanceFailure, Ledger
 from jfsm_conformance.driver_client import HarnessError, ProtocolViolation
 from jfsm_conformance.explore import (
@@ -215,19 +227,23 @@ class _Run:
         self.skipped[what] = reason
         return reason
 
-    def scenarios(self, session: Session) -> None:
+    def scenarios(self, session: Session, only: set[str] | None = None, label: str = "") -> None:
+        """Run the selected scenarios (`only`: just these) against `session`; `label` prefixes
+        the progress lines (a companion's)."""
         chosen = [
             s
             for s in SCENARIOS
             if _selected(s.ids, self.o.select)
             and (self.o.scenarios is None or s.name in self.o.scenarios)
+            and (only is None or s.name in only)
         ]
+        prefix = f"{label}: " if label else ""
         total_began = time.monotonic()
         for i, scenario in enumerate(chosen, start=1):
             reason = _needs_met(scenario, session)
             if reason:
                 self.skipped[scenario.name] = reason
-                self.o.progress(f"[{i}/{len(chosen)}] {scenario.name}: skipped ({reason})")
+                self.o.progress(f"{prefix}[{i}/{len(chosen)}] {scenario.name}: skipped ({reason})")
                 continue
             self.current = f"scenario {scenario.name}"
             session.begin_sequence()
@@ -258,7 +274,9 @@ class _Run:
             estimate = spent / i * (len(chosen) - i)
             if i < len(chosen) and estimate >= 5:
                 left = f", about {estimate:.0f} s of scenarios left"
-            self.o.progress(f"[{i}/{len(chosen)}] {scenario.name}: {status} ({took:.1f}s{left})")
+            self.o.progress(
+                f"{prefix}[{i}/{len(chosen)}] {scenario.name}: {status} ({took:.1f}s{left})"
+            )
             self.reached(f"scenario {scenario.name} ({i}/{len(chosen)} scenarios)")
 
     def machine(self, session: Session, label: str, examples: int, steps: int) -> None:
@@ -370,6 +388,8 @@ def run(options: Options) -> RunResult:
                     )
                 if broad:  # K processes of a sharedStore driver (R81)
                     workers.phase(r, capabilities, profile.name, options.workers)
+                if options.companions:  # the reference's own processes (R92)
+                    companions.phase(r, profile.name)
     except (HarnessError, ProtocolViolation) as exc:  # a violation here: in the handshake
         harness_error = f"in {r.current}: {exc}"
         stopped = True

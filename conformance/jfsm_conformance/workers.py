@@ -420,10 +420,13 @@ def run_workers(
     return outcome
 
 
-def phase(run: Any, capabilities: dict[str, Any], profile: str, workers: int) -> None:
-    """The runner's workers phase (`run` is the runner's `_Run`): skipped with a reason for
-    a driver without `sharedStore` or not over stdio, else the machine's verdicts."""
-    spec = run.o.driver
+def phase(
+    run: Any, capabilities: dict[str, Any], profile: str, workers: int, spec: str | None = None
+) -> None:
+    """The runner's workers phase (`run` is the runner's `_Run`) over the run's driver, or
+    over `spec` (a companion's command): skipped with a reason for a driver without
+    `sharedStore` or not over stdio, else the machine's verdicts."""
+    spec = spec or run.o.driver
     label = f"machine workers (K={workers})"
     if not capabilities.get("sharedStore"):
         run.skipped[label] = "the driver does not declare capabilities.sharedStore"

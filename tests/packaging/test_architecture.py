@@ -138,7 +138,7 @@ SUITE_LAYERS: dict[int, tuple[str, ...]] = {
     ),
     # the world a session acts in: driver, fake, expected state; the bodies of the hostile
     # and bounded-wait steps (probes built from the spec, sent through the world)
-    5: ("world", "hostile", "hostile_http", "waits"),
+    5: ("world", "hostile", "hostile_http", "hostile_state", "waits"),
     # the step vocabulary
     6: ("session",),
     # who chooses steps: the scenarios and the Hypothesis machine
@@ -155,7 +155,7 @@ SUITE_LAYERS: dict[int, tuple[str, ...]] = {
         "memory_machine",
     ),
     # running a machine with shrinking and a time budget; the workers machine (K processes)
-    8: ("explore", "workers"),
+    8: ("explore", "workers", "companions"),
     # a run: its model and its runner
     9: ("run_model", "runner"),
     # what reads a run: reports, coverage, the smoke check, the command line
@@ -191,6 +191,8 @@ ADDED_SINCE_RESHAPE = {
     "scenarios.guesses": "the scenarios answering implementers' open guesses (R80)",
     "workers": "the workers machine: K driver processes on one shared store (R81)",
     "ownership": "the history checker of the workers machine (one owner, list-append)",
+    "hostile_state": "a hostile state directory: refusals and planted links (JF-ERR-016, R90)",
+    "companions": "the default run's reference processes: HTTP, {state}, shared workers (R92)",
 }
 
 

@@ -1,0 +1,158 @@
+"""The reference engine's own processes in the default run (decision R92).
+
+`jfsm conformance` without `--driver` judges the reference engine in process, where it
+cannot show what only a process shows: HTTP requests (JF-ERR-011, JF-ERR-012, JF-ERR-017),
+a state directory the suite chooses (JF-ERR-016) and several workers on one shared store
+(JF-STORE-010 to JF-STORE-014). So the default run then starts the reference driver's own
+commands, one per transport, and runs there what the in-process driver had to skip, in the
+same ledger, so that the main job's verdicts cover every requirement a driver can show:
+
+- `jfsm driver --http 0 --state DIR` on 127.0.0.1, with a fresh random token (in the
+  environment, never on the command line), for the scenarios that need HTTP;
+- `jfsm driver --state {state}` over stdio, for those that need a stdio command naming
+  `{state}`;
+- K processes of `jfsm driver --state DIR --shared --owner main-{worker}` (one directory
+  for all of them) for the workers machine, when the reference driver offers `--shared`.
+
+Each companion is the same engine as the default driver; only its transport differs. A
+companion that cannot be started is a harness error (exit 2) naming it. A run with
+`--driver` never starts companions: an implementation under test brings its own transports.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import secrets
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from jfsm_conformance import workers
+from jfsm_conformance.driver_client import HarnessError
+from jfsm_conformance.session import Session
+
+__all__ = ["phase"]
+
+START_TIMEOUT = 60.0
+PYTHON = shlex.quote(sys.executable)
+
+
+def _offers_shared() -> bool:
+    """Whether this reference driver has `--shared` (a store several processes share), as
+    `jfsm driver --help` says (the suite never imports the engine)."""
+    argv = [sys.executable, "-m", "jfsm.cli", "driver", "--help"]
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=START_TIMEOUT)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return "--shared" in done.stdout
+
+
+@contextlib.contextmanager
+def _http_driver() -> Iterator[str]:
+    """`jfsm driver --http 0` on a fresh state directory: its URL, with `JFSM_DRIVER_TOKEN`
+    set in this process for the suite's HTTP client meanwhile."""
+    token = secrets.token_urlsafe(24)
+    state = tempfile.mkdtemp(prefix="jfsm-companion-http-")
+    env = dict(os.environ, JFSM_DRIVER_TOKEN=token)
+    argv = [sys.executable, "-m", "jfsm.cli", "driver", "--http", "0", "--state", state]
+    proc = subprocess.Popen(
+        argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env
+    )
+    previous = os.environ.get("JFSM_DRIVER_TOKEN")
+    try:
+        url = _announced_url(proc)
+        os.environ["JFSM_DRIVER_TOKEN"] = token
+        yield url
+    finally:
+        if previous is None:
+            os.environ.pop("JFSM_DRIVER_TOKEN", None)
+        else:
+            os.environ["JFSM_DRIVER_TOKEN"] = previous
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+        shutil.rmtree(state, ignore_errors=True)
+
+
+def _announced_url(proc: subprocess.Popen[bytes]) -> str:
+    """The `http://127.0.0.1:PORT` the driver prints on its first stderr line; the rest of
+    its stderr is drained in the background. `HarnessError` if it does not say it in time."""
+    assert proc.stderr is not None
+    found: list[str] = []
+
+    def read() -> None:
+        assert proc.stderr is not None
+        for raw in proc.stderr:
+            if not found:
+                found.append(raw.decode("utf-8", "replace"))
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    deadline = time.monotonic() + START_TIMEOUT
+    while not found and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    match = re.search(r"http://127\.0\.0\.1:\d+", found[0]) if found else None
+    if match is None:
+        raise HarnessError(
+            "the reference HTTP driver (jfsm driver --http 0) did not announce its address: "
+            + (found[0].strip() if found else f"exit status {proc.poll()}")
+        )
+    return match[0]
+
+
+def _scenarios_over(run: Any, label: str, spec: str, names: list[str]) -> None:
+    """Run the scenarios `names` against a new session on `spec`, in the run's ledger."""
+    if not names:
+        return
+    run.o.progress(f"companion {label}: {', '.join(names)}")
+    run.current = f"the start of companion {label}"
+    session = Session(spec, run.ledger)
+    try:
+        for name in names:
+            run.skipped.pop(name, None)
+        run.scenarios(session, only=set(names), label=f"companion {label}")
+        run.unsupported.update(session.world.unsupported)
+    finally:
+        session.close()
+
+
+def phase(run: Any, profile: str) -> None:
+    """Run over the reference driver's own processes what the in-process run skipped for
+    its transport (module docstring). `run` is the runner's `_Run`."""
+    skipped = dict(run.skipped)
+    needing = {"http": [], "state": []}  # type: dict[str, list[str]]
+    for name, reason in skipped.items():
+        if "needs an HTTP driver" in reason:
+            needing["http"].append(name)
+        elif "names {state}" in reason:
+            needing["state"].append(name)
+    if needing["http"]:
+        with _http_driver() as url:
+            _scenarios_over(run, "over HTTP (jfsm driver --http)", url, needing["http"])
+    stdio = f"stdio:{PYTHON} -m jfsm.cli driver --state {{state}}"
+    _scenarios_over(run, "over stdio (jfsm driver --state)", stdio, needing["state"])
+    label = f"machine workers (K={run.o.workers})"
+    if label in skipped and _offers_shared():
+        shared = tempfile.mkdtemp(prefix="jfsm-companion-shared-")
+        try:
+            run.skipped.pop(label, None)
+            spec = (
+                f"stdio:{PYTHON} -m jfsm.cli driver --state {shlex.quote(shared)} --shared "
+                "--owner main-{worker}"
+            )
+            run.current = f"companion {label}"
+            workers.phase(run, {"sharedStore": True}, profile, run.o.workers, spec=spec)
+        finally:
+            shutil.rmtree(shared, ignore_errors=True)
