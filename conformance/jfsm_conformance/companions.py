@@ -117,6 +117,7 @@ def _scenarios_over(run: Any, label: str, spec: str, names: list[str]) -> None:
     if not names:
         return
     run.o.progress(f"companion {label}: {', '.join(names)}")
+    run.companions[label] = ", ".join(names)
     run.current = f"the start of companion {label}"
     session = Session(spec, run.ledger)
     try:
@@ -153,6 +154,7 @@ def phase(run: Any, profile: str) -> None:
                 "--owner main-{worker}"
             )
             run.current = f"companion {label}"
+            run.companions[f"{label} (jfsm driver --state DIR --shared)"] = "the workers machine"
             workers.phase(run, {"sharedStore": True}, profile, run.o.workers, spec=spec)
         finally:
             shutil.rmtree(shared, ignore_errors=True)

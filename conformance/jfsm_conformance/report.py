@@ -181,6 +181,7 @@ def to_json(result: RunResult) -> dict[str, Any]:
         "durations_s": {k: round(v, 2) for k, v in result.durations.items()},
         "exercised": result.exercised,
         "skipped": result.skipped,
+        "companions": result.companions,
         "verdicts": result.verdicts,
         "driver_log": result.driver_log.splitlines()[-40:],
     }
@@ -215,6 +216,8 @@ def to_markdown(result: RunResult) -> str:
     ]
     if result.options.driver == DEFAULT_DRIVER:
         lines.append(f"- note: {DEFAULT_DRIVER_NOTE}")
+    for label, what in result.companions.items():
+        lines.append(f"- companion {label}: {what} (the reference's own process, R92)")
     if result.partial:
         lines += [
             "",

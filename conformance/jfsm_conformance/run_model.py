@@ -108,6 +108,8 @@ class RunResult:
     skipped: dict[str, str] = field(default_factory=dict)
     partial: bool = False  # the run has not finished (or was interrupted): see `phase`
     phase: str = "finished"  # the last phase reached
+    # the default run's companions: each reference process started, and what it ran (R92)
+    companions: dict[str, str] = field(default_factory=dict)
 
     @property
     def exit_code(self) -> int:

@@ -153,6 +153,7 @@ class _Run:
         self.counts = exercise.Counts()
         self.phase = "starting"
         self.current = "the handshake"  # the scenario or machine running (a harness error names it)
+        self.companions: dict[str, str] = {}  # the default run's reference processes (R92)
 
     def result(
         self, harness_error: str | None, driver_log: str = "", *, partial: bool
@@ -179,6 +180,7 @@ class _Run:
             dict(self.skipped),
             partial=partial,
             phase=self.phase,
+            companions=dict(self.companions),
         )
 
     def reached(self, phase: str) -> None:
