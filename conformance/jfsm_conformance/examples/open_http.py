@@ -44,7 +44,7 @@ def main(argv: list[str]) -> int:
     if hole == "host":
         jfsm.driver.http._loopback_host = _any_host
     else:
-        jfsm.driver.http.http_limits = _no_slot_guard
+        jfsm.driver.http.http_limits = _no_slot_guard  # type: ignore[assignment]
     from jfsm.cli import main as cli
 
     return cli(["driver", *argv])
