@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 __all__ = ["drivers", "main", "sweep"]
@@ -58,8 +59,8 @@ def _one(spec: str, profile: str, report_dir: Path) -> dict[str, object]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     began = time.monotonic()
     proc = subprocess.run(
-        [sys.executable, "-m", "jfsm.cli", "conformance", "--driver", spec]
-        + ["--profile", profile, "--report-dir", str(report_dir)],
+        [sys.executable, "-m", "jfsm.cli", "conformance", "--driver", spec, "--profile", profile]
+        + ["--report-dir", str(report_dir)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -86,7 +87,9 @@ def _one(spec: str, profile: str, report_dir: Path) -> dict[str, object]:
     }
 
 
-def sweep(specs: list[str], profile: str, progress=print) -> list[dict[str, object]]:  # type: ignore[no-untyped-def]
+def sweep(
+    specs: list[str], profile: str, progress: Callable[[str], object] = print
+) -> list[dict[str, object]]:
     """Run every spec; one row each."""
     rows = []
     with tempfile.TemporaryDirectory(prefix="jfsm-exit-") as tmp:
