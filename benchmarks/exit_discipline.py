@@ -58,9 +58,9 @@ def drivers(families: tuple[str, ...] = FAMILIES) -> list[str]:
 def _one(spec: str, profile: str, report_dir: Path) -> dict[str, object]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     began = time.monotonic()
+    argv = [sys.executable, "-m", "jfsm.cli", "conformance", "--driver", spec]
     proc = subprocess.run(
-        [sys.executable, "-m", "jfsm.cli", "conformance", "--driver", spec, "--profile", profile]
-        + ["--report-dir", str(report_dir)],
+        [*argv, "--profile", profile, "--report-dir", str(report_dir)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
