@@ -39,6 +39,7 @@ otherwise (`UnsafeDirectory` for a root not ours).
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import secrets
@@ -284,7 +285,14 @@ class StateDirectory:
             _fsync_dir(tmp)
             if os.path.lexists(final.path):
                 raise InvalidInput(f"game {final.game_id!r} already exists in the state directory")
-            os.rename(tmp, final.path)
+            try:
+                os.rename(tmp, final.path)
+            except OSError as exc:  # made meanwhile by another process (a shared directory)
+                if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
+                    raise InvalidInput(
+                        f"game {final.game_id!r} already exists in the state directory"
+                    ) from None
+                raise
             _fsync_dir(self.root)
 
     # -- participants --------------------------------------------------------------------
