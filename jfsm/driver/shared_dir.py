@@ -39,9 +39,10 @@ from pathlib import Path
 from typing import Any
 
 from jfsm.engine import GameEngine
-from jfsm.errors import InvalidInput
-from jfsm.records import Participant
 from jfsm.driver.state import GameFolder, StateDirectory
+from jfsm.errors import InvalidInput
+from jfsm.limits import validate_id
+from jfsm.records import Participant
 from jfsm.stores.file import FileStore, fs_unavailable
 from jfsm.stores.file_lease import (
     LeaseKeeper,
@@ -90,6 +91,7 @@ class SharedDirectoryGames:
     ) -> tuple[FileStore, list[Participant]]:
         """Own `game_id`'s store and read its participants (`create` must be False: games
         are made by `create`). Errors: see the module docstring."""
+        validate_id(game_id, "game")  # before any path is built of it
         if create:
             raise InvalidInput("a shared directory's games are made by create_game")
         who = self._who()
