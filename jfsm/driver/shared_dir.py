@@ -38,20 +38,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from jfsm.engine import GameEngine
 from jfsm.driver.state import GameFolder, StateDirectory
+from jfsm.engine import GameEngine
 from jfsm.errors import InvalidInput
 from jfsm.limits import validate_id
 from jfsm.records import Participant
 from jfsm.stores.file import FileStore, fs_unavailable
-from jfsm.stores.file_lease import (
-    LeaseKeeper,
-    lease_seconds,
-    next_token,
-    take_lease,
-    write_new_lease,
-)
-from jfsm.stores.fsio import OsFileSystem
+from jfsm.stores.file_lease import LeaseKeeper, lease_seconds, next_token, write_new_lease
 from jfsm.stores.offload import run_blocking
 
 __all__ = ["SharedDirectoryGames"]
@@ -107,27 +100,22 @@ class SharedDirectoryGames:
         folder = self.directory.folder(game_id)
         if not self._is_game(folder):
             raise InvalidInput(f"no game {game_id!r} in the shared state directory", field="game")
-        root = str(self.directory.root)
-        try:
-            with take_lease(
-                game_id,
-                str(folder.path),
-                root,
-                who,
-                takeover=takeover,
-                seconds=self.seconds,
-                adopt=adopt,
-            ) as lease:
-                store = FileStore.open(
-                    folder.store, fs=OsFileSystem(trusted=folder.trusted, shared=True), fence=lease
-                )
-                try:
-                    participants = self.directory.load_participants(folder)
-                except BaseException:
-                    store.close_sync()
-                    raise
-        except OSError as exc:
-            raise fs_unavailable(str(folder.path), "open the game", exc, "closed") from exc
+        store = FileStore.open_shared(
+            folder.store,
+            game=game_id,
+            lease_folder=folder.path,
+            root=self.directory.root,
+            owner=who,
+            takeover=takeover,
+            lease_seconds=self.seconds,
+            adopt=adopt,
+            trusted=folder.trusted,
+        )
+        try:  # the earlier owner is fenced now: only this store may change them
+            participants = self.directory.load_participants(folder)
+        except BaseException:
+            store.close_sync()
+            raise
         return store, participants
 
     @staticmethod
@@ -170,9 +158,7 @@ class SharedDirectoryGames:
         try:
             who = self._who()
             async with self.directory.new_game(into) as fresh:
-                made = await run_blocking(
-                    lambda: FileStore.open(fresh.store, fs=fresh.store_fs())
-                )
+                made = await run_blocking(lambda: FileStore.open(fresh.store, fs=fresh.store_fs()))
                 try:
                     participants: list[Participant] = []
                     if source is not None:

@@ -116,12 +116,13 @@ import functools
 import os
 import zlib
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 from jfsm.errors import InvalidInput, StoreFenced, StoreLocked, StoreUnavailable
 from jfsm.image import QUOTA_BYTES, StoreImage, seeded_image
 from jfsm.projection import Projection
 from jfsm.stores.directory import read_contents
+from jfsm.stores.file_lease import DEFAULT_LEASE_SECONDS, FileLease, take_lease
 from jfsm.stores.fsio import FileSystem, OsFileSystem
 from jfsm.stores.log import encode_record, log_header
 from jfsm.stores.manifest import (
@@ -134,9 +135,6 @@ from jfsm.stores.manifest import (
 )
 from jfsm.stores.offload import Steps, run_steps, run_steps_sync
 from jfsm.stores.snapshot import object_bytes
-
-if TYPE_CHECKING:
-    from jfsm.stores.file_lease import FileLease
 
 T = TypeVar("T")
 
@@ -250,6 +248,45 @@ class FileStore:
             if isinstance(exc, OSError):
                 raise fs_unavailable(path, "open", exc, "closed") from exc
             raise
+
+    @classmethod
+    def open_shared(
+        cls,
+        directory: str | os.PathLike[str],
+        *,
+        game: str,
+        lease_folder: str | os.PathLike[str],
+        root: str | os.PathLike[str],
+        owner: str,
+        takeover: bool = False,
+        lease_seconds: float = DEFAULT_LEASE_SECONDS,
+        adopt: int | None = None,
+        quota: int = QUOTA_BYTES,
+        trusted: bool = False,
+    ) -> FileStore:
+        """Own game `game` of a directory that several processes share (decision R95) and
+        open its store in `directory`: the lease in `lease_folder` (its `lease` file), the
+        token from `root`'s counter (`jfsm.stores.file_lease.take_lease`), the store read
+        from disk under the game's lock. `adopt`: see `take_lease`.
+
+        Raises `StoreLocked` while another owner id's lease is live (unless `takeover`),
+        `StoreUnavailable` for a file-system error, and whatever `open` raises (the lease
+        just taken is then ended).
+        """
+        try:
+            with take_lease(
+                game,
+                os.fspath(lease_folder),
+                os.fspath(root),
+                owner,
+                takeover=takeover,
+                seconds=lease_seconds,
+                adopt=adopt,
+            ) as lease:
+                fs = OsFileSystem(trusted=trusted, shared=True)
+                return cls.open(directory, quota=quota, fs=fs, fence=lease)
+        except OSError as exc:  # the lease or the token counter
+            raise fs_unavailable(os.fspath(lease_folder), "open", exc, "closed") from exc
 
     @classmethod
     def _recover(

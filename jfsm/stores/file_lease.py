@@ -137,7 +137,8 @@ class LeaseRecord:
         """The record in `data`; None when there is none or it does not parse."""
         try:
             got = json.loads(data.decode("ascii"))
-            record = cls(str(got["owner"]), int(got["token"]), str(got["boot"]), float(got["until"]))
+            owner, token, boot = str(got["owner"]), int(got["token"]), str(got["boot"])
+            record = cls(owner, token, boot, float(got["until"]))
         except (ValueError, KeyError, TypeError, UnicodeDecodeError):
             return None
         return record
@@ -383,10 +384,9 @@ class LeaseKeeper:
         """Renew every kept lease (blocking); returns how many are still current."""
         current = 0
         for lease in list(self._leases):
-            try:
+            # on OSError the next round tries again; the lease may run out meanwhile
+            with contextlib.suppress(OSError):
                 current += lease.renew()
-            except OSError:
-                pass  # the next round tries again; the lease may run out meanwhile
         return current
 
     async def _renew_forever(self) -> None:
