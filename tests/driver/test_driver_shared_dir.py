@@ -69,7 +69,7 @@ def test_two_processes_one_owner_a_game_and_fenced_writes_change_nothing(
     participants = (tmp_path / "state").glob("game-*/participants.json")
     saved = {p: p.read_bytes() for p in participants}
     assert _code(_record(a, "g", "fenced")) == "store_fenced"
-    changed = {"game": "g", "participants": PEOPLE + [dict(PEOPLE[0], id="p-2")]}
+    changed = {"game": "g", "participants": [*PEOPLE, dict(PEOPLE[0], id="p-2")]}
     assert _code(a.call("set_participants", changed)) == "store_fenced"
     assert {p: p.read_bytes() for p in saved} == saved and saved  # participants untouched
     assert _rounds(b, "g") == ["r1"]

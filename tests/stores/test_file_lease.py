@@ -199,9 +199,10 @@ def test_tokens_never_repeat_across_processes_and_removal(tmp_path: Path) -> Non
             folder / "store", game="g", lease_folder=folder, root=tmp_path, owner="x"
         )
 
-    seen = []
+    seen: list[int] = []
     for _ in range(3):  # made, used, removed, made again under the same id
         store = open_game()
+        assert store.token is not None
         seen.append(store.token)
         store.commit_sync(Projection.of({"k": 1}))
         store.close_sync()
