@@ -51,6 +51,7 @@ import contextlib
 import errno
 import json
 import os
+import threading
 import time
 import weakref
 from collections.abc import Iterator
@@ -244,6 +245,9 @@ class FileLease:
         self.seconds = seconds
         self.fenced = False  # a newer token was seen: every write is refused from now on
         self._fd: int | None = fd
+        # `flock` does not exclude two threads of one process on one descriptor (the renewal
+        # timer's and a write's): this does
+        self._mutex = threading.Lock()
 
     def fenced_error(self) -> StoreFenced:
         return StoreFenced(
@@ -259,21 +263,21 @@ class FileLease:
         """The game lock around one write of the owner: `StoreFenced` (nothing done) unless
         the lease file still names this token; the lease renewed after the block (unless
         it raised or `renew` is false). Raises `OSError`; `StoreUnavailable` is the caller's."""
-        if self.fenced:
-            raise self.fenced_error()
-        fd = self._fd
-        if fd is None:
-            raise self.fenced_error()
-        _flock(fd)
-        try:
-            if not self._current(fd):
-                self.fenced = True
+        with self._mutex:
+            fd = self._fd
+            if self.fenced or fd is None:
                 raise self.fenced_error()
-            yield
-            if renew:
-                self._write(fd)
-        finally:
-            _flock(fd, exclusive=False)
+            _flock(fd)
+            try:
+                if not self._current(fd):
+                    self.fenced = True
+                    raise self.fenced_error()
+                yield
+                if renew:  # best effort: the write itself has landed
+                    with contextlib.suppress(OSError):
+                        self._write(fd)
+            finally:
+                _flock(fd, exclusive=False)
 
     def renew(self) -> bool:
         """Renew the lease if this token is still current (else it is fenced from now on);
@@ -288,18 +292,19 @@ class FileLease:
     def end(self) -> None:
         """End the lease at once (when still current) and close the file. Idempotent; never
         raises for the file system (the lease then simply runs out)."""
-        fd, self._fd = self._fd, None
-        if fd is None:
-            return
-        try:
-            _flock(fd)
-            if self._current(fd) and not self.fenced:
-                _write_record(fd, LeaseRecord(self.owner, self.token, host_clock()[0], 0.0))
-        except OSError:
-            pass
-        finally:
-            os.close(fd)  # releases the lock
-        self.fenced = True
+        with self._mutex:
+            fd, self._fd = self._fd, None
+            if fd is None:
+                return
+            try:
+                _flock(fd)
+                if self._current(fd) and not self.fenced:
+                    _write_record(fd, LeaseRecord(self.owner, self.token, host_clock()[0], 0.0))
+            except OSError:
+                pass
+            finally:
+                os.close(fd)  # releases the lock
+            self.fenced = True
 
     def _current(self, fd: int) -> bool:
         """Whether the lease file is still the one opened and names this token."""
