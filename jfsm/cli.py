@@ -208,6 +208,13 @@ def _main(argv: list[str]) -> int:
         if args.shared and (args.state is None or args.store is not None):
             print("jfsm driver: --shared needs --state DIR (and no --store)", file=sys.stderr)
             return 2
+        if args.state and not args.shared and os.path.lexists(os.path.join(args.state, "tokens")):
+            print(  # R95: a plain driver would lock games the shared ones write
+                f"jfsm driver: --state {args.state} is shared by several drivers "
+                "(it has a token counter): add --shared",
+                file=sys.stderr,
+            )
+            return 2
         try:
             driver = ReferenceDriver(args.state, store_url=args.store, shared=args.shared)
         except JfsmError as exc:  # JFSM_LEASE_SECONDS not a number

@@ -194,10 +194,6 @@ class SharedDirectoryGames:
 
         await run_blocking(save)
 
-    async def discard(self, store: FileStore) -> None:
-        """Close a store (a game made by `create` is whole once published: it stays)."""
-        await self.close(store)
-
     async def close(self, store: FileStore) -> None:
         """Close the store, which ends its lease at once."""
         if store.fence is not None:

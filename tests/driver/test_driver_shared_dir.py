@@ -132,3 +132,16 @@ def test_shared_needs_a_state_directory(tmp_path: Path) -> None:
         stdin=subprocess.DEVNULL,
     )
     assert run.returncode == 2 and "--shared needs --state DIR" in run.stderr
+
+
+def test_a_plain_driver_refuses_a_shared_directory(tmp_path: Path, drivers: Any) -> None:
+    a = drivers("a")
+    assert a.call("create_game", {"game": "g"})["ok"]  # the directory has a token counter now
+    run = subprocess.run(
+        [sys.executable, "-m", "jfsm.cli", "driver", "--state", str(tmp_path / "state")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert run.returncode == 2 and "add --shared" in run.stderr
