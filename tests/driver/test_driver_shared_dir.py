@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -145,3 +146,22 @@ def test_a_plain_driver_refuses_a_shared_directory(tmp_path: Path, drivers: Any)
         stdin=subprocess.DEVNULL,
     )
     assert run.returncode == 2 and "add --shared" in run.stderr
+
+
+def test_an_idle_owner_keeps_its_games_and_a_dead_ones_lease_runs_out(
+    drivers: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("JFSM_LEASE_SECONDS", "1")
+    a, b = drivers("a"), drivers("b")
+    assert a.call("create_game", {"game": "g"})["ok"]
+    assert _record(a, "g", "r1")["ok"]
+    time.sleep(2.5)  # over two lease lengths without a write: the timer renewed it
+    assert _code(b.call("open_game", {"game": "g"})) == "store_locked"
+    assert _record(a, "g", "r2")["ok"]
+    a.kill()
+    deadline = time.monotonic() + 30
+    while _code(opened := b.call("open_game", {"game": "g"})) == "store_locked":
+        assert time.monotonic() < deadline  # the dead owner's lease runs out
+        time.sleep(0.2)
+    assert opened["ok"], opened
+    assert _rounds(b, "g") == ["r1", "r2"]
