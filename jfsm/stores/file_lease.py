@@ -336,11 +336,12 @@ def take_lease(
     """Make `owner` the owner of the game in `folder`, holding its lock for the block (read
     the store inside it). `adopt`: a token this caller wrote into the lease when it created
     the game; kept if the lease still names it. Raises `StoreLocked` while another owner id's
-    lease is live (unless `takeover`), `OSError`. If the block raises, the lease just taken
-    is ended."""
+    lease is live (unless `takeover`), `OSError`. If the block raises, the lease file is put
+    back as it was (the token drawn stays unused), so a failed open changes no owner."""
     path = os.path.join(folder, LEASE_FILE)
     fd = _open_locked(path)
     lease: FileLease | None = None
+    record: LeaseRecord | None = None
     try:
         record = LeaseRecord.decode(_read_at_start(fd))
         if record is not None and adopt is not None and record.token == adopt:
@@ -358,10 +359,13 @@ def take_lease(
         lease._write(fd)
         yield lease
     except BaseException:
-        if lease is None:
-            os.close(fd)
-        else:
-            lease.end()  # idempotent: the block may have closed its store already
+        if lease is not None and lease._fd is None:  # the block ended it already
+            raise
+        if lease is not None:  # nothing changes on error: the earlier lease stands again
+            with contextlib.suppress(OSError):
+                _write_record(fd, record or LeaseRecord(owner, lease.token, "", 0.0))
+            lease._fd, lease.fenced = None, True
+        os.close(fd)
         raise
     if lease._fd is not None:
         _flock(fd, exclusive=False)

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from jfsm.errors import StoreFenced, StoreLocked
+from jfsm.errors import StoreCorrupted, StoreFenced, StoreLocked
 from jfsm.projection import Projection
 from jfsm.stores.file import FileStore
 from jfsm.stores.file_lease import LEASE_FILE, LeaseRecord, next_token, read_lease
@@ -245,3 +245,23 @@ def test_a_lease_of_an_earlier_boot_is_over(tmp_path: Path) -> None:
         store.commit_sync(Projection.of({"k": 1}))
     other.close_sync()
     store.close_sync()
+
+
+def test_a_failed_takeover_changes_no_owner(tmp_path: Path) -> None:
+    folder = tmp_path / "g"
+    folder.mkdir()
+    kwargs: dict[str, Any] = {"game": "g", "lease_folder": folder, "root": tmp_path}
+    store = FileStore.open_shared(folder / "store", owner="a", **kwargs)
+    store.commit_sync(Projection.of({"k1": 1}))
+    foreign = folder / "store" / "snapshot.00000099.00000000.json"
+    foreign.write_bytes(b"{}")  # a file no run of the store leaves: the open is refused
+    with pytest.raises(StoreCorrupted):
+        FileStore.open_shared(folder / "store", owner="b", takeover=True, **kwargs)
+    record = read_lease(str(folder))
+    assert record is not None and (record.owner, record.token) == ("a", store.token)
+    store.commit_sync(Projection.of({"k2": 2}))  # still the owner: nothing changed
+    store.close_sync()
+    foreign.unlink()
+    again = FileStore.open_shared(folder / "store", owner="b", **kwargs)
+    assert sorted(again.image.keys()) == ["k1", "k2"]
+    again.close_sync()
