@@ -6,7 +6,9 @@ DIR/
     store/                             the game's durable store (FileStore)
     participants.json                  the game's current participants
     telemetry.jsonl                    one compression_attempt event per line
+    lease                              shared mode only: the game's owner (R95)
   .new-<hex>-<random>/                 a game being created or duplicated (never a game)
+  tokens                               shared mode only: the fencing token counter (R95)
 ```
 
 Every write survives a `kill -9` at any instant (decision R25):
