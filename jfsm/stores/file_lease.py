@@ -49,6 +49,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import functools
 import json
 import os
 import threading
@@ -99,15 +100,25 @@ def lease_seconds() -> float:
     return value
 
 
-def host_clock() -> tuple[str, float]:
-    """(boot id, seconds on this boot's clock): `CLOCK_BOOTTIME` where the system has it,
-    else ("", the wall clock)."""
+@functools.cache
+def _boot() -> str | None:
+    """This boot's id (read once: a process never outlives its boot), None without one."""
     try:
         with open(_BOOT_ID, encoding="ascii") as file:
             boot = file.read().strip()
-        return boot, time.clock_gettime(time.CLOCK_BOOTTIME)
+        time.clock_gettime(time.CLOCK_BOOTTIME)
     except (OSError, AttributeError):
+        return None
+    return boot
+
+
+def host_clock() -> tuple[str, float]:
+    """(boot id, seconds on this boot's clock): `CLOCK_BOOTTIME` where the system has it,
+    else ("", the wall clock)."""
+    boot = _boot()
+    if boot is None:
         return "", time.time()
+    return boot, time.clock_gettime(time.CLOCK_BOOTTIME)
 
 
 @dataclass(frozen=True, slots=True)
