@@ -9,6 +9,8 @@ the store: participants written as the owner, games never adopted from another p
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -46,6 +48,12 @@ def _rounds(driver: StdioDriver, game: str) -> list[str]:
         int(k.split(".")[1]): v["input"] for k, v in store.items() if k.startswith("jfRounds.")
     }
     return [found[n] for n in sorted(found)]
+
+
+def _sigkill(driver: StdioDriver) -> None:
+    """`kill -9` the driver, its pipes left to its reader threads (they end at EOF)."""
+    os.killpg(driver.proc.pid, signal.SIGKILL)
+    driver.proc.wait(60)
 
 
 def _code(reply: dict[str, Any]) -> str | None:
@@ -95,7 +103,7 @@ def test_a_killed_driver_restarted_with_its_owner_id_reclaims_its_games(
         ).encode()
         + b"\n"
     )
-    a.kill()  # with a round in flight
+    _sigkill(a)  # with a round in flight
     assert _code(b.call("open_game", {"game": "g"})) == "store_locked"  # a's lease lives on
     again = drivers("a")
     assert again.call("open_game", {"game": "g"})["ok"]  # reclaimed at once (R61)
@@ -158,7 +166,7 @@ def test_an_idle_owner_keeps_its_games_and_a_dead_ones_lease_runs_out(
     time.sleep(2.5)  # over two lease lengths without a write: the timer renewed it
     assert _code(b.call("open_game", {"game": "g"})) == "store_locked"
     assert _record(a, "g", "r2")["ok"]
-    a.kill()
+    _sigkill(a)
     deadline = time.monotonic() + 30
     while _code(opened := b.call("open_game", {"game": "g"})) == "store_locked":
         assert time.monotonic() < deadline  # the dead owner's lease runs out
