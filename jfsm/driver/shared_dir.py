@@ -25,7 +25,8 @@ both alike.
   so an idle owner keeps its games; closing a store ends its lease at once.
 
 Errors: as `FileStore.open` and `take_lease` (`StoreLocked`, `StoreUnavailable` naming the
-errno, `StoreCorrupted`), `InvalidInput` for an unknown or existing game.
+errno, `StoreCorrupted`; a participants file that cannot be read is `StoreCorrupted` naming
+it), `InvalidInput` for an unknown or existing game.
 """
 
 from __future__ import annotations
@@ -38,9 +39,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from jfsm.driver.state import GameFolder, StateDirectory
+from jfsm.driver.state import GameFolder, StateDamaged, StateDirectory
 from jfsm.engine import GameEngine
-from jfsm.errors import InvalidInput
+from jfsm.errors import InvalidInput, StoreCorrupted
 from jfsm.limits import validate_id
 from jfsm.records import Participant
 from jfsm.stores.file import FileStore, fs_unavailable
@@ -113,8 +114,12 @@ class SharedDirectoryGames:
         )
         try:  # the earlier owner is fenced now: only this store may change them
             participants = self.directory.load_participants(folder)
-        except BaseException:
+        except BaseException as exc:
             store.close_sync()
+            if isinstance(exc, StateDamaged):
+                raise StoreCorrupted(str(exc), file=str(folder.participants)) from exc
+            if isinstance(exc, OSError):
+                raise fs_unavailable(str(folder.path), "open", exc, "closed") from exc
             raise
         return store, participants
 

@@ -173,3 +173,14 @@ def test_an_idle_owner_keeps_its_games_and_a_dead_ones_lease_runs_out(
         time.sleep(0.2)
     assert opened["ok"], opened
     assert _rounds(b, "g") == ["r1", "r2"]
+
+
+def test_a_damaged_participants_file_is_store_corrupted_and_owns_nothing(
+    tmp_path: Path, drivers: Any
+) -> None:
+    a, b = drivers("a"), drivers("b")
+    assert a.call("create_game", {"game": "g"})["ok"]
+    assert a.call("release_game", {"game": "g"})["ok"]
+    (tmp_path / "state" / ("game-" + b"g".hex()) / "participants.json").write_bytes(b"{oops")
+    assert _code(b.call("open_game", {"game": "g"})) == "store_corrupted"
+    assert _code(a.call("open_game", {"game": "g"})) == "store_corrupted"  # b owns nothing
