@@ -7,6 +7,7 @@ jfsm conformance replay TRACE run a recorded failing trace again
 jfsm driver [--state DIR]     the reference engine over the driver protocol on stdio
             [--http PORT]   ... or over HTTP on 127.0.0.1 (token: $JFSM_DRIVER_TOKEN)
 jfsm driver --store URL       the same with every game in PostgreSQL (URL or host=... dbname=...)
+jfsm driver --state DIR --shared  ... or in DIR, shared by several driver processes on this host
 jfsm fake-compress [--port N] serve the fake compress.v2 on 127.0.0.1 until interrupted
 jfsm inspect PATH [--json]    a durable store's stacks, lengths, footprint and flags
 jfsm inspect URL --game ID    the same for a game in PostgreSQL (read without taking it over)
@@ -123,9 +124,17 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: $JFSM_DRIVER_TOKEN, else a random one printed on stderr)",
     )
     driver.add_argument(
+        "--shared",
+        action="store_true",
+        help="with --state: several driver processes on this host serve the games of DIR, "
+        "one owner a game, by leases and fencing tokens kept in files (sharedStore; lease "
+        "length $JFSM_LEASE_SECONDS, default 30)",
+    )
+    driver.add_argument(
         "--owner",
-        help="with --store: this driver's owner id, kept across restarts so a restarted "
-        "driver reclaims its games at once (default: $JFSM_OWNER, else unique per process)",
+        help="with --store or --shared: this driver's owner id, kept across restarts so a "
+        "restarted driver reclaims its games at once (default: $JFSM_OWNER, else unique per "
+        "process)",
     )
     driver.add_argument(
         "--store",
@@ -184,10 +193,10 @@ def _main(argv: list[str]) -> int:
         import asyncio
 
         from jfsm.driver import ReferenceDriver, serve_http, serve_stdio
+        from jfsm.errors import JfsmError
 
         if args.store is not None:  # checked before serving: hello never meets a bad store
             from jfsm.driver.pg import check_target
-            from jfsm.errors import JfsmError
 
             try:
                 args.store = check_target(args.store)
@@ -196,11 +205,26 @@ def _main(argv: list[str]) -> int:
                 return 2
         if args.owner:
             os.environ["JFSM_OWNER"] = args.owner
-        driver = ReferenceDriver(args.state, store_url=args.store)
+        if args.shared and (args.state is None or args.store is not None):
+            print("jfsm driver: --shared needs --state DIR (and no --store)", file=sys.stderr)
+            return 2
+        if args.state and not args.shared and os.path.lexists(os.path.join(args.state, "tokens")):
+            print(  # R95: a plain driver would lock games the shared ones write
+                f"jfsm driver: --state {args.state} is shared by several drivers "
+                "(it has a token counter): add --shared",
+                file=sys.stderr,
+            )
+            return 2
         try:
-            if driver.state is not None:
-                driver.state.trusted = args.trust_state
-                driver.state.claim()
+            driver = ReferenceDriver(args.state, store_url=args.store, shared=args.shared)
+        except JfsmError as exc:  # JFSM_LEASE_SECONDS not a number
+            print(f"jfsm driver: {exc.code}: {exc.message}", file=sys.stderr)
+            return 2
+        try:
+            directory = driver.state or getattr(driver.db, "directory", None)
+            if directory is not None:
+                directory.trusted = args.trust_state
+                directory.claim()
         except OSError as exc:  # one line: a link, another user's, group- or other-writable
             print(f"jfsm driver: --state {args.state}: {exc.strerror or exc}", file=sys.stderr)
             return 2

@@ -58,12 +58,16 @@ def _env(spec: Path | None) -> dict[str, str]:
 
 
 class StdioDriver:
-    """`python -m jfsm.cli driver [--state DIR]` with line-based send and receive."""
+    """`python -m jfsm.cli driver [--state DIR] [EXTRA...]` with line-based send and
+    receive."""
 
-    def __init__(self, state: Path | None = None, *, spec: Path | None = None) -> None:
+    def __init__(
+        self, state: Path | None = None, *, spec: Path | None = None, extra: tuple[str, ...] = ()
+    ) -> None:
         argv = [sys.executable, "-m", "jfsm.cli", "driver"]
         if state is not None:
             argv += ["--state", str(state)]
+        argv += list(extra)
         self.proc = subprocess.Popen(
             argv,
             stdin=subprocess.PIPE,

@@ -37,6 +37,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
+import shutil
+import tempfile
 import time
 import uuid
 from collections.abc import Callable
@@ -76,10 +78,15 @@ TIMEOUT = 60.0
 
 class WorkerPool:
     """K `DriverClient`s over one stdio command, each greeted with `hello`; a killed worker
-    is started again with the same command and greeted again. Raises `HarnessError` if a
-    worker cannot be started or does not declare `sharedStore`."""
+    is started again with the same command and greeted again. `{state}` in the command
+    becomes one fresh empty directory that every worker shares (R96), removed at `close`.
+    Raises `HarnessError` if a worker cannot be started or does not declare `sharedStore`."""
 
     def __init__(self, spec: str, count: int, fake: FakeCompress) -> None:
+        self.state: str | None = None
+        if "{state}" in spec:  # one store for all: the same directory for every worker
+            self.state = tempfile.mkdtemp(prefix="jfsm-suite-workers-")
+            spec = spec.replace("{state}", self.state)
         self.spec = spec
         self.fake = fake
         self.clients: list[DriverClient] = []
@@ -121,6 +128,8 @@ class WorkerPool:
         for client in self.clients:
             with contextlib.suppress(Exception):
                 client.close()
+        if self.state is not None:
+            shutil.rmtree(self.state, ignore_errors=True)
 
 
 @dataclass

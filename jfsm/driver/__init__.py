@@ -17,7 +17,9 @@ state directory each game lives in a durable `FileStore` in its folder (`jfsm.dr
 and a restarted driver reopens every game there, skipping and reporting what it cannot
 open. With `store_url` (`--store postgresql://...`) every game lives in that database, side
 files too (`jfsm.driver.pg`): no state directory, and several drivers serve the same games,
-one owner a game (`open_game`, `release_game`: `jfsm.driver.shared`, R81).
+one owner a game (`open_game`, `release_game`: `jfsm.driver.shared`, R81). With `shared`
+(`--state DIR --shared`) the same holds for processes on one host sharing the state
+directory, leases and fencing tokens kept in files (`jfsm.driver.shared_dir`, R95).
 
 With a state directory at most `max_open` games are open at once (decision R56): the least
 recently used game at rest (no op on it running, nothing about it only in memory: no
@@ -45,6 +47,7 @@ from jfsm.driver.crash import CrashSwitch
 from jfsm.driver.hello import parse_hello
 from jfsm.driver.http import serve_http
 from jfsm.driver.shared import shared_ops
+from jfsm.driver.shared_dir import SharedDirectoryGames
 from jfsm.driver.state import GameFolder, Skipped, StateDamaged, StateDirectory
 from jfsm.driver.stdio import serve_stdio
 from jfsm.driver.wire import Refusal, decode, error_reply, refusal_reply
@@ -113,17 +116,22 @@ class ReferenceDriver:
         store_url: str | None = None,
         crash_injection: bool = False,
         max_open: int = MAX_OPEN,
+        shared: bool = False,
     ) -> None:
         self.state_dir = None if state_dir is None else Path(state_dir)
         self.store_url = store_url  # a PostgreSQL target: every game there (state_dir unused)
-        self.db: DatabaseGames | None = None
+        # the shared games (sharedStore, R81): in a database, or in a state directory that
+        # several processes on one host share (`shared`, R95)
+        self.db: DatabaseGames | SharedDirectoryGames | None = None
         if store_url is not None:  # psycopg only when a database is named (the slim install)
             from jfsm.driver.pg import DatabaseGames
 
             self.db = DatabaseGames(store_url)
-        self.state = (
-            None if state_dir is None or store_url is not None else StateDirectory(state_dir)
-        )
+        elif shared:
+            if state_dir is None:
+                raise InvalidInput("a shared driver needs a state directory")
+            self.db = SharedDirectoryGames(state_dir)
+        self.state = None if state_dir is None or self.db is not None else StateDirectory(state_dir)
         self.games: OrderedDict[str, GameEngine] = OrderedDict()  # least recently used first
         self.held: set[str] = set()  # games owned through open_game, never closed as idle
         self.max_open = max_open
@@ -137,7 +145,7 @@ class ReferenceDriver:
         self._compressor_factory = compressor_factory
         self._engine_class = engine_class
         # file stores open over a crash switch: the `crash` op (capability crashInjection)
-        crashable = crash_injection and state_dir is not None and store_url is None
+        crashable = crash_injection and state_dir is not None and self.db is None
         self._fs = CrashSwitch() if crashable else None
         self._ops: dict[str, Handler] = {
             name[3:]: getattr(self, name) for name in dir(self) if name.startswith("op_")

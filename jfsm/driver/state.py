@@ -6,7 +6,9 @@ DIR/
     store/                             the game's durable store (FileStore)
     participants.json                  the game's current participants
     telemetry.jsonl                    one compression_attempt event per line
+    lease                              shared mode only: the game's owner (R95)
   .new-<hex>-<random>/                 a game being created or duplicated (never a game)
+  tokens                               shared mode only: the fencing token counter (R95)
 ```
 
 Every write survives a `kill -9` at any instant (decision R25):
@@ -39,6 +41,7 @@ otherwise (`UnsafeDirectory` for a root not ours).
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import secrets
@@ -284,7 +287,14 @@ class StateDirectory:
             _fsync_dir(tmp)
             if os.path.lexists(final.path):
                 raise InvalidInput(f"game {final.game_id!r} already exists in the state directory")
-            os.rename(tmp, final.path)
+            try:
+                os.rename(tmp, final.path)
+            except OSError as exc:  # made meanwhile by another process (a shared directory)
+                if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
+                    raise InvalidInput(
+                        f"game {final.game_id!r} already exists in the state directory"
+                    ) from None
+                raise
             _fsync_dir(self.root)
 
     # -- participants --------------------------------------------------------------------

@@ -70,6 +70,16 @@ once that part succeeded. `commit_sync`, `seed_sync`, `checkpoint_sync` and `clo
 are the same operations (the same steps) run in the calling thread, for callers without an
 event loop (the crash tests, tools, `with FileStore.open(...)`); use one surface at a time.
 
+# Shared mode (decision R95)
+
+Opened with a `fence` (`jfsm.stores.file_lease.FileLease`) over an `OsFileSystem(shared=True)`,
+the store holds no lock for its life: several processes on one host may hold stores of one
+game, and the game's lease decides which of them writes. Every write (the record's
+`pwrite`+`fdatasync`, a checkpoint's or seed's files) runs under the game's short lock and
+only while the lease file still names this store's token; otherwise it raises `StoreFenced`
+and writes nothing, and the store is `fenced` from then on. `close` trims the preallocation
+only while still the owner (a fenced store never touches the files again) and ends the lease.
+
 # Errors
 
 - `open`: after the last valid record, the end of the file or a run of zeros to the end
@@ -105,12 +115,14 @@ import errno as errno_names
 import functools
 import os
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+from typing import TypeVar
 
-from jfsm.errors import InvalidInput, StoreLocked, StoreUnavailable
+from jfsm.errors import InvalidInput, StoreFenced, StoreLocked, StoreUnavailable
 from jfsm.image import QUOTA_BYTES, StoreImage, seeded_image
 from jfsm.projection import Projection
 from jfsm.stores.directory import read_contents
+from jfsm.stores.file_lease import DEFAULT_LEASE_SECONDS, FileLease, take_lease
 from jfsm.stores.fsio import FileSystem, OsFileSystem
 from jfsm.stores.log import encode_record, log_header
 from jfsm.stores.manifest import (
@@ -123,6 +135,8 @@ from jfsm.stores.manifest import (
 )
 from jfsm.stores.offload import Steps, run_steps, run_steps_sync
 from jfsm.stores.snapshot import object_bytes
+
+T = TypeVar("T")
 
 __all__ = ["FileStore", "fs_unavailable"]
 
@@ -162,8 +176,10 @@ class FileStore:
         log: int,
         log_size: int,
         store_id: str | None = None,
+        fence: FileLease | None = None,
     ) -> None:
         # Use `FileStore.open`; this only assembles what it recovered.
+        self._fence = fence  # shared mode: every write as the lease's owner (R95)
         self._store_id = store_id  # None until the first checkpoint of a store before R27
         # Where the log's records start: after its header (none in a log from before R27).
         self._log_start = 0 if store_id is None else len(log_header(generation, store_id))
@@ -188,6 +204,7 @@ class FileStore:
         quota: int = QUOTA_BYTES,
         fs: FileSystem | None = None,
         verify: bool = False,
+        fence: FileLease | None = None,
     ) -> FileStore:
         """Open (creating it if missing) the store in `directory`, recovering after a crash.
 
@@ -203,6 +220,12 @@ class FileStore:
         or others (R74), `ELOOP` for a file of the store that is a link; `InvalidInput` for
         a path the system cannot take (a NUL in it). The lock is released again in every
         case.
+
+        `fence` (shared mode, decision R95): the lease this process holds on the game, taken
+        by `jfsm.stores.file_lease.take_lease` whose lock the caller holds during this open.
+        Every later write then runs under the game's lock as that lease's owner
+        (`StoreFenced` once another process took the game over, nothing written), and `fs`
+        should be an `OsFileSystem(shared=True)`, which holds no lock for the store's life.
         """
         if type(quota) is not int or quota <= 0:
             raise InvalidInput(f"quota must be a positive integer of bytes, not {quota!r}")
@@ -218,7 +241,7 @@ class FileStore:
         except OSError as exc:
             raise fs_unavailable(path, "open", exc, "closed") from exc
         try:
-            return cls._recover(path, fs, lock, quota, verify)
+            return cls._recover(path, fs, lock, quota, verify, fence)
         except BaseException as exc:
             with contextlib.suppress(OSError):
                 fs.unlock(lock)
@@ -227,8 +250,53 @@ class FileStore:
             raise
 
     @classmethod
+    def open_shared(
+        cls,
+        directory: str | os.PathLike[str],
+        *,
+        game: str,
+        lease_folder: str | os.PathLike[str],
+        root: str | os.PathLike[str],
+        owner: str,
+        takeover: bool = False,
+        lease_seconds: float = DEFAULT_LEASE_SECONDS,
+        adopt: int | None = None,
+        quota: int = QUOTA_BYTES,
+        trusted: bool = False,
+    ) -> FileStore:
+        """Own game `game` of a directory that several processes share (decision R95) and
+        open its store in `directory`: the lease in `lease_folder` (its `lease` file), the
+        token from `root`'s counter (`jfsm.stores.file_lease.take_lease`), the store read
+        from disk under the game's lock. `adopt`: see `take_lease`.
+
+        Raises `StoreLocked` while another owner id's lease is live (unless `takeover`),
+        `StoreUnavailable` for a file-system error, and whatever `open` raises (the lease
+        just taken is then ended).
+        """
+        try:
+            with take_lease(
+                game,
+                os.fspath(lease_folder),
+                os.fspath(root),
+                owner,
+                takeover=takeover,
+                seconds=lease_seconds,
+                adopt=adopt,
+            ) as lease:
+                fs = OsFileSystem(trusted=trusted, shared=True)
+                return cls.open(directory, quota=quota, fs=fs, fence=lease)
+        except OSError as exc:  # the lease or the token counter
+            raise fs_unavailable(os.fspath(lease_folder), "open", exc, "closed") from exc
+
+    @classmethod
     def _recover(
-        cls, directory: str, fs: FileSystem, lock: int, quota: int, verify: bool
+        cls,
+        directory: str,
+        fs: FileSystem,
+        lock: int,
+        quota: int,
+        verify: bool,
+        fence: FileLease | None = None,
     ) -> FileStore:
         contents = read_contents(
             directory, fs.listdir(directory), fs.read, quota=quota, verify=verify
@@ -269,6 +337,7 @@ class FileStore:
             log,
             end,
             live.store,
+            fence,
         )
         store._remove(list(found.leftovers))
         return store
@@ -282,6 +351,26 @@ class FileStore:
     def directory(self) -> str:
         """The store's directory."""
         return self._directory
+
+    @property
+    def token(self) -> int | None:
+        """The fencing token of this owner (shared mode), else None."""
+        return None if self._fence is None else self._fence.token
+
+    @property
+    def fence(self) -> FileLease | None:
+        """The lease this store writes under (shared mode, R95), else None."""
+        return self._fence
+
+    @property
+    def state(self) -> str:
+        """This handle's state in the machine `store_ownership`: `owner`, `fenced`, `broken`
+        or `closed`."""
+        if self._lock is None:
+            return "closed"
+        if self._fence is not None and self._fence.fenced:
+            return "fenced"
+        return "broken" if self._broken else "owner"
 
     async def commit(self, projection: Projection) -> None:
         """Write `projection` durably after the last record (off the loop), then apply it
@@ -356,7 +445,23 @@ class FileStore:
             lock, self._lock = self._lock, None
             yield functools.partial(self._release, lock)
 
+    def _as_owner(self, what: str, write: Callable[..., T], *args: object) -> T:
+        """`write(*args)`, in shared mode under the game's lock as the lease's owner:
+        `StoreFenced` (nothing written) once another process took the game over;
+        `StoreUnavailable` when the lease file cannot be read."""
+        if self._fence is None:
+            return write(*args)
+        try:
+            with self._fence.hold():
+                return write(*args)
+        except OSError as exc:  # the lease file's own I/O (the write maps its errors itself)
+            raise self._unavailable(what, exc) from exc
+
     def _write_record(self, record: bytes) -> None:
+        """`_append` as the owner (shared mode)."""
+        self._as_owner("commit", self._append, record)
+
+    def _append(self, record: bytes) -> None:
         """Write `record` after the last one and fdatasync it (the commit point); on failure
         roll the log back and raise `StoreUnavailable` (or the injected error)."""
         end = self._log_size + len(record)
@@ -393,6 +498,10 @@ class FileStore:
         yield functools.partial(self._remove, old, old_log)
 
     def _write_snapshot(self, image: StoreImage) -> tuple[int, str, int, int, str]:
+        """`_write_generation` as the owner (shared mode)."""
+        return self._as_owner("write a snapshot", self._write_generation, image)
+
+    def _write_generation(self, image: StoreImage) -> tuple[int, str, int, int, str]:
         """The files of `_install_snapshot`: (generation, snapshot, log handle, header size,
         store id). On failure removes what it wrote (before the manifest's rename) or marks
         the store broken (from it on), and raises `StoreUnavailable`."""
@@ -435,16 +544,23 @@ class FileStore:
 
     def _release(self, lock: int) -> None:
         """Trim the unused preallocation (best effort, not synced: zeros after the last
-        record are harmless), close the log, release the lock."""
+        record are harmless; in shared mode only while still the owner), close the log,
+        release the lock (and end the lease)."""
         try:
             try:
                 if self._allocated > self._log_size and not self._broken:
-                    with contextlib.suppress(OSError):
-                        self._fs.truncate(self._log, self._log_size)
+                    with contextlib.suppress(OSError, StoreFenced):
+                        held = self._fence.hold(renew=False) if self._fence else _nothing()
+                        with held:
+                            self._fs.truncate(self._log, self._log_size)
             finally:
                 self._fs.close(self._log)
         finally:
-            self._fs.unlock(lock)
+            try:
+                self._fs.unlock(lock)
+            finally:
+                if self._fence is not None:
+                    self._fence.end()
 
     def __enter__(self) -> FileStore:
         return self
@@ -463,6 +579,8 @@ class FileStore:
     def _require_writable(self) -> None:
         if self._lock is None:
             raise StoreUnavailable(f"store {self._directory} is closed", state="closed")
+        if self._fence is not None and self._fence.fenced:
+            raise self._fence.fenced_error()
         if self._broken:
             raise StoreUnavailable(
                 f"store {self._directory} is broken by a failed write; close and reopen it",
@@ -503,6 +621,11 @@ class FileStore:
         for name in names:
             with contextlib.suppress(OSError):
                 self._fs.remove(self._path(name))
+
+
+@contextlib.contextmanager
+def _nothing() -> Iterator[None]:
+    yield
 
 
 def _create(fs: FileSystem, path: str) -> int:

@@ -42,12 +42,13 @@ _COMPANIONS: dict[int, list[int]] = {}  # a directory lock's descriptor -> its `
 _fdatasync = getattr(os, "fdatasync", os.fsync)  # macOS has no fdatasync
 
 
-Opening = Literal["read", "new", "write", "append", "dir"]
+Opening = Literal["read", "new", "write", "append", "update", "dir"]
 _FLAGS: dict[str, int] = {
     "read": os.O_RDONLY,
     "new": os.O_WRONLY | os.O_CREAT | os.O_EXCL,
     "write": os.O_WRONLY,
     "append": os.O_RDWR | os.O_APPEND,
+    "update": os.O_RDWR,
     "dir": os.O_RDONLY | getattr(os, "O_DIRECTORY", 0),
 }
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -64,8 +65,9 @@ def open_file(
     """Open `path` (relative to `dir_fd` if given) without ever following a link there.
 
     `how`: `read`; `new` (created, `O_EXCL`: fails if anything, a link included, has the
-    name); `write` (an existing file, for `pwrite`); `append` (`O_RDWR | O_APPEND`); `dir`.
-    `create` (for `write` and `append`): a missing file is created, with `O_EXCL`.
+    name); `write` (an existing file, for `pwrite`); `append` (`O_RDWR | O_APPEND`);
+    `update` (`O_RDWR`: `pread` and `pwrite` at their offsets); `dir`. `create` (for
+    `write`, `append` and `update`): a missing file is created, with `O_EXCL`.
     Raises `OSError`: `ELOOP` for a link, `EEXIST` for a taken name, `ENOENT`...
     """
     flags = _FLAGS[how] | _NOFOLLOW
@@ -209,12 +211,19 @@ class OsFileSystem:
     `trusted`: the exclusive lock accepts a directory of another user or one writable by
     group or others (decision R74); without it that is `UnsafeDirectory`. A link is refused
     either way. The files of a locked directory are reached through its descriptor.
+    `shared`: the exclusive lock is only tried (`BlockingIOError` while a writer holds it),
+    then released, the descriptor kept (decision R95).
     """
 
     trusted = False
+    #: only try the lock at open, then release it (decision R95): in a directory shared by
+    #: several processes, writers are ordered by each game's lease lock
+    #: (`jfsm.stores.file_lease`), never by a lock held for the store's life
+    shared = False
 
-    def __init__(self, *, trusted: bool = False) -> None:
+    def __init__(self, *, trusted: bool = False, shared: bool = False) -> None:
         self.trusted = trusted
+        self.shared = shared
 
     @property
     def _dirs(self) -> dict[str, int]:
@@ -327,6 +336,9 @@ class OsFileSystem:
                 fds.append(open_file(LOCK_FILE, "append", dir_fd=fds[0], create=True))
             for fd in fds[1:]:
                 fcntl.flock(fd, mode)
+            if self.shared and not shared:  # a writer holding it for life keeps us out
+                for fd in fds:
+                    fcntl.flock(fd, fcntl.LOCK_UN)
         except BaseException:
             for fd in fds:
                 os.close(fd)

@@ -78,10 +78,10 @@ CHILD = textwrap.dedent(
         await b.close()
         await a.close()
 
-    async def driver_scenario(root):
+    async def driver_scenario(root, shared=False):
         from jfsm.driver import ReferenceDriver
         from jfsm.testing import FakeCompressor
-        driver = ReferenceDriver(os.path.join(root, "state"),
+        driver = ReferenceDriver(os.path.join(root, "state"), shared=shared,
                                  compressor_factory=lambda url: FakeCompressor())
         n = iter(range(1000))
         async def call(op, **args):
@@ -95,6 +95,10 @@ CHILD = textwrap.dedent(
         await call("generate", game="g")
         await call("checkpoint", game="g")
         await call("duplicate", game="g", into="h")
+        if shared:  # the ownership ops: a lease taken and ended, off the loop
+            await call("open_game", game="g", takeover=True)
+            await call("release_game", game="g")
+            await call("open_game", game="g")
         await call("telemetry", game="g")
         await call("restart")
         await call("dump", game="h")
@@ -102,7 +106,11 @@ CHILD = textwrap.dedent(
         await call("shutdown")
 
     which = sys.argv[2]
-    scenario = engine_scenario if which == "engine" else driver_scenario
+    scenario = {
+        "engine": engine_scenario,
+        "driver": driver_scenario,
+        "shared": lambda root: driver_scenario(root, shared=True),
+    }[which]
     for run in (1, 2):
         recording = run == 2
         asyncio.run(scenario(tempfile.mkdtemp()))
@@ -140,5 +148,12 @@ def test_the_engine_over_file_stores_does_no_io_on_the_loop() -> None:
 
 def test_the_driver_does_no_new_io_on_the_loop() -> None:
     seen = _on_loop("driver")
+    assert set(seen) == DRIVER_KNOWN, seen
+    assert not any("jfsm/stores/" in entry for entry in seen), seen
+
+
+def test_the_shared_driver_does_no_new_io_on_the_loop() -> None:
+    """`--state DIR --shared` (R95): leases, tokens and fenced writes all off the loop."""
+    seen = _on_loop("shared")
     assert set(seen) == DRIVER_KNOWN, seen
     assert not any("jfsm/stores/" in entry for entry in seen), seen

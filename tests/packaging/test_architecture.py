@@ -57,6 +57,7 @@ LAYERS: dict[int, tuple[str, ...]] = {
         "stores.log",
         "stores.manifest",
         "stores.directory",
+        "stores.file_lease",
         "stores.file",
         "stores.crashfs",
         "stores.memory",
@@ -89,6 +90,7 @@ LAYERS: dict[int, tuple[str, ...]] = {
         "driver.hello",
         "driver.pg",
         "driver.shared",
+        "driver.shared_dir",
         "driver",
     ),
     # the package's curated API and the command line

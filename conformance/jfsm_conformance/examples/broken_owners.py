@@ -1,11 +1,14 @@
 """Broken shared-store drivers: each breaks one ownership rule, for the workers machine.
 
-Each is the reference driver over PostgreSQL (`jfsm driver --store URL`) with one
+Each is the reference driver over a shared store, PostgreSQL (`jfsm driver --store URL`)
+or a state directory shared on one host (`jfsm driver --state DIR --shared`, R95), with one
 flaw, run as K processes of one command:
 
 ```
 jfsm conformance --workers 2 --driver \
   "stdio:python -m jfsm_conformance.examples.broken_owners FLAW --store URL"
+jfsm conformance --workers 2 --driver \
+  "stdio:python -m jfsm_conformance.examples.broken_owners FLAW --state {state}"
 ```
 
 - `no_token_check`: a commit refused as fenced is written anyway (the process takes the game
@@ -17,8 +20,8 @@ jfsm conformance --workers 2 --driver \
 - `fenced_half_write`: a commit refused as fenced answers `store_fenced` but first writes
   half of its keys: JF-STORE-013.
 
-The flaws live in a store wrapper around the real `PostgresStore` and in the ops' arguments
-and replies; the database and its token check are the reference's.
+The flaws live in a store wrapper around the real store and in the ops' arguments and
+replies; the store and its token check are the reference's.
 """
 
 from __future__ import annotations
@@ -41,11 +44,12 @@ FLAWS = ("no_token_check", "takeover_same_token", "lease_unchecked", "fenced_hal
 
 
 class _FlawedStore:
-    """A `PostgresStore` whose fenced commits are bent (`no_token_check`,
-    `fenced_half_write`); every other attribute is the real store's."""
+    """A shared store whose fenced commits are bent (`no_token_check`, `fenced_half_write`);
+    every other attribute is the real store's. `games` is the driver's shared games (a
+    `DatabaseGames` or a `SharedDirectoryGames`), through which it takes the game back."""
 
-    def __init__(self, inner: Any, flaw: str, url: str, game_id: str) -> None:
-        self.inner, self.flaw, self.url, self.game_id = inner, flaw, url, game_id
+    def __init__(self, inner: Any, flaw: str, games: Any, game_id: str) -> None:
+        self.inner, self.flaw, self.games, self.game_id = inner, flaw, games, game_id
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -54,9 +58,7 @@ class _FlawedStore:
         try:
             await self.inner.commit(projection)
         except StoreFenced:
-            from jfsm.stores.postgres import PostgresStore
-
-            back = await PostgresStore.open(self.url, self.game_id, takeover=True)
+            back, _ = await self.games.open(self.game_id, create=False, takeover=True)
             if self.flaw == "no_token_check":  # write anyway, and keep writing
                 await back.commit(projection)
                 await self.inner.close()
@@ -74,10 +76,12 @@ class _FlawedStore:
 class OwnersDriver(ReferenceDriver):
     """The reference driver over a shared store with one of `FLAWS`."""
 
-    def __init__(self, flaw: str, store_url: str) -> None:
+    def __init__(self, flaw: str, store_url: str | None, state: str | None = None) -> None:
         if flaw not in FLAWS:
             raise ValueError(f"unknown flaw {flaw!r}; choose from {FLAWS}")
-        super().__init__(None, store_url=store_url)
+        if (store_url is None) == (state is None):
+            raise ValueError("give a database (store_url) or a shared state directory (state)")
+        super().__init__(state, store_url=store_url, shared=state is not None)
         self.flaw = flaw
         self._open_game = self._ops["open_game"]
         self._ops["open_game"] = self._bent_open_game
@@ -86,8 +90,7 @@ class OwnersDriver(ReferenceDriver):
         self, game_id: str, store: Any, participants: list[Participant] | tuple[()] = ()
     ) -> GameEngine:
         if self.flaw in ("no_token_check", "fenced_half_write"):
-            assert self.store_url is not None
-            store = _FlawedStore(store, self.flaw, self.store_url, game_id)
+            store = _FlawedStore(store, self.flaw, self.db, game_id)
         return super()._engine(game_id, store, participants)
 
     async def _bent_open_game(self, args: Mapping[str, Any]) -> Any:
@@ -102,9 +105,11 @@ class OwnersDriver(ReferenceDriver):
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m jfsm_conformance.examples.broken_owners")
     parser.add_argument("flaw", choices=FLAWS)
-    parser.add_argument("--store", required=True, help="postgresql://... (migrated)")
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--store", help="postgresql://... (migrated)")
+    where.add_argument("--state", help="a state directory the processes share (R95)")
     args = parser.parse_args(argv)
-    asyncio.run(serve_stdio(OwnersDriver(args.flaw, args.store)))
+    asyncio.run(serve_stdio(OwnersDriver(args.flaw, args.store, args.state)))
     return 0
 
 

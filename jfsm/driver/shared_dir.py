@@ -1,0 +1,225 @@
+"""The reference driver's games in a state directory that several driver processes on one host
+share (`jfsm driver --state DIR --shared`, decision R95).
+
+The directory is laid out as for one process (`jfsm.driver.state`), plus the token counter
+`DIR/tokens` and a `lease` file in each game's folder (`jfsm.stores.file_lease`). Every
+process started with the same `DIR` serves the same games, one owner a game: an op on a game
+another process owns is refused with `store_locked` while that owner's lease lives, and a
+write by an owner another process superseded with `store_fenced` (nothing written). This is
+the contract of `jfsm.driver.pg`'s `DatabaseGames` (PostgreSQL), with the host's clock for
+the server's, and the same interface, so `ReferenceDriver` and `jfsm.driver.shared` serve
+both alike.
+
+- `open(game, create=False)` takes the game's lease and, under its lock, reads the store
+  (recovering a torn tail a killed owner left) and the participants; a missing game is
+  `InvalidInput`.
+- `create` builds the game (empty, or a copy of `source`: store and participants) in a
+  folder of its own (`.new-...`) with a lease of this process, publishes it under the game's
+  name by one rename, and opens it adopting that lease. An existing game is refused
+  (`InvalidInput`), never adopted; a failure before the rename removes only the folder this
+  call made. A `.new-...` folder is never removed here: another process may be filling it.
+- Participants are written as the owner (under the game's lock, fenced like a commit);
+  telemetry is appended by whichever process generates, one line a write, and read from
+  the file, so every process sees every game's events.
+- The leases of the games a process has open are renewed by one timer (`LeaseKeeper`),
+  so an idle owner keeps its games; closing a store ends its lease at once.
+
+Errors: as `FileStore.open` and `take_lease` (`StoreLocked`, `StoreUnavailable` naming the
+errno, `StoreCorrupted`; a participants file that cannot be read is `StoreCorrupted` naming
+it), `InvalidInput` for an unknown or existing game.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import secrets
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from jfsm.driver.state import GameFolder, StateDamaged, StateDirectory
+from jfsm.engine import GameEngine
+from jfsm.errors import InvalidInput, StoreCorrupted
+from jfsm.limits import validate_id
+from jfsm.records import Participant
+from jfsm.stores.file import FileStore, fs_unavailable
+from jfsm.stores.file_lease import LeaseKeeper, lease_seconds, next_token, write_new_lease
+from jfsm.stores.offload import run_blocking
+
+__all__ = ["SharedDirectoryGames"]
+
+
+class SharedDirectoryGames:
+    """The games of a driver in the shared state directory `root` (module docstring).
+
+    `owner`: the owner id of this process's leases (`jfsm driver --owner`, `JFSM_OWNER`),
+    stable across restarts so a restarted driver reclaims its games at once (R61); else
+    unique to each open."""
+
+    def __init__(
+        self, root: str | os.PathLike[str], owner: str | None = None, *, trusted: bool = False
+    ) -> None:
+        self.directory = StateDirectory(root, trusted=trusted)
+        self.owner = owner or os.environ.get("JFSM_OWNER") or None
+        self.seconds = lease_seconds()
+        self._keeper = LeaseKeeper(self.seconds)
+        self._unique = f"{os.uname().nodename}:{os.getpid()}:{secrets.token_hex(4)}"
+        self._opens = 0
+
+    def _who(self) -> str:
+        if self.owner:
+            return self.owner
+        self._opens += 1
+        return f"{self._unique}:{self._opens}"
+
+    # -- owning --------------------------------------------------------------------------
+    async def open(
+        self,
+        game_id: str,
+        *,
+        create: bool | None = False,
+        takeover: bool = False,
+        adopt: int | None = None,
+    ) -> tuple[FileStore, list[Participant]]:
+        """Own `game_id`'s store and read its participants (`create` must be False: games
+        are made by `create`). Errors: see the module docstring."""
+        validate_id(game_id, "game")  # before any path is built of it
+        if create:
+            raise InvalidInput("a shared directory's games are made by create_game")
+        who = self._who()
+        store, participants = await run_blocking(self._open, game_id, who, takeover, adopt)
+        assert store.fence is not None
+        self._keeper.keep(store.fence)
+        return store, participants
+
+    def _open(
+        self, game_id: str, who: str, takeover: bool, adopt: int | None
+    ) -> tuple[FileStore, list[Participant]]:
+        """`open`, blocking."""
+        folder = self.directory.folder(game_id)
+        if not self._is_game(folder):
+            raise InvalidInput(f"no game {game_id!r} in the shared state directory", field="game")
+        store = FileStore.open_shared(
+            folder.store,
+            game=game_id,
+            lease_folder=folder.path,
+            root=self.directory.root,
+            owner=who,
+            takeover=takeover,
+            lease_seconds=self.seconds,
+            adopt=adopt,
+            trusted=folder.trusted,
+        )
+        try:  # the earlier owner is fenced now: only this store may change them
+            participants = self.directory.load_participants(folder)
+        except BaseException as exc:
+            store.close_sync()
+            if isinstance(exc, StateDamaged):
+                raise StoreCorrupted(str(exc), file=str(folder.participants)) from exc
+            if isinstance(exc, OSError):
+                raise fs_unavailable(str(folder.path), "open", exc, "closed") from exc
+            raise
+        return store, participants
+
+    @staticmethod
+    def _is_game(folder: GameFolder) -> bool:
+        store = folder.store
+        return folder.path.is_dir() and not folder.path.is_symlink() and store.is_dir()
+
+    async def reopen(self, game_id: object, driver: Any) -> None:
+        """Open an existing game of the directory that `driver` (a `ReferenceDriver`) does
+        not serve nor create, once a close of it in progress has ended, and serve it. A game
+        the directory does not have stays unknown; `StoreLocked` while another process owns
+        it, store errors as `open`."""
+        if not isinstance(game_id, str) or game_id in driver._creating:
+            return
+        if (closing := driver._closing.get(game_id)) is not None:  # its lease ends first
+            await asyncio.wait([closing])
+        if game_id in driver.games:
+            return
+        try:
+            store, participants = await self.open(game_id)
+        except InvalidInput:
+            return
+        if game_id in driver.games:  # opened meanwhile by a concurrent op
+            await self.close(store)
+            return
+        driver.games[game_id] = driver._engine(game_id, store, participants)
+
+    async def create(
+        self,
+        into: str,
+        source: GameEngine | None,
+        busy: set[str],
+        games: dict[str, Any],
+        engine: Callable[[str, Any, list[Participant]], Any],
+    ) -> dict[str, Any]:
+        """Create game `into`, empty or as a copy of `source` (store and participants),
+        listed in `busy` meanwhile, and add `engine(into, store, participants)` to `games`.
+        An existing game `into` is refused (`InvalidInput`), never touched nor adopted."""
+        busy.add(into)
+        try:
+            who = self._who()
+            async with self.directory.new_game(into) as fresh:
+                made = await run_blocking(lambda: FileStore.open(fresh.store, fs=fresh.store_fs()))
+                try:
+                    participants: list[Participant] = []
+                    if source is not None:
+                        copy = await source.duplicate(made, into)
+                        participants = list(copy.participants())
+                        await run_blocking(self.directory.save_participants, fresh, participants)
+                finally:
+                    await made.close()
+                token = await run_blocking(self._seal, fresh, who)
+            store, participants = await self.open(into, adopt=token)
+            games[into] = engine(into, store, participants)
+            return {}
+        finally:
+            busy.discard(into)
+
+    def _seal(self, fresh: GameFolder, who: str) -> int:
+        """Give a game being made its first lease (this process's); returns its token."""
+        root = str(self.directory.root)
+        with _errors(fresh.path, "create the game"):
+            token = next_token(root)
+            write_new_lease(str(fresh.path), who, token, self.seconds)
+        return token
+
+    async def save_participants(self, store: FileStore, participants: list[Participant]) -> None:
+        """Replace the game's participants as the owner (`StoreFenced`: nothing written)."""
+        fence = store.fence
+        assert fence is not None
+        folder = self.directory.folder(fence.game)
+
+        def save() -> None:
+            with _errors(folder.path, "save the participants"), fence.hold():
+                self.directory.save_participants(folder, participants)
+
+        await run_blocking(save)
+
+    async def close(self, store: FileStore) -> None:
+        """Close the store, which ends its lease at once."""
+        if store.fence is not None:
+            self._keeper.drop(store.fence)
+        await store.close()
+
+    # -- telemetry -----------------------------------------------------------------------
+    def telemetry_sink(self, game_id: str) -> Callable[[dict[str, Any]], None]:
+        """A sink appending the game's events to its file (one line, flushed, each)."""
+        folder = self.directory.folder(game_id)
+        return lambda event: self.directory.append_telemetry(folder, event)
+
+    async def read_telemetry(self, game_id: str) -> list[Any] | None:
+        """The game's saved events, from every process; None if it has none."""
+        folder = self.directory.folder(game_id)
+        return await run_blocking(self.directory.read_telemetry, folder)
+
+
+@contextlib.contextmanager
+def _errors(where: Path, what: str) -> Any:
+    try:
+        yield
+    except OSError as exc:
+        raise fs_unavailable(str(where), what, exc, "open") from exc

@@ -1,0 +1,267 @@
+"""The file store in a directory that several processes share (decision R95): leases and
+fencing tokens in files, judged with real processes and real `kill -9`
+(`shared_file_worker.py` owns one game per process).
+
+JF-STORE-010 (one owner, tokens from one sequence never reused), JF-STORE-011 (a second open
+refused while the lease lives, no lock held between writes), JF-STORE-012 (a takeover fences
+a living owner), JF-STORE-013 (a fenced write writes nothing), JF-STORE-014 (a killed
+owner's write in flight whole or absent, nothing acknowledged lost).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jfsm.errors import StoreCorrupted, StoreFenced, StoreLocked
+from jfsm.projection import Projection
+from jfsm.stores.file import FileStore
+from jfsm.stores.file_lease import LEASE_FILE, LeaseRecord, next_token, read_lease
+
+WORKER = Path(__file__).with_name("shared_file_worker.py")
+WAIT = 30.0  # bound on every reply: a hung worker fails the test, never hangs it
+
+
+class Worker:
+    """One `shared_file_worker.py` process owning (or trying to own) game `game`."""
+
+    def __init__(self, root: Path, game: str, owner: str, seconds: float = 30.0) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, str(WORKER), str(root), game, owner, str(seconds)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self.answers: list[dict[str, Any]] = []
+        self._ready = threading.Condition()
+        threading.Thread(target=self._pump, daemon=True).start()
+        self._read = 0
+
+    def _pump(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            with self._ready:
+                self.answers.append(json.loads(line))
+                self._ready.notify_all()
+
+    def send(self, command: str) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(command + "\n")
+        self.proc.stdin.flush()
+
+    def next(self) -> dict[str, Any]:
+        with self._ready:
+            got = self._ready.wait_for(lambda: len(self.answers) > self._read, WAIT)
+            assert got, f"no answer from the worker (exit {self.proc.poll()})"
+            self._read += 1
+            return self.answers[self._read - 1]
+
+    def ask(self, command: str) -> dict[str, Any]:
+        self.send(command)
+        return self.next()
+
+    def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(WAIT)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()
+            self.proc.wait(WAIT)
+
+
+@pytest.fixture
+def workers() -> Any:
+    started: list[Worker] = []
+
+    def start(*args: Any) -> Worker:
+        worker = Worker(*args)
+        started.append(worker)
+        return worker
+
+    yield start
+    for worker in started:
+        if worker.proc.poll() is None:
+            worker.kill()
+
+
+def _files(folder: Path) -> dict[str, str]:
+    return {
+        p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.iterdir())
+        if p.is_file()
+    }
+
+
+def test_a_second_process_is_refused_while_the_lease_lives_and_its_owner_id_reclaims(
+    tmp_path: Path, workers: Any
+) -> None:
+    a, b = workers(tmp_path, "g", "a"), workers(tmp_path, "g", "b")
+    first = a.ask("open")
+    assert first["ok"] and first["token"] >= 1
+    assert a.ask("commit k1") == {"ok": True}
+    assert b.ask("open") == {"ok": False, "code": "store_locked"}
+    assert a.ask("commit k2") == {"ok": True}  # the refused open changed nothing
+    again = workers(tmp_path, "g", "a")  # a restarted `a`: the same owner id (R61)
+    reclaimed = again.ask("open")
+    assert reclaimed["ok"] and reclaimed["token"] > first["token"]
+    assert again.ask("keys") == {"keys": ["k1", "k2"]}
+    assert a.ask("commit k3") == {"ok": False, "code": "store_fenced"}
+
+
+def test_a_takeover_fences_a_living_owner_whose_commit_writes_nothing(
+    tmp_path: Path, workers: Any
+) -> None:
+    a, b = workers(tmp_path, "g", "a"), workers(tmp_path, "g", "b")
+    token_a = a.ask("open")["token"]
+    assert a.ask("commit k1") == {"ok": True}
+    taken = b.ask("takeover")
+    assert taken["ok"] and taken["token"] > token_a
+    before = _files(tmp_path / "g" / "store")
+    assert a.ask("commit k2") == {"ok": False, "code": "store_fenced"}
+    assert a.ask("commit k3") == {"ok": False, "code": "store_fenced"}  # fenced for good
+    assert _files(tmp_path / "g" / "store") == before  # not a byte written
+    assert b.ask("commit k4") == {"ok": True}
+    assert a.ask("close") == {"ok": True}  # a fenced close trims nothing of the new owner's
+    assert b.ask("close") == {"ok": True}
+    c = workers(tmp_path, "g", "c")
+    assert c.ask("open")["ok"]  # b's close ended its lease at once
+    assert c.ask("keys") == {"keys": ["k1", "k4"]}
+
+
+def test_a_killed_owner_loses_nothing_acknowledged_and_its_lease_runs_out(
+    tmp_path: Path, workers: Any
+) -> None:
+    a = workers(tmp_path, "g", "a", 5.0)
+    assert a.ask("open")["ok"]
+    a.send("commits 100000")
+    while a.next()["ack"] < 30:
+        pass
+    a.kill()  # in the middle of a commit, most likely
+    acknowledged = {f"n{answer['ack']}" for answer in a.answers if "ack" in answer}
+    b = workers(tmp_path, "g", "b", 5.0)
+    assert b.ask("open") == {"ok": False, "code": "store_locked"}  # its lease still lives
+    deadline = time.monotonic() + WAIT
+    while not (opened := b.ask("open"))["ok"]:  # until the lease runs out
+        assert opened["code"] == "store_locked" and time.monotonic() < deadline, opened
+        time.sleep(0.2)
+    keys = b.ask("keys")["keys"]
+    assert acknowledged <= set(keys)
+    assert sorted(keys, key=lambda k: int(k[1:])) == [f"n{i}" for i in range(len(keys))]
+    assert len(keys) - len(acknowledged) <= 1  # at most the commit in flight, whole
+    assert b.ask("commit after") == {"ok": True}  # the torn tail was cut: writes go on
+
+
+def test_the_game_lock_is_not_held_between_writes(tmp_path: Path, workers: Any) -> None:
+    a = workers(tmp_path, "g", "a")
+    assert a.ask("open")["ok"]
+    assert a.ask("commit k1") == {"ok": True}
+    fd = os.open(tmp_path / "g" / LEASE_FILE, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # BlockingIOError if a held it
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+    b = workers(tmp_path, "g", "b")
+    assert b.ask("takeover")["ok"]  # a living, idle owner blocks no takeover
+    assert a.ask("commit k2") == {"ok": False, "code": "store_fenced"}
+
+
+def test_tokens_never_repeat_across_processes_and_removal(tmp_path: Path) -> None:
+    script = (
+        "import sys; from jfsm.stores.file_lease import next_token\n"
+        "print(' '.join(str(next_token(sys.argv[1])) for _ in range(40)))"
+    )
+    procs = [
+        subprocess.Popen([sys.executable, "-c", script, str(tmp_path)], stdout=subprocess.PIPE)
+        for _ in range(3)
+    ]
+    tokens = [int(t) for p in procs for t in p.communicate(timeout=WAIT)[0].split()]
+    assert sorted(tokens) == list(range(1, 121))  # one sequence, no token twice
+
+    def open_game() -> FileStore:
+        folder = tmp_path / "g"
+        folder.mkdir(exist_ok=True)
+        return FileStore.open_shared(
+            folder / "store", game="g", lease_folder=folder, root=tmp_path, owner="x"
+        )
+
+    seen: list[int] = []
+    for _ in range(3):  # made, used, removed, made again under the same id
+        store = open_game()
+        assert store.token is not None
+        seen.append(store.token)
+        store.commit_sync(Projection.of({"k": 1}))
+        store.close_sync()
+        shutil.rmtree(tmp_path / "g")
+    assert seen == sorted(seen) and len(set(seen)) == 3 and min(seen) > 120
+    assert next_token(str(tmp_path)) > max(seen)
+
+
+def test_a_store_of_a_removed_and_remade_game_is_fenced(tmp_path: Path) -> None:
+    folder = tmp_path / "g"
+    folder.mkdir()
+    kwargs: dict[str, Any] = {"game": "g", "lease_folder": folder, "root": tmp_path}
+    old = FileStore.open_shared(folder / "store", owner="a", **kwargs)
+    token = old.token
+    shutil.rmtree(folder)
+    folder.mkdir()
+    new = FileStore.open_shared(folder / "store", owner="a", **kwargs)
+    with pytest.raises(StoreFenced):  # its lease file is gone: never writes into the new game
+        old.commit_sync(Projection.of({"k": 1}))
+    assert old.state == "fenced" and new.token is not None and token is not None
+    new.commit_sync(Projection.of({"k": 2}))
+    old.close_sync()
+    new.close_sync()
+
+
+def test_a_lease_of_an_earlier_boot_is_over(tmp_path: Path) -> None:
+    folder = tmp_path / "g"
+    folder.mkdir()
+    kwargs: dict[str, Any] = {"game": "g", "lease_folder": folder, "root": tmp_path}
+    store = FileStore.open_shared(folder / "store", owner="a", **kwargs)
+    with pytest.raises(StoreLocked):
+        FileStore.open_shared(folder / "store", owner="b", **kwargs)
+    record = read_lease(str(folder))
+    assert record is not None and record.owner == "a" and record.live()
+    with open(folder / LEASE_FILE, "r+b") as file:  # as if the host had rebooted since
+        file.write(LeaseRecord("a", record.token, "another-boot", record.until).encode())
+    other = FileStore.open_shared(folder / "store", owner="b", **kwargs)
+    assert other.token is not None and other.token > record.token
+    with pytest.raises(StoreFenced):
+        store.commit_sync(Projection.of({"k": 1}))
+    other.close_sync()
+    store.close_sync()
+
+
+def test_a_failed_takeover_changes_no_owner(tmp_path: Path) -> None:
+    folder = tmp_path / "g"
+    folder.mkdir()
+    kwargs: dict[str, Any] = {"game": "g", "lease_folder": folder, "root": tmp_path}
+    store = FileStore.open_shared(folder / "store", owner="a", **kwargs)
+    store.commit_sync(Projection.of({"k1": 1}))
+    foreign = folder / "store" / "snapshot.00000099.00000000.json"
+    foreign.write_bytes(b"{}")  # a file no run of the store leaves: the open is refused
+    with pytest.raises(StoreCorrupted):
+        FileStore.open_shared(folder / "store", owner="b", takeover=True, **kwargs)
+    record = read_lease(str(folder))
+    assert record is not None and (record.owner, record.token) == ("a", store.token)
+    store.commit_sync(Projection.of({"k2": 2}))  # still the owner: nothing changed
+    store.close_sync()
+    foreign.unlink()
+    again = FileStore.open_shared(folder / "store", owner="b", **kwargs)
+    assert sorted(again.image.keys()) == ["k1", "k2"]
+    again.close_sync()
