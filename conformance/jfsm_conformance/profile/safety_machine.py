@@ -51,6 +51,10 @@ Which property owns which observation (one defect, one ID; `docs/safety/index.md
    whatever the outcome.
 3. A loss blamed once is never blamed again: JF-SAFE-001 and -014 skip what an earlier
    check explained.
+4. Each attempt of a compaction step that is asked again (`REACH_TRIES`) is a compaction of
+   its own under 1-3: a declined attempt reached no summarizer, so it is never its drawn
+   outcome's property's (what it published or removed is JF-SAFE-005's and the general
+   checks'), and the exchange appended between attempts is an ordinary append.
 """
 
 from __future__ import annotations
