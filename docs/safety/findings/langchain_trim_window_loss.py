@@ -43,9 +43,7 @@ print("history after the hook:", [h[:70] for h in history])
 print("summary model calls:", len(prompts))
 seen = prompts[0] if prompts else ""
 lost = [
-    str(m.content)
-    for m in messages
-    if str(m.content) not in history and str(m.content) not in seen
+    str(m.content) for m in messages if str(m.content) not in history and str(m.content) not in seen
 ]
 if prompts and lost:
     print(f"REPRODUCED: {lost} were removed, and the summary model never saw them")
