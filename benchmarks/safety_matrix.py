@@ -91,6 +91,10 @@ FINDINGS: dict[tuple[str, str], str] = {
     ("llamaindex-memory", "JF-SAFE-002"): "findings/llamaindex-memory-failing-block.md",
     ("llamaindex-memory", "JF-SAFE-003"): "findings/llamaindex-memory-failing-block.md",
     ("google-adk", "JF-SAFE-004"): "findings/adk-empty-summary.md",
+    ("langchain-trim", "JF-SAFE-006"): "findings/langchain-trim-window-loss.md",
+    # one defect (a delete, then a separate write), two observations: one page
+    ("llamaindex-summary", "JF-SAFE-010"): "findings/llamaindex-delete-then-set.md",
+    ("llamaindex-summary", "JF-SAFE-011"): "findings/llamaindex-delete-then-set.md",
 }
 
 
@@ -178,15 +182,25 @@ def _issue_link(issue: str) -> str:
     return f"[{ref}](https://github.com/{repo}/issues/{number})" + (f" {rest}" if rest else "")
 
 
+def _findings_page(report: dict[str, Any], rid: str) -> str | None:
+    return FINDINGS.get((report["adapter"], rid)) or FINDINGS.get(
+        (report["matrix"]["library"], rid)
+    )
+
+
 def _confirmation(report: dict[str, Any], rid: str) -> str:
     """What the page says for a failure with no known issue: its findings page, and the
     end-to-end confirmation through the library's normal entry point, when one was run and
     reproduced it."""
-    page = FINDINGS.get((report["adapter"], rid)) or FINDINGS.get(
-        (report["matrix"]["library"], rid)
-    )
+    page = _findings_page(report, rid)
     if page:
-        return f"no known issue; ready to file: [{page.removeprefix('findings/')}]({page})"
+        same = [
+            v["id"]
+            for v in report["verdicts"]
+            if v["id"] != rid and v["verdict"] == "fail" and _findings_page(report, v["id"]) == page
+        ]
+        one = f" (one defect with {', '.join(same)}: one page)" if same else ""
+        return f"no known issue; ready to file: [{page.removeprefix('findings/')}]({page}){one}"
     e2e = report.get("end_to_end")
     if rid in ("JF-SAFE-004", "JF-SAFE-005") and e2e and e2e.get("gone"):
         return (
@@ -213,7 +227,9 @@ def write_results(reports: list[dict[str, Any]], path: Path) -> str:
         "Each release was installed into its own throwaway environment and run through "
         "`jfsm profile` with faithful offline fakes (see [the adapters](adapters.md)). "
         "✓ pass, ✗ fail, *by design* a documented behaviour (reason below), n/a outside the "
-        "adapter's declared scope. The known issue is the one the failure matches.",
+        "adapter's declared scope. The known issue is the one the failure matches. How often "
+        "a fresh random search at the default budget finds each ✗ and *by design* cell: "
+        "[Detection rates](detection.md).",
         "",
         "## Verdicts",
         "",

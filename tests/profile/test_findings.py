@@ -36,6 +36,12 @@ SCRIPTS = {
         ("llama-index-core", "0.14.25", ()),
     ),
     "adk_empty_summary.py": ("google-adk", "2.13.0", ("google-adk", "2.13.0", ())),
+    "langchain_trim_window_loss.py": ("langchain", "1.5.2", LANGMEM),
+    "llamaindex_delete_then_set.py": (
+        "llama-index-core",
+        "0.14.25",
+        ("llama-index-core", "0.14.25", ()),
+    ),
 }
 _VERSION = "import sys, importlib.metadata as m; print(m.version(sys.argv[1]))"
 
@@ -48,7 +54,9 @@ def test_every_findings_page_has_a_tested_script() -> None:
         assert f"]({name})" in index
 
 
-@pytest.mark.req("JF-SAFE-002", "JF-SAFE-004", "JF-SAFE-005")
+@pytest.mark.req(
+    "JF-SAFE-002", "JF-SAFE-004", "JF-SAFE-005", "JF-SAFE-006", "JF-SAFE-010", "JF-SAFE-011"
+)
 @pytest.mark.parametrize("script", sorted(SCRIPTS))
 def test_script_reproduces_against_the_pinned_release(
     script: str, release_venvs: ReleaseVenvs, tmp_path: Path

@@ -10,10 +10,24 @@ the adapter declares it, appends while held only with several writers.
 The draws aim at the failure shapes seen in real libraries, so that the default budget
 finds them (measured by `benchmarks/safety_detection.py`): a burst puts more pending
 messages than a summarization budget allows before one compaction (over-budget eviction);
-`empty` and `blank` are two separate outcomes (an empty or whitespace summary); `write_fail`
-fails the write after the library may already have cleared its store (a failure after a
-partial write); a held compaction with several writers always gets at least one append
-while it is held (appends during a slow summary).
+`empty` and `blank` are two kinds of one outcome family (an empty or whitespace summary):
+the family is drawn first (ok twice, raise, timeout, empty, write_fail), then its kind, so
+`blank` takes no share from raise or timeout; `write_fail` fails the write after the
+library may already have cleared its store (a failure after a partial write); a held
+compaction with several writers always gets at least one append while it is held (appends
+during a slow summary).
+
+A drawn outcome is not wasted on a compaction the library declines: a library compacts only
+past its threshold (messages, tokens) and may answer without its model (a trim window with
+no user message), and an outcome that never reaches the summarizer tests nothing of its
+property. So one compaction step asks up to `REACH_TRIES` times: when an attempt did not
+call the summarizer, one short exchange (two messages with empty bodies: past a count or
+token threshold, inside a trim window) is appended and the compaction asked again with the
+same outcome. Every attempt is judged on its own, the declined ones included (a placeholder
+published without a model call is still JF-SAFE-005's). The held compaction retries the
+same way. Before this, a timeout (one draw in seven) that never reached the summarizer in a
+whole search left JF-SAFE-003 unfound in 2 of 20 fresh runs of `langchain-trim` and
+`llamaindex-summary`, although both fail it on every timeout that reaches the model.
 
 After every step each enabled property's check runs on its own and the first violation
 raises `PropertyViolation` naming one requirement ID; the runner disables that property and
@@ -37,6 +51,10 @@ Which property owns which observation (one defect, one ID; `docs/safety/index.md
    whatever the outcome.
 3. A loss blamed once is never blamed again: JF-SAFE-001 and -014 skip what an earlier
    check explained.
+4. Each attempt of a compaction step that is asked again (`REACH_TRIES`) is a compaction of
+   its own under 1-3: a declined attempt reached no summarizer, so it is never its drawn
+   outcome's property's (what it published or removed is JF-SAFE-005's and the general
+   checks'), and the exchange appended between attempts is an ordinary append.
 """
 
 from __future__ import annotations
@@ -65,6 +83,7 @@ OUTCOME_PROPERTY = {
     "blank": "JF-SAFE-004",
     "write_fail": "JF-SAFE-010",
 }
+REACH_TRIES = 3  # attempts of one compaction step while the summarizer is not reached
 _SPIN = 200  # event-loop turns given to a task before it counts as blocked
 _SETTLE_S = 30.0  # harness guard: a held compaction or append that never ends
 
@@ -100,6 +119,14 @@ class Recorder:
 _BODY = st.text(alphabet="abcdefghijklmnopqrstuvwxyz éü—’0123456789", min_size=0, max_size=12)
 
 
+def _outcome(families: list[str]) -> st.SearchStrategy[str]:
+    """An outcome: its family from `families` (repeats weigh), then for `empty` its kind
+    (`empty` or `blank`)."""
+    return st.sampled_from(families).flatmap(
+        lambda family: st.sampled_from(["empty", "blank"]) if family == "empty" else st.just(family)
+    )
+
+
 def machine_class(
     factory: AdapterFactory,
     scope: Scope,
@@ -109,9 +136,9 @@ def machine_class(
     """A state machine class over `factory`'s adapter, checking the `enabled` property IDs."""
     caps = scope.capabilities()
     # repeats weigh the draw: successes and holds are where most properties are decided
-    failures = [o for o in FAILURES if o in caps or (o == "blank" and "empty" in caps)]
-    release_outcomes = ["ok", "ok", "ok", *failures]
-    outcomes = ["ok", "ok", *failures]
+    failures = [o for o in FAILURES if o in caps and o != "blank"]
+    release_outcomes = _outcome(["ok", "ok", "ok", *failures])
+    outcomes = _outcome(["ok", "ok", *failures])
     can_hold = "hold" in caps
     multi = "multi" in caps
 
@@ -228,9 +255,24 @@ def machine_class(
                 self.read_while_held()
 
         @precondition(lambda self: self.held is None)
-        @rule(outcome=st.sampled_from(outcomes))
+        @rule(outcome=outcomes)
         def compact(self, outcome: str) -> None:
+            """Compact with `outcome`, up to `REACH_TRIES` times while the library does not
+            call the summarizer (see the module docs)."""
             self.trace.append({"step": "compact", "args": {"outcome": outcome}})
+            for attempt in range(REACH_TRIES):
+                if attempt:
+                    self.one_more_exchange()
+                if self.compact_once(outcome):
+                    return
+
+        def one_more_exchange(self) -> None:
+            """The previous attempt did not reach the summarizer: append one short exchange."""
+            self.steps.append("(the summarizer was not reached: one more exchange, then again)")
+            self._append("", "")
+
+        def compact_once(self, outcome: str) -> bool:
+            """One compaction with `outcome`; whether it reached the summarizer."""
             recorder.requested[outcome] += 1
             before = self.view()
             calls = len(self.summarizer.calls)
@@ -253,11 +295,12 @@ def machine_class(
                 + (f" {reached}" if reached else "")
             )
             self.after_compaction(before, self.view(), outcome, calls, [], [])
+            return bool(reached)
 
         @precondition(lambda self: can_hold and self.held is None)
         @rule(
             appends=st.lists(st.tuples(_BODY, _BODY), min_size=1 if multi else 0, max_size=2),
-            outcome=st.sampled_from(release_outcomes),
+            outcome=release_outcomes,
         )
         def compact_held(self, appends: list[tuple[str, str]], outcome: str) -> None:
             """Hold the summarizer call in flight, append (several writers) and read while it
@@ -268,7 +311,12 @@ def machine_class(
                     "args": {"appends": [list(a) for a in appends], "outcome": outcome},
                 }
             )
-            if not self.compact_and_hold():
+            for attempt in range(REACH_TRIES):
+                if attempt:
+                    self.one_more_exchange()
+                if self.compact_and_hold():
+                    break
+            else:
                 return
             for user, assistant in appends if multi else []:
                 self._append(user, assistant)
