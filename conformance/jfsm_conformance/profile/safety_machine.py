@@ -1,5 +1,10 @@
 """The profile's Hypothesis state machine: random appends and compactions against an adapter.
 
+**The one concept: one random search over one adapter's memory, each step judged against
+what was appended.** The properties' checks, the adapters and the report live in the
+profile's other modules; what stays here is the machine's steps, their draws and the rule
+of which property owns which observation.
+
 Steps: append an exchange; append a burst of 3 to 8 exchanges at once; compact with a
 scripted outcome (`ok`, `raise`, `timeout`, `empty`, `blank`, `write_fail`: the summarizer
 answers ok and the storage's next write fails once); compact and hold the summarizer call
