@@ -33,6 +33,7 @@ import glob
 import os
 import pwd
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -272,6 +273,7 @@ class TemporaryBouncer:
             [*_run_as(), binary, str(ini)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
+            start_new_session=True,  # `stop` kills the group: runuser and the bouncer under it
         )
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
@@ -296,9 +298,11 @@ class TemporaryBouncer:
         return f"postgresql://{USER}@127.0.0.1:{self.port}/{dbname}"
 
     def stop(self) -> None:
-        """Kill the bouncer and remove its directory. Idempotent."""
+        """Kill the bouncer (its whole process group: killing `runuser` alone left the
+        bouncer running) and remove its directory. Idempotent."""
         if self._process is not None:
-            self._process.kill()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self._process.pid, signal.SIGKILL)
             self._process.wait()
             self._process = None
         if self.directory is not None:

@@ -7,13 +7,14 @@ The equivalence with the memory and file stores is proven by the stateful test o
 from __future__ import annotations
 
 import contextlib
+import subprocess
 import threading
 from collections.abc import Callable
 from typing import Any
 
 import psycopg
 import pytest
-from pg_fixtures import game_id
+from pg_fixtures import game_id, require_bouncer
 
 from jfsm.errors import InvalidInput, QuotaExceeded, StoreFenced, StoreLocked, StoreUnavailable
 from jfsm.machines import StateMachine
@@ -260,3 +261,19 @@ def _guards(current: dict[str, Any], store: PostgresStore | None) -> dict[str, C
         "connection_lost": lambda: False,
         "write_landed": lambda: False,  # never broken here: test_postgres_safety.py
     }
+
+
+def test_a_stopped_bouncer_leaves_no_process(postgres_server: Any) -> None:
+    """`TemporaryBouncer.stop` kills the bouncer itself, not only the `runuser` in front of
+    it when run as root (which left bouncers running after every test session)."""
+    from jfsm.stores.pg_server import TemporaryBouncer
+
+    require_bouncer()
+    bouncer = TemporaryBouncer(postgres_server).start()
+    assert bouncer.directory is not None
+    ini = str(bouncer.directory / "pgbouncer.ini")
+    running = subprocess.run(["pgrep", "-f", ini], capture_output=True, text=True).stdout.split()
+    assert running, "the bouncer should be running before stop"
+    bouncer.stop()
+    left = subprocess.run(["pgrep", "-f", ini], capture_output=True, text=True).stdout.split()
+    assert left == []
