@@ -119,6 +119,8 @@ def test_pytest_plugin_runs_a_user_adapter(user_dir: Path) -> None:
             "pytest",
             "-p",
             "no:cacheprovider",
+            "-n",
+            "0",  # one process: the output parsed is pytest's own (R103)
             "-q",
             "--jfsm-safety-adapter",
             "mymem:bad",

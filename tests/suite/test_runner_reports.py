@@ -170,6 +170,8 @@ def test_pytest_plugin_shows_progress_and_refuses_an_empty_select(tmp_path: Path
                 "pytest",
                 "-p",
                 "no:cacheprovider",
+                "-n",
+                "0",  # one process: the output parsed is pytest's own (R103)
                 "--jfsm-driver",
                 BROKEN + "drop_suffix",
                 "--jfsm-select",

@@ -153,6 +153,8 @@ def test_pytest_plugin_reports_one_item_per_requirement(tmp_path: Path) -> None:
             "pytest",  # the plugin loads through its pytest11 entry point
             "-p",
             "no:cacheprovider",
+            "-n",
+            "0",  # one process: the output parsed is pytest's own (R103)
             "--jfsm-driver",
             BROKEN + "leak_scene",
             "--jfsm-select",
@@ -253,6 +255,8 @@ def test_pytest_plugin_node_ids_name_the_requirement_and_select_it(tmp_path: Pat
             "pytest",
             "-p",
             "no:cacheprovider",
+            "-n",
+            "0",  # one process: the output parsed is pytest's own (R103)
             "--jfsm-driver",
             "python:jfsm_conformance.examples.reference:durable_without_backoff",
             "--jfsm-report-dir",
