@@ -151,6 +151,8 @@ class _Stdio:
         # replies with id null (to hostile bytes, `send_raw`), in arrival order
         self.orphans: deque[Any] = deque(maxlen=100)
         self.orphan_arrived = asyncio.Event()
+        # a non-JSON stdout line that no request was waiting for: the next request fails on it
+        self.unclaimed_garbage: ProtocolViolation | None = None
 
     async def open(self) -> None:
         try:
@@ -207,10 +209,12 @@ class _Stdio:
             f"the driver wrote a line that is not JSON on stdout: {shown!r} (stdout carries "
             "replies only, one JSON object per line; write logs to stderr)"
         )
-        for future in self.pending.values():
-            if not future.done():
-                future.set_exception(problem)
+        waiting = [f for f in self.pending.values() if not f.done()]
+        for future in waiting:
+            future.set_exception(problem)
         self.pending.clear()
+        if not waiting:  # it came before any request (a banner at start): the next one fails
+            self.unclaimed_garbage = problem
 
     async def _exit_status(self, proc: asyncio.subprocess.Process) -> str:
         """How the process ended, once its stderr is read to the end (bounded waits)."""
@@ -230,6 +234,9 @@ class _Stdio:
     async def send(self, message: dict[str, Any]) -> Any:
         if self.proc is None or self.exited or self.proc.stdin is None:
             raise HarnessError(self.exited or "driver not running")
+        if self.unclaimed_garbage is not None:
+            problem, self.unclaimed_garbage = self.unclaimed_garbage, None
+            raise problem
         proc = self.proc
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self.pending[message["id"]] = future

@@ -41,6 +41,28 @@ def test_smoke_names_a_failing_op_and_its_requirement() -> None:
     assert "not run (after record_round failed)" in text
 
 
+def test_garbage_before_any_request_fails_the_next_one_at_once() -> None:
+    """A banner printed before the suite sent anything (no request waiting for it) fails the
+    next request at once, not after the reply timeout (it raced under load)."""
+    import time
+
+    from jfsm_conformance.driver_client import DriverClient
+    from jfsm_conformance.protocol import ProtocolViolation
+
+    code = "print('Listening on port 3000', flush=True); import time; time.sleep(600)"
+    banner = f'stdio:{PY} -c "{code}"'
+    client = DriverClient(banner, timeout=60)
+    try:
+        deadline = time.monotonic() + 30
+        while "non-JSON" not in client.stderr_tail() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert "non-JSON" in client.stderr_tail()
+        with pytest.raises(ProtocolViolation, match="Listening on port 3000"):
+            client.call("hello", {"protocol": 1})
+    finally:
+        client.close()
+
+
 def test_garbage_on_stdout_is_diagnosed_at_once_with_the_line(tmp_path: Path) -> None:
     driver = f"stdio:{PY} -c \"print('Listening on port 3000'); import time; time.sleep(600)\""
     code, text = _smoke(driver)
