@@ -176,9 +176,9 @@ class ReferenceDriver:
             names = [v for k in ("game", "into") if isinstance(v := args.get(k), str)]
             self._busy.update(names)
             try:
-                # an unopened game of the database (the ownership ops open it themselves)
+                # an unopened game of the shared store (the ownership ops open it themselves)
                 if self.db is not None and op not in ("create_game", "open_game", "release_game"):
-                    await self.db.reopen(args.get("game"), self)
+                    await self._open_shared(args.get("game"))
                 result = await handler(args)
             finally:
                 self._busy -= Counter(names)  # keeps positive counts only
@@ -206,6 +206,28 @@ class ReferenceDriver:
             raise InvalidInput(f"unknown game {_shown(game_id)}", field="game")
         self.games.move_to_end(engine.game_id)
         return engine
+
+    async def _open_shared(self, game_id: object) -> None:
+        """Open an existing game of the shared store (database or shared directory) that
+        this driver neither serves nor creates, once a close of it in progress has ended,
+        and serve it. A game the store does not have stays unknown; `StoreLocked` while
+        another process owns it, store errors as the backend's `open`."""
+        assert self.db is not None
+        if not isinstance(game_id, str) or game_id in self._creating:
+            return
+        if (closing := self._closing.get(game_id)) is not None:  # its lease ends first
+            await asyncio.wait([closing])
+        if game_id in self.games:
+            return
+        try:  # a PostgresStore or a FileStore: each backend closes its own
+            opened: tuple[Any, list[Participant]] = await self.db.open(game_id, create=False)
+        except InvalidInput:
+            return
+        store, participants = opened
+        if game_id in self.games:  # opened meanwhile by a concurrent op
+            await self.db.close(store)
+            return
+        self.games[game_id] = self._engine(game_id, store, participants)
 
     async def _reopen(self, game_id: str) -> GameEngine | None:
         """A game closed to bound memory, opened again from its folder (None: no such game)."""

@@ -83,26 +83,6 @@ class DatabaseGames:
             await store.close()
             raise
 
-    async def reopen(self, game_id: object, driver: Any) -> None:
-        """Open an existing game of the database that `driver` (a `ReferenceDriver`) does
-        not serve nor create, once a close of it in progress has ended, and serve it. A game
-        the database does not have stays unknown; `StoreLocked` while another driver owns
-        it, store errors as `open`."""
-        if not isinstance(game_id, str) or game_id in driver._creating:
-            return
-        if (closing := driver._closing.get(game_id)) is not None:  # its lease ends first
-            await asyncio.wait([closing])
-        if game_id in driver.games:
-            return
-        try:
-            store, participants = await self.open(game_id, create=False)
-        except InvalidInput:
-            return
-        if game_id in driver.games:  # opened meanwhile by a concurrent op
-            await self.close(store)
-            return
-        driver.games[game_id] = driver._engine(game_id, store, participants)
-
     async def create(
         self,
         into: str,

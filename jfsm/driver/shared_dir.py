@@ -31,7 +31,6 @@ it), `InvalidInput` for an unknown or existing game.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import secrets
@@ -127,26 +126,6 @@ class SharedDirectoryGames:
     def _is_game(folder: GameFolder) -> bool:
         store = folder.store
         return folder.path.is_dir() and not folder.path.is_symlink() and store.is_dir()
-
-    async def reopen(self, game_id: object, driver: Any) -> None:
-        """Open an existing game of the directory that `driver` (a `ReferenceDriver`) does
-        not serve nor create, once a close of it in progress has ended, and serve it. A game
-        the directory does not have stays unknown; `StoreLocked` while another process owns
-        it, store errors as `open`."""
-        if not isinstance(game_id, str) or game_id in driver._creating:
-            return
-        if (closing := driver._closing.get(game_id)) is not None:  # its lease ends first
-            await asyncio.wait([closing])
-        if game_id in driver.games:
-            return
-        try:
-            store, participants = await self.open(game_id)
-        except InvalidInput:
-            return
-        if game_id in driver.games:  # opened meanwhile by a concurrent op
-            await self.close(store)
-            return
-        driver.games[game_id] = driver._engine(game_id, store, participants)
 
     async def create(
         self,
