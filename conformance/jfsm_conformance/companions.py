@@ -12,7 +12,7 @@ same ledger, so that the main job's verdicts cover every requirement a driver ca
 - `jfsm driver --state {state}` over stdio, for those that need a stdio command naming
   `{state}`;
 - K processes of `jfsm driver --state DIR --shared --owner main-{worker}` (one directory
-  for all of them) for the workers machine, when the reference driver offers `--shared`.
+  for all of them) for the workers machine.
 
 Each companion is the same engine as the default driver; only its transport differs. A
 companion that cannot be started is a harness error (exit 2) naming it. A run with
@@ -43,17 +43,6 @@ __all__ = ["phase"]
 
 START_TIMEOUT = 60.0
 PYTHON = shlex.quote(sys.executable)
-
-
-def _offers_shared() -> bool:
-    """Whether this reference driver has `--shared` (a store several processes share), as
-    `jfsm driver --help` says (the suite never imports the engine)."""
-    argv = [sys.executable, "-m", "jfsm.cli", "driver", "--help"]
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=START_TIMEOUT)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return "--shared" in done.stdout
 
 
 @contextlib.contextmanager
@@ -145,7 +134,7 @@ def phase(run: Any, profile: str) -> None:
     stdio = f"stdio:{PYTHON} -m jfsm.cli driver --state {{state}}"
     _scenarios_over(run, "over stdio (jfsm driver --state)", stdio, needing["state"])
     label = f"machine workers (K={run.o.workers})"
-    if label in skipped and _offers_shared():
+    if label in skipped:
         shared = tempfile.mkdtemp(prefix="jfsm-companion-shared-")
         try:
             run.skipped.pop(label, None)

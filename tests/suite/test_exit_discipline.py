@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.exit_discipline import drivers
 from jfsm_conformance.runner import Options, run
 
 DRIVER = """
@@ -48,18 +49,6 @@ def test_rejected_held_requests_are_failures_and_recovery_releases_every_hold(
     assert "scenario kill-mid-publication" in sources  # judged, not waited on for 30 s
 
 
-def _example_broken_drivers() -> list[str]:
-    """Every broken driver of `jfsm_conformance/examples/` (`broken`, `flaky`) as a spec."""
-    from jfsm_conformance.examples import broken, flaky
-
-    specs = []
-    for module in (broken, flaky):
-        for name in module.__all__:
-            if name[0].islower():  # the factories (not the BrokenDriver class)
-                specs.append(f"python:{module.__name__}:{name}")
-    return specs
-
-
 @pytest.mark.release
 def test_every_example_broken_driver_exits_1(tmp_path: Path) -> None:
     """Every example broken driver's run ends in exit 1, none in 2: a complete, non-partial
@@ -71,7 +60,7 @@ def test_every_example_broken_driver_exits_1(tmp_path: Path) -> None:
     from jfsm_conformance.scenarios import SCENARIOS
 
     scenarios = [s.name for s in SCENARIOS if not s.name.startswith("bounded-")]
-    specs = _example_broken_drivers()
+    specs = drivers(("broken", "flaky"))  # benchmarks/exit_discipline.py's list
     assert len(specs) >= 15
     wrong = []
     for spec in specs:
