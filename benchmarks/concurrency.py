@@ -43,7 +43,7 @@ from benchmarks.common import loadavg, pct, ratio
 from jfsm.engine import GameEngine
 from jfsm.projection import Projection
 from jfsm.stores.base import Store
-from jfsm.stores.file import FileStore
+from jfsm.stores.file.store import FileStore
 from jfsm.testing import FakeCompressor
 
 __all__ = ["main", "render", "run"]
@@ -238,8 +238,8 @@ def _file_variants(root: str) -> dict[str, Callable[[str], Callable[[int], Store
 
 
 def _pg_variants(conninfo: str) -> dict[str, Callable[[str], Callable[[int], Store]]]:
-    from jfsm.stores.pg_blocking import BlockingPostgresStore
-    from jfsm.stores.postgres import PostgresStore
+    from jfsm.stores.postgres.blocking import BlockingPostgresStore
+    from jfsm.stores.postgres.store import PostgresStore
 
     def pooled(tag: str) -> Callable[[int], Any]:  # the native async store, one pool
         return lambda i: PostgresStore.open(conninfo, f"{tag}-g{i}")
@@ -292,7 +292,7 @@ def _series(
 
 def run(*, quick: bool = False, log: Any = print) -> dict[str, Any]:
     """The file store always; PostgreSQL when its binaries are there."""
-    from jfsm.stores.pg_server import TemporaryServer, why_unavailable
+    from jfsm.stores.postgres.server import TemporaryServer, why_unavailable
 
     cfg = QUICK if quick else FULL
     root = tempfile.mkdtemp(prefix="jfsm-bench-conc-")
@@ -307,7 +307,7 @@ def run(*, quick: bool = False, log: Any = print) -> dict[str, Any]:
             result["postgres"] = {"available": False, "reason": reason}
         else:
             with TemporaryServer(fsync=True) as server:
-                from jfsm.stores.postgres import migrate
+                from jfsm.stores.postgres.store import migrate
 
                 conninfo = server.create_database("bench")
                 migrate(conninfo)

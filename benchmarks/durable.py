@@ -34,8 +34,8 @@ from benchmarks.common import Samples, now_ns, ratio, summarize
 from benchmarks.data import MiB, Text, build_store, game_value
 from jfsm.image import StoreImage
 from jfsm.projection import Projection
-from jfsm.stores.file import FileStore
-from jfsm.stores.log import encode_record
+from jfsm.stores.file.log import encode_record
+from jfsm.stores.file.store import FileStore
 
 __all__ = ["projection_sequence", "run"]
 

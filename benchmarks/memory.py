@@ -68,7 +68,7 @@ def _hwm_kib() -> int | None:
 
 def _child(argv: list[str]) -> dict[str, Any]:
     from jfsm.engine import GameEngine
-    from jfsm.stores.file import FileStore
+    from jfsm.stores.file.store import FileStore
     from jfsm.testing import FakeCompressor
 
     mode = argv[0]
@@ -113,7 +113,7 @@ def _read(directory: str) -> dict[str, Any]:
     import tracemalloc
     import zlib
 
-    from jfsm.stores.snapshot import read_snapshot
+    from jfsm.stores.file.snapshot import read_snapshot
 
     name = next(n for n in sorted(os.listdir(directory)) if n.startswith("snapshot."))
     path = os.path.join(directory, name)

@@ -21,7 +21,7 @@ Writes `postgres.json` and `postgres.md` (default `docs/benchmarks/`). The serve
    per-game-connection store, commit latency against a bare `INSERT; COMMIT`, event-loop
    lag, connections against games open; its goals are the rows of the page's Goals table.
 
-Needs the PostgreSQL binaries (see `jfsm.stores.pg_server`); without them it writes a result
+Needs the PostgreSQL binaries (see `jfsm.stores.postgres.server`); without them it writes a result
 that says why.
 """
 
@@ -46,7 +46,7 @@ from benchmarks.data import Text, game_value
 from benchmarks.durable import SqliteKV, _prefill, projection_sequence
 from jfsm.jcs import canonical_bytes
 from jfsm.projection import Projection
-from jfsm.stores.file import FileStore
+from jfsm.stores.file.store import FileStore
 
 __all__ = ["main", "run"]
 
@@ -100,7 +100,7 @@ def _world(mib: float, seed: int) -> dict[str, bytes]:
 
 
 def _commit(conninfo: str, root: str, cfg: dict[str, Any]) -> dict[str, Any]:
-    from jfsm.stores.pg_blocking import BlockingPostgresStore as PostgresStore
+    from jfsm.stores.postgres.blocking import BlockingPostgresStore as PostgresStore
 
     prefill = _prefill(cfg["prefill_keys"], 3)
     sequence = projection_sequence(cfg["projections"], cfg["prefill_keys"])
@@ -156,7 +156,7 @@ def _commit(conninfo: str, root: str, cfg: dict[str, Any]) -> dict[str, Any]:
 def _per_op_and_reopen(conninfo: str, cfg: dict[str, Any]) -> dict[str, Any]:
     import psycopg
 
-    from jfsm.stores.pg_blocking import BlockingPostgresStore as PostgresStore
+    from jfsm.stores.postgres.blocking import BlockingPostgresStore as PostgresStore
 
     big = PostgresStore.open(conninfo, "bench-big")
     big.seed(_world(cfg["big_mib"], 11))
@@ -206,7 +206,7 @@ def _per_op_and_reopen(conninfo: str, cfg: dict[str, Any]) -> dict[str, Any]:
 
 
 def _worker(conninfo: str, game: str, seconds: float, out: Any) -> None:
-    from jfsm.stores.pg_blocking import BlockingPostgresStore as PostgresStore
+    from jfsm.stores.postgres.blocking import BlockingPostgresStore as PostgresStore
 
     store = PostgresStore.open(conninfo, game)
     text, rng = Text(hash(game) & 0xFFFF), random.Random(game)
@@ -248,7 +248,7 @@ def _workers(conninfo: str, cfg: dict[str, Any]) -> list[dict[str, Any]]:
 
 def run(*, quick: bool = False, log: Any = print) -> dict[str, Any]:
     """All four measurements; `{"available": False, "reason": ...}` without PostgreSQL."""
-    from jfsm.stores.pg_server import TemporaryServer, why_unavailable
+    from jfsm.stores.postgres.server import TemporaryServer, why_unavailable
 
     reason = why_unavailable()
     if reason is not None:
@@ -257,7 +257,7 @@ def run(*, quick: bool = False, log: Any = print) -> dict[str, Any]:
     root = tempfile.mkdtemp(prefix="jfsm-bench-pg-")
     try:
         with TemporaryServer(fsync=True) as server:
-            from jfsm.stores.postgres import migrate
+            from jfsm.stores.postgres.store import migrate
 
             conninfo = server.create_database("bench")
             migrate(conninfo)

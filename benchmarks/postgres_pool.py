@@ -80,7 +80,7 @@ def _connections(conninfo: str, *, pooled: bool = True) -> int:
     """Server connections to this database: the stores' pools' (`pooled`), or all but ours."""
     import psycopg
 
-    from jfsm.stores.pg_pool import APPLICATION_NAME
+    from jfsm.stores.postgres.pool import APPLICATION_NAME
 
     with psycopg.connect(conninfo, autocommit=True, application_name="jfsm-bench-sampler") as conn:
         row = conn.execute(
@@ -120,7 +120,7 @@ async def _storm(stores: list[Any], seconds: float, lag: list[float] | None = No
 
 
 async def _pg_rates(conninfo: str, cfg: dict[str, Any]) -> tuple[dict[int, float], list[float]]:
-    from jfsm.stores.postgres import PostgresStore, close_pools
+    from jfsm.stores.postgres.store import PostgresStore, close_pools
 
     rates: dict[int, float] = {}
     lag: list[float] = []
@@ -141,7 +141,7 @@ async def _pg_rates(conninfo: str, cfg: dict[str, Any]) -> tuple[dict[int, float
 
 
 async def _file_rates(root: str, cfg: dict[str, Any]) -> dict[int, float]:
-    from jfsm.stores.file import FileStore
+    from jfsm.stores.file.store import FileStore
 
     rates: dict[int, float] = {}
     for n in cfg["games"]:
@@ -155,7 +155,7 @@ async def _file_rates(root: str, cfg: dict[str, Any]) -> dict[int, float]:
 async def _latency(conninfo: str, cfg: dict[str, Any]) -> dict[str, Any]:
     import psycopg
 
-    from jfsm.stores.postgres import PostgresStore, close_pools
+    from jfsm.stores.postgres.store import PostgresStore, close_pools
 
     projections = _rounds(9)
     store_ns: list[int] = []
@@ -192,7 +192,7 @@ async def _latency(conninfo: str, cfg: dict[str, Any]) -> dict[str, Any]:
 async def _connections_vs_games(conninfo: str, cfg: dict[str, Any]) -> list[dict[str, Any]]:
     import threading
 
-    from jfsm.stores.postgres import PostgresStore, close_pools
+    from jfsm.stores.postgres.store import PostgresStore, close_pools
 
     rows = []
     for n in cfg["connection_games"]:
@@ -234,7 +234,7 @@ class OldStore:
     def __init__(self, conninfo: str, game: str) -> None:
         import psycopg
 
-        from jfsm.stores.pg_fencing import COMMIT
+        from jfsm.stores.postgres.fencing import COMMIT
 
         self._sql = COMMIT
         self.conn = psycopg.connect(conninfo, autocommit=True)

@@ -22,7 +22,7 @@ from benchmarks.data import MiB, Text, build_store
 from benchmarks.durable import _prefill, projection_sequence
 from benchmarks.footprint import MEASURED_INPUT, MEASURED_OUTPUT, NaiveStore
 from jfsm.engine import GameEngine
-from jfsm.stores.file import FileStore
+from jfsm.stores.file.store import FileStore
 from jfsm.testing import FakeCompressor
 
 DEFAULT_OUT = Path(__file__).resolve().parent.parent / "docs" / "benchmarks" / "profiles"

@@ -525,7 +525,7 @@ def _memory(me: dict[str, Any]) -> list[str]:
     if reader:
         out.append("")
         out.append(
-            f"Snapshot reader alone (`jfsm.stores.snapshot.read_snapshot`, windows of 1 MiB, "
+            f"Snapshot reader alone (`jfsm.stores.file.snapshot.read_snapshot`, windows of 1 MiB, "
             f"decision R51) over the {_fmt(reader['file_mib'], 2)} MiB snapshot: "
             f"**{_fmt(reader['mib_per_s'])} MiB/s** (median of 5), peak of its Python "
             f"allocations (`tracemalloc`) {_fmt(reader['traced_peak_over_file'], 2)}× the "

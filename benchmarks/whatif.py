@@ -40,9 +40,9 @@ from jfsm.engine import GameEngine
 from jfsm.errors import InvalidTransition
 from jfsm.machines import StateMachine, Transition
 from jfsm.memory_index import MemoryIndex
-from jfsm.stores.file import FileStore
+from jfsm.stores.file.snapshot import read_snapshot
+from jfsm.stores.file.store import FileStore
 from jfsm.stores.memory import MemoryStore
-from jfsm.stores.snapshot import read_snapshot
 from jfsm.testing import FakeCompressor
 
 DEFAULT_OUT = Path(__file__).resolve().parent.parent / "docs" / "benchmarks"

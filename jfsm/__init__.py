@@ -35,8 +35,8 @@ if TYPE_CHECKING:
     from jfsm.records import Participant
     from jfsm.spec import constants
     from jfsm.stores import FileStore, MemoryStore, Store
-    from jfsm.stores.postgres import PostgresStore
-    from jfsm.stores.postgres import migrate as migrate_postgres
+    from jfsm.stores.postgres.store import PostgresStore
+    from jfsm.stores.postgres.store import migrate as migrate_postgres
     from jfsm.sync import SyncGameEngine
     from jfsm.text import canonical_length, canonical_text, count
     from jfsm.transport import HttpCompressor, SyncHttpCompressor

@@ -250,7 +250,7 @@ def _main(argv: list[str]) -> int:
         from jfsm.errors import JfsmError
 
         try:
-            from jfsm.stores.postgres import migrate as pg_migrate
+            from jfsm.stores.postgres.store import migrate as pg_migrate
 
             version = pg_migrate(args.url)
         except (ImportError, JfsmError) as exc:

@@ -116,10 +116,10 @@ def examine(path: str) -> dict[str, Any]:
     Raises `NotAStore`, `StoreLocked` while a writer holds the store, `StoreCorrupted`,
     or `StoreUnavailable` for a file-system error (naming the errno).
     """
-    from jfsm.stores.directory import read_contents
-    from jfsm.stores.file import fs_unavailable
-    from jfsm.stores.fsio import OsFileSystem
-    from jfsm.stores.manifest import parse_name
+    from jfsm.stores.file.directory import read_contents
+    from jfsm.stores.file.fsio import OsFileSystem
+    from jfsm.stores.file.manifest import parse_name
+    from jfsm.stores.file.store import fs_unavailable
 
     try:
         mode = os.stat(path).st_mode
@@ -195,7 +195,7 @@ def inspect_store(path: str, *, as_json: bool = False, game: str | None = None) 
         if is_database_url(path):
             if not game:
                 raise NotAStore("a postgresql:// store needs --game ID")
-            from jfsm.stores.postgres import read_image
+            from jfsm.stores.postgres.store import read_image
 
             report = describe(read_image(path, game))
         else:

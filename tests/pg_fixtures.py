@@ -1,7 +1,7 @@
 """A real PostgreSQL server for the tests, started from the machine's binaries.
 
 `postgres_server` (session scope) runs `initdb` into a temporary directory and starts the
-server on a Unix socket there (`jfsm.stores.pg_server.TemporaryServer`); it is stopped and
+server on a Unix socket there (`jfsm.stores.postgres.server.TemporaryServer`); it is stopped and
 removed at the end of the session, failures included. Without the binaries the tests that
 use it skip and say why, except under CI (`CI` set), where they fail: `.ci/run` installs
 PostgreSQL, so a missing server there is a broken CI, not a reason to skip.
@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from jfsm.stores.pg_server import (
+from jfsm.stores.postgres.server import (
     TemporaryBouncer,
     TemporaryServer,
     bouncer_unavailable,
@@ -89,7 +89,7 @@ def pg_target(request: pytest.FixtureRequest, pg_database: str) -> str:
 
 @pytest.fixture(scope="session")
 def pg_database(postgres_server: TemporaryServer) -> str:
-    from jfsm.stores.postgres import migrate
+    from jfsm.stores.postgres.store import migrate
 
     conninfo = postgres_server.create_database("jfsm_tests")
     migrate(conninfo)

@@ -56,7 +56,7 @@ from jfsm.errors import InvalidInput, JfsmError, StoreUnavailable
 from jfsm.limits import depth, validate_id
 from jfsm.records import Participant, parse_record
 from jfsm.spec import constants
-from jfsm.stores.file import FileStore
+from jfsm.stores.file.store import FileStore
 from jfsm.stores.memory import MemoryStore
 from jfsm.stores.offload import run_blocking
 

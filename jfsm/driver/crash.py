@@ -4,7 +4,7 @@ Over stdio the conformance suite proves crash atomicity (JF-ATOM-004, JF-ATOM-00
 killing the driver process with SIGKILL. In process there is no process to kill, so the
 durable reference driver (`ReferenceDriver(..., crash_injection=True)`, as
 `durable_reference_driver` builds it) opens every `FileStore` over a `CrashSwitch`: the
-store's own crash-injecting file system (`jfsm.stores.crashfs.CrashingFileSystem`, the one
+store's own crash-injecting file system (`jfsm.stores.file.crashfs.CrashingFileSystem`, the one
 its crash tests enumerate every crash point with), which numbers the boundaries of every
 durable write (before, in the middle of and after each write and pwrite; before and after
 each create, log extension, fsync, fdatasync, truncate, rename, remove and directory fsync).
@@ -23,8 +23,8 @@ directory over a fresh switch.
 
 from __future__ import annotations
 
-from jfsm.stores.crashfs import CrashingFileSystem, SimulatedCrash
-from jfsm.stores.fsio import FileSystem
+from jfsm.stores.file.crashfs import CrashingFileSystem, SimulatedCrash
+from jfsm.stores.file.fsio import FileSystem
 
 __all__ = ["CrashSwitch", "DriverCrashed"]
 

@@ -29,12 +29,12 @@ from typing import Any
 from jfsm.engine import GameEngine
 from jfsm.errors import InvalidInput
 from jfsm.records import Participant, parse_record
-from jfsm.stores.pg_conninfo import database_target, describe
-from jfsm.stores.pg_games import append_telemetry, load_participants, read_telemetry
-from jfsm.stores.pg_games import save_participants as save_participants_sql
-from jfsm.stores.pg_pool import shared_pool
-from jfsm.stores.pg_schema import connect, require_schema
-from jfsm.stores.postgres import PostgresStore
+from jfsm.stores.postgres.conninfo import database_target, describe
+from jfsm.stores.postgres.games import append_telemetry, load_participants, read_telemetry
+from jfsm.stores.postgres.games import save_participants as save_participants_sql
+from jfsm.stores.postgres.pool import shared_pool
+from jfsm.stores.postgres.schema import connect, require_schema
+from jfsm.stores.postgres.store import PostgresStore
 
 __all__ = ["DatabaseGames", "check_target"]
 

@@ -2,7 +2,7 @@
 share (`jfsm driver --state DIR --shared`, decision R95).
 
 The directory is laid out as for one process (`jfsm.driver.state`), plus the token counter
-`DIR/tokens` and a `lease` file in each game's folder (`jfsm.stores.file_lease`). Every
+`DIR/tokens` and a `lease` file in each game's folder (`jfsm.stores.file.lease`). Every
 process started with the same `DIR` serves the same games, one owner a game: an op on a game
 another process owns is refused with `store_locked` while that owner's lease lives, and a
 write by an owner another process superseded with `store_fenced` (nothing written). This is
@@ -43,8 +43,8 @@ from jfsm.engine import GameEngine
 from jfsm.errors import InvalidInput, StoreCorrupted
 from jfsm.limits import validate_id
 from jfsm.records import Participant
-from jfsm.stores.file import FileStore, fs_unavailable
-from jfsm.stores.file_lease import LeaseKeeper, lease_seconds, next_token, write_new_lease
+from jfsm.stores.file.lease import LeaseKeeper, lease_seconds, next_token, write_new_lease
+from jfsm.stores.file.store import FileStore, fs_unavailable
 from jfsm.stores.offload import run_blocking
 
 __all__ = ["SharedDirectoryGames"]

@@ -23,7 +23,7 @@ Every write survives a `kill -9` at any instant (decision R25):
   next append.
 
 Nothing here is opened through a link (decision R74): the root is opened by
-`jfsm.stores.fsio.owned_directory`, refused if it is a link, another user's or writable by
+`jfsm.stores.file.fsio.owned_directory`, refused if it is a link, another user's or writable by
 group or others (`UnsafeDirectory`, unless `trusted`), and created `0700` if missing; a game's
 folder is opened relative to the root's descriptor and its files relative to the folder's,
 every one by `open_file` (`O_NOFOLLOW`, new files `O_EXCL`). A link planted under a game's
@@ -54,8 +54,8 @@ from typing import Any
 from jfsm.errors import InvalidInput, JfsmError
 from jfsm.limits import validate_id
 from jfsm.records import Participant, parse_record
-from jfsm.stores.file import fs_unavailable
-from jfsm.stores.fsio import OsFileSystem, open_file, owned_directory
+from jfsm.stores.file.fsio import OsFileSystem, open_file, owned_directory
+from jfsm.stores.file.store import fs_unavailable
 from jfsm.stores.offload import run_blocking
 
 __all__ = ["GameFolder", "Skipped", "StateDamaged", "StateDirectory"]

@@ -8,7 +8,7 @@ deployment picks its backend with one setting.
 
 A database target is a `postgresql://` or `postgres://` URL or a libpq keyword string
 (`host=... dbname=...`), missing parameters taken from the `PG*` environment variables
-(`jfsm.stores.pg_conninfo`). A string that is neither a target nor a directory path is
+(`jfsm.stores.postgres.conninfo`). A string that is neither a target nor a directory path is
 refused with `InvalidInput` (one line, no password): no location is ever turned into a
 folder named after a connection string.
 
@@ -24,7 +24,7 @@ import time
 
 from jfsm.image import QUOTA_BYTES
 from jfsm.stores.base import Store
-from jfsm.stores.pg_conninfo import database_target
+from jfsm.stores.postgres.conninfo import database_target
 
 __all__ = ["is_database_url", "open_store", "store_target"]
 
@@ -56,7 +56,7 @@ async def open_store(
     target = store_target(location)
     if target is not None:
         from jfsm.errors import StoreLocked
-        from jfsm.stores.postgres import PostgresStore
+        from jfsm.stores.postgres.store import PostgresStore
 
         deadline = time.monotonic() + wait_seconds
         while True:
@@ -69,6 +69,6 @@ async def open_store(
                 if time.monotonic() >= deadline:
                     raise
                 await asyncio.sleep(0.05)
-    from jfsm.stores.file import FileStore
+    from jfsm.stores.file.store import FileStore
 
     return FileStore.open(location, quota=quota)

@@ -11,7 +11,7 @@ import pytest
 
 from jfsm.cli import main
 from jfsm.engine import GameEngine
-from jfsm.stores.file import FileStore
+from jfsm.stores.file.store import FileStore
 from jfsm.sync import SyncGameEngine
 from jfsm.testing import FakeCompressor
 
@@ -140,10 +140,10 @@ def test_driver_help_recommends_the_environment_for_the_token(
 
 
 def test_pg_server_help_is_a_real_parser() -> None:
-    """The old `python -m jfsm.stores.pg_server --help` took --help as the command: it started
+    """The old `python -m jfsm.stores.postgres.server --help` took --help as the command: it started
     a server and died with a traceback."""
     done = subprocess.run(
-        [sys.executable, "-m", "jfsm.stores.pg_server", "--help"],
+        [sys.executable, "-m", "jfsm.stores.postgres.server", "--help"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -151,7 +151,10 @@ def test_pg_server_help_is_a_real_parser() -> None:
     assert done.returncode == 0 and done.stdout.startswith("usage:"), done
     assert "Traceback" not in done.stderr and "JFSM_PG_URL" in done.stdout
     done = subprocess.run(
-        [sys.executable, "-m", "jfsm.stores.pg_server"], capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "jfsm.stores.postgres.server"],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert done.returncode == 2 and "COMMAND is missing" in done.stderr, done
 

@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 from jfsm.driver import ReferenceDriver
 from jfsm.limits import depth
 from jfsm.spec import constants, load_json
-from jfsm.stores.manifest import MANIFEST_TMP, log_name
+from jfsm.stores.file.manifest import MANIFEST_TMP, log_name
 from jfsm.testing import FakeCompressor
 from tests.driver_helpers import HELLO, WAIT, HttpDriver, StdioDriver, tree_hashes
 

@@ -19,9 +19,9 @@ from pg_fixtures import game_id
 
 from jfsm.cli import main
 from jfsm.driver import ReferenceDriver
-from jfsm.stores.pg_blocking import BlockingPostgresStore as PostgresStore
-from jfsm.stores.pg_server import TemporaryServer
-from jfsm.stores.postgres import SCHEMA_VERSION, read_image
+from jfsm.stores.postgres.blocking import BlockingPostgresStore as PostgresStore
+from jfsm.stores.postgres.server import TemporaryServer
+from jfsm.stores.postgres.store import SCHEMA_VERSION, read_image
 from jfsm_conformance.fake.compress import FakeCompress
 
 

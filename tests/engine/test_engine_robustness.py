@@ -332,8 +332,8 @@ def test_machine_errors_say_the_state_after_them() -> None:
 def test_a_disk_failure_in_the_file_store_reaches_the_engine_as_store_unavailable(
     tmp_path: Any,
 ) -> None:
-    from jfsm.stores.file import FileStore
-    from jfsm.stores.fsio import OsFileSystem
+    from jfsm.stores.file.fsio import OsFileSystem
+    from jfsm.stores.file.store import FileStore
 
     class FullDisk(OsFileSystem):
         full = False

@@ -56,12 +56,12 @@ CHILD = textwrap.dedent(
 
     ROOT = sys.argv[1]
     JFSM = os.path.join(ROOT, "jfsm")
-    FSIO = os.path.join(JFSM, "stores", "fsio.py")
+    FSIO = os.path.join(JFSM, "stores", "file", "fsio.py")
     sys.addaudithook(hook)
 
     from jfsm.engine import GameEngine
     from jfsm.testing import FakeCompressor
-    from jfsm.stores.file import FileStore
+    from jfsm.stores.file.store import FileStore
     from jfsm.stores.offload import run_blocking
 
     async def engine_scenario(root):
@@ -122,7 +122,7 @@ CHILD = textwrap.dedent(
 # appends of the engine's synchronous sink (a failed append is counted by the engine when
 # it happens, R75). A new game's folder, participants, telemetry reads, the scan of the
 # state directory and every store run off the loop. An I/O call through the opening helper
-# (`jfsm.stores.fsio.open_file`) is its caller's. A new entry fails the test, and so does
+# (`jfsm.stores.file.fsio.open_file`) is its caller's. A new entry fails the test, and so does
 # one listed here that is gone.
 DRIVER_KNOWN = {
     "open @ jfsm/driver/state.py:append_telemetry",

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from jfsm.errors import JfsmError
 from jfsm.projection import Projection
-from jfsm.stores.file import FileStore
+from jfsm.stores.file.store import FileStore
 
 
 def main() -> None:

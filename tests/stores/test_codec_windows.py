@@ -19,10 +19,10 @@ from hypothesis import strategies as st
 from jfsm.errors import StoreCorrupted
 from jfsm.jcs import canonical_bytes
 from jfsm.projection import Projection
-from jfsm.stores import scan
-from jfsm.stores.file import FileStore
-from jfsm.stores.log import encode_record, read_log
-from jfsm.stores.snapshot import object_bytes, read_snapshot
+from jfsm.stores.file import scan
+from jfsm.stores.file.log import encode_record, read_log
+from jfsm.stores.file.snapshot import object_bytes, read_snapshot
+from jfsm.stores.file.store import FileStore
 
 PATH = "store/snapshot.00000001.00000000.json"
 

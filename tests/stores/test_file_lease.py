@@ -27,8 +27,8 @@ import pytest
 
 from jfsm.errors import StoreCorrupted, StoreFenced, StoreLocked
 from jfsm.projection import Projection
-from jfsm.stores.file import FileStore
-from jfsm.stores.file_lease import LEASE_FILE, LeaseRecord, next_token, read_lease
+from jfsm.stores.file.lease import LEASE_FILE, LeaseRecord, next_token, read_lease
+from jfsm.stores.file.store import FileStore
 
 WORKER = Path(__file__).with_name("shared_file_worker.py")
 WAIT = 30.0  # bound on every reply: a hung worker fails the test, never hangs it
@@ -182,7 +182,7 @@ def test_the_game_lock_is_not_held_between_writes(tmp_path: Path, workers: Any) 
 
 def test_tokens_never_repeat_across_processes_and_removal(tmp_path: Path) -> None:
     script = (
-        "import sys; from jfsm.stores.file_lease import next_token\n"
+        "import sys; from jfsm.stores.file.lease import next_token\n"
         "print(' '.join(str(next_token(sys.argv[1])) for _ in range(40)))"
     )
     procs = [

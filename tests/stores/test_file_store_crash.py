@@ -43,10 +43,10 @@ from jfsm.errors import QuotaExceeded, StoreCorrupted, StoreLocked, StoreUnavail
 from jfsm.image import StoreImage
 from jfsm.projection import Projection
 from jfsm.stores import FileStore, MemoryStore
-from jfsm.stores.crashfs import CrashingFileSystem, SimulatedCrash
-from jfsm.stores.fsio import OsFileSystem
-from jfsm.stores.log import HEADER_SIZE, MAGIC, encode_record, log_header
-from jfsm.stores.manifest import MANIFEST_NAME, Manifest, decode_manifest, encode_manifest
+from jfsm.stores.file.crashfs import CrashingFileSystem, SimulatedCrash
+from jfsm.stores.file.fsio import OsFileSystem
+from jfsm.stores.file.log import HEADER_SIZE, MAGIC, encode_record, log_header
+from jfsm.stores.file.manifest import MANIFEST_NAME, Manifest, decode_manifest, encode_manifest
 
 QUOTA = 4_000_000
 REPO = Path(__file__).resolve().parents[2]
@@ -60,7 +60,7 @@ def state_of(image: StoreImage) -> State:
 
 
 # -- file-system layers -------------------------------------------------------------------
-# The crashing layer is the product's (`jfsm.stores.crashfs`, also the in-process driver's
+# The crashing layer is the product's (`jfsm.stores.file.crashfs`, also the in-process driver's
 # `crash` op): it numbers every boundary around a mutating call and, given `crash_at`, dies
 # there, closing its handles and releasing the lock as the kernel would.
 

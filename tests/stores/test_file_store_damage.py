@@ -38,9 +38,9 @@ from jfsm.errors import InvalidInput, StoreCorrupted, StoreLocked, StoreUnavaila
 from jfsm.inspection import NotAStore, examine
 from jfsm.projection import Projection
 from jfsm.stores import FileStore, MemoryStore
-from jfsm.stores.fsio import OsFileSystem
-from jfsm.stores.log import encode_record
-from jfsm.stores.manifest import MANIFEST_NAME
+from jfsm.stores.file.fsio import OsFileSystem
+from jfsm.stores.file.log import encode_record
+from jfsm.stores.file.manifest import MANIFEST_NAME
 
 REPO = Path(__file__).resolve().parents[2]
 

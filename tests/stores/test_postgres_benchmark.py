@@ -21,7 +21,7 @@ TINY: dict[str, Any] = {
 
 
 def test_postgres_benchmark_smoke(fresh_database: Any, tmp_path: Path) -> None:
-    from jfsm.stores.postgres import migrate
+    from jfsm.stores.postgres.store import migrate
 
     conninfo = fresh_database()
     migrate(conninfo)
@@ -46,7 +46,7 @@ def test_pool_benchmark_smoke(fresh_database: Any) -> None:
     """`benchmarks/postgres_pool.py` at its quick sizes: every section runs and the Goals
     rows render (timings never asserted)."""
     from benchmarks import postgres_pool
-    from jfsm.stores.postgres import migrate
+    from jfsm.stores.postgres.store import migrate
 
     conninfo = fresh_database()
     migrate(conninfo)

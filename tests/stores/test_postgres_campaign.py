@@ -37,8 +37,8 @@ from pg_fixtures import require_postgres
 
 from jfsm.errors import JfsmError
 from jfsm.layout import round_key
-from jfsm.stores.pg_server import TemporaryServer
-from jfsm.stores.postgres import PostgresStore, close_pools, migrate, read_image, remove_game
+from jfsm.stores.postgres.server import TemporaryServer
+from jfsm.stores.postgres.store import PostgresStore, close_pools, migrate, read_image, remove_game
 from jfsm_conformance.fake.compress import FakeCompress
 
 IDS = [f"c{n}" for n in range(6)]

@@ -34,8 +34,8 @@ from jfsm.errors import StoreUnavailable
 from jfsm.image import StoreImage
 from jfsm.projection import Projection
 from jfsm.stores.memory import MemoryStore
-from jfsm.stores.pg_server import TemporaryServer
-from jfsm.stores.postgres import PostgresStore, close_pools, migrate
+from jfsm.stores.postgres.server import TemporaryServer
+from jfsm.stores.postgres.store import PostgresStore, close_pools, migrate
 
 KILLS = 40
 

@@ -44,7 +44,7 @@ from jfsm.jcs import canonical_bytes
 from jfsm.layout import round_key
 from jfsm.machines import MACHINE_NAMES, table
 from jfsm.memory_index import MemoryIndex
-from jfsm.stores.postgres import PostgresStore, migrate
+from jfsm.stores.postgres.store import PostgresStore, migrate
 from jfsm.transport import HttpCompressor
 from jfsm_conformance import scripted_replies as replies
 from jfsm_conformance.fake import compress as fc

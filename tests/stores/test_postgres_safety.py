@@ -30,9 +30,9 @@ from jfsm.errors import (
     StoreUnusable,
 )
 from jfsm.projection import Projection
-from jfsm.stores.pg_conninfo import database_target
-from jfsm.stores.pg_server import TemporaryServer
-from jfsm.stores.postgres import PostgresStore, close_pools, migrate, read_image
+from jfsm.stores.postgres.conninfo import database_target
+from jfsm.stores.postgres.server import TemporaryServer
+from jfsm.stores.postgres.store import PostgresStore, close_pools, migrate, read_image
 
 ROOT = Path(__file__).resolve().parents[2]
 

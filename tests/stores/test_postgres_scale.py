@@ -36,8 +36,8 @@ from pg_fixtures import require_postgres
 from jfsm.errors import JfsmError, StoreFenced, StoreUnavailable
 from jfsm.image import StoreImage
 from jfsm.projection import Projection
-from jfsm.stores.pg_server import TemporaryServer
-from jfsm.stores.postgres import PostgresStore, close_pools, migrate
+from jfsm.stores.postgres.server import TemporaryServer
+from jfsm.stores.postgres.store import PostgresStore, close_pools, migrate
 
 pytestmark = pytest.mark.slow
 

@@ -19,8 +19,8 @@ from pg_fixtures import game_id, require_bouncer
 from jfsm.errors import InvalidInput, QuotaExceeded, StoreFenced, StoreLocked, StoreUnavailable
 from jfsm.machines import StateMachine
 from jfsm.projection import Projection
-from jfsm.stores.pg_blocking import BlockingPostgresStore as PostgresStore
-from jfsm.stores.postgres import SCHEMA_VERSION, migrate, read_image, remove_game
+from jfsm.stores.postgres.blocking import BlockingPostgresStore as PostgresStore
+from jfsm.stores.postgres.store import SCHEMA_VERSION, migrate, read_image, remove_game
 
 
 def _rows(conninfo: str, game: str) -> list[tuple[Any, ...]]:
@@ -266,7 +266,7 @@ def _guards(current: dict[str, Any], store: PostgresStore | None) -> dict[str, C
 def test_a_stopped_bouncer_leaves_no_process(postgres_server: Any) -> None:
     """`TemporaryBouncer.stop` kills the bouncer itself, not only the `runuser` in front of
     it when run as root (which left bouncers running after every test session)."""
-    from jfsm.stores.pg_server import TemporaryBouncer
+    from jfsm.stores.postgres.server import TemporaryBouncer
 
     require_bouncer()
     bouncer = TemporaryBouncer(postgres_server).start()

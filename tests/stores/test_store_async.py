@@ -22,8 +22,8 @@ import pytest
 
 from jfsm.engine import GameEngine
 from jfsm.projection import Projection
-from jfsm.stores.file import FileStore
-from jfsm.stores.fsio import OsFileSystem
+from jfsm.stores.file.fsio import OsFileSystem
+from jfsm.stores.file.store import FileStore
 from jfsm.stores.memory import MemoryStore
 from jfsm.sync import SyncGameEngine
 from jfsm.testing import FakeCompressor

@@ -108,7 +108,7 @@ class StoreEquivalence(RuleBasedStateMachine):
         self.model_base: dict[str, bytes] = {}
         self.pg: Any = None
         if self.postgres is not None:
-            from jfsm.stores.pg_blocking import BlockingPostgresStore
+            from jfsm.stores.postgres.blocking import BlockingPostgresStore
 
             self.game = "eq-" + uuid.uuid4().hex
             self.pg = BlockingPostgresStore.open(self.postgres, self.game, quota=QUOTA)

@@ -17,7 +17,7 @@ from jfsm.driver import ReferenceDriver
 from jfsm.driver.crash import CrashSwitch
 from jfsm.projection import Projection
 from jfsm.stores import FileStore
-from jfsm.stores.crashfs import CrashingFileSystem
+from jfsm.stores.file.crashfs import CrashingFileSystem
 from jfsm_conformance.runner import Options, run
 
 _ids = itertools.count(1)

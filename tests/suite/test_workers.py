@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from pg_fixtures import postgres_server  # noqa: F401  (the session's server)
 
-from jfsm.stores.pg_server import TemporaryServer
+from jfsm.stores.postgres.server import TemporaryServer
 from jfsm_conformance.checks import Ledger
 from jfsm_conformance.ownership import OwnershipHistory
 from jfsm_conformance.runner import Options, run
@@ -26,7 +26,7 @@ BIN = Path(sys.executable).parent
 
 @pytest.fixture(scope="module")
 def store_url(postgres_server: TemporaryServer) -> str:  # noqa: F811
-    from jfsm.stores.postgres import migrate
+    from jfsm.stores.postgres.store import migrate
 
     postgres_server.create_database("jfsm_workers")
     url = postgres_server.url("jfsm_workers")

@@ -3,7 +3,7 @@ share: lease files, one token counter, and a short lock around every write.
 
 # Leases and fencing (decision R95; machine `spec/machines/store_ownership.json`)
 
-This is `jfsm.stores.pg_fencing` with files in place of rows, for `jfsm driver --state DIR
+This is `jfsm.stores.postgres.fencing` with files in place of rows, for `jfsm driver --state DIR
 --shared`: K processes on one host serve the same games, one owner a game.
 
 - **The token counter** `DIR/tokens`: one counter for the whole directory, read, incremented,
@@ -59,7 +59,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from jfsm.errors import InvalidInput, StoreFenced, StoreLocked
-from jfsm.stores.fsio import open_file
+from jfsm.stores.file.fsio import open_file
 from jfsm.stores.offload import run_blocking
 
 __all__ = [

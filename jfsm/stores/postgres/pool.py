@@ -12,7 +12,7 @@ the next call: the pool checks each connection it hands out (a non-blocking look
 socket, no round trip).
 
 Every store of the pool is registered for renewal: every `lease_seconds / 3` one statement
-renews the leases of all of them (`pg_fencing.RENEW`); a game whose token is no longer
+renews the leases of all of them (`fencing.RENEW`); a game whose token is no longer
 current is reported to its store, which is then fenced.
 """
 
@@ -32,9 +32,9 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from jfsm.errors import StoreUnavailable
-from jfsm.stores.pg_conninfo import database_target, describe
-from jfsm.stores.pg_fencing import RENEW
-from jfsm.stores.pg_schema import connection_error, require_schema_async
+from jfsm.stores.postgres.conninfo import database_target, describe
+from jfsm.stores.postgres.fencing import RENEW
+from jfsm.stores.postgres.schema import connection_error, require_schema_async
 
 __all__ = [
     "APPLICATION_NAME",

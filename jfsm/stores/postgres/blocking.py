@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 from jfsm.image import StoreImage
 from jfsm.projection import Projection
-from jfsm.stores.postgres import PostgresStore
+from jfsm.stores.postgres.store import PostgresStore
 
 __all__ = ["BlockingPostgresStore", "private_loop", "run", "submit"]
 

@@ -15,7 +15,7 @@ socket all the same.
 `TemporaryBouncer(server)` starts a real PgBouncer (`/usr/sbin/pgbouncer`) in transaction
 pooling mode in front of it, on a free loopback port.
 
-As a command, `python -m jfsm.stores.pg_server [--pgbouncer] COMMAND...` runs COMMAND while
+As a command, `python -m jfsm.stores.postgres.server [--pgbouncer] COMMAND...` runs COMMAND while
 a temporary server runs, with `JFSM_PG_URL` set to the URL of its empty database `jfsm`
 (with `--pgbouncer`: the URL through a temporary PgBouncer, the direct one in
 `JFSM_PG_DIRECT_URL`), then stops them (whatever COMMAND's outcome) and exits with
@@ -322,9 +322,9 @@ class TemporaryBouncer:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """`python -m jfsm.stores.pg_server [-h] [--pgbouncer] COMMAND [ARG...]`."""
+    """`python -m jfsm.stores.postgres.server [-h] [--pgbouncer] COMMAND [ARG...]`."""
     parser = argparse.ArgumentParser(
-        prog="python -m jfsm.stores.pg_server",
+        prog="python -m jfsm.stores.postgres.server",
         description="Run COMMAND while a throwaway PostgreSQL server runs, with JFSM_PG_URL "
         "set to its empty database jfsm; stop the server afterwards and exit with COMMAND's "
         "status.",

@@ -17,7 +17,7 @@ import psycopg
 
 from jfsm.errors import InvalidInput, StoreLocked
 from jfsm.image import QUOTA_BYTES, StoreImage
-from jfsm.stores.pg_schema import connect, connection_error, require_schema
+from jfsm.stores.postgres.schema import connect, connection_error, require_schema
 
 __all__ = [
     "append_telemetry",

@@ -1,10 +1,10 @@
 """The file store's snapshot: the JCS object key -> value of a checkpoint.
 
 The file's name carries its generation and the CRC-32 of its bytes
-(`snapshot.<gen>.<crc>.json`, `jfsm.stores.manifest`). `read_snapshot` checks the CRC, that
+(`snapshot.<gen>.<crc>.json`, `jfsm.stores.file.manifest`). `read_snapshot` checks the CRC, that
 the bytes are UTF-8 and that they hold one JCS object in the layout written (no white
 space, no duplicate names, nothing after it), parsing each value in bounded windows
-(`jfsm.stores.scan`) and keeping its bytes as they are; with `verify` it also requires
+(`jfsm.stores.file.scan`) and keeping its bytes as they are; with `verify` it also requires
 every value and the whole file to be byte for byte what `object_bytes` writes (compared
 member by member, without writing it again).
 
@@ -17,7 +17,7 @@ import zlib
 from collections.abc import Mapping
 
 from jfsm.jcs import key_order, string_bytes
-from jfsm.stores.scan import (
+from jfsm.stores.file.scan import (
     WINDOW,
     Malformed,
     Window,

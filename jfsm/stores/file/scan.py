@@ -1,6 +1,6 @@
 """Reading JSON out of the file store's bytes in bounded windows, without re-canonicalizing.
 
-The snapshot and log readers (`jfsm.stores.snapshot`, `jfsm.stores.log`) find the
+The snapshot and log readers (`jfsm.stores.file.snapshot`, `jfsm.stores.file.log`) find the
 members of a JCS object in a file's bytes and keep each value's bytes as they are; every
 value is parsed (so it is complete JSON) and dropped. On error they raise `Malformed`
 (a byte offset into the file and a reason), which the readers turn into `StoreCorrupted`

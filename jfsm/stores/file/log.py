@@ -11,7 +11,7 @@ record are never part of it. A log written since R27 starts with a header record
 store and generation.
 
 Reading works in place on the log's bytes: each payload is checked (CRCs, UTF-8) and parsed
-in bounded windows (`jfsm.stores.scan`) without being copied; only the values are.
+in bounded windows (`jfsm.stores.file.scan`) without being copied; only the values are.
 
 On error: `StoreCorrupted` naming the file, the record's byte offset and the reason (with
 the payload byte where the decoding failed).
@@ -26,7 +26,7 @@ from types import MappingProxyType
 
 from jfsm.jcs import canonical_bytes, key_order, string_bytes
 from jfsm.projection import Projection
-from jfsm.stores.scan import (
+from jfsm.stores.file.scan import (
     WINDOW,
     Malformed,
     Window,
@@ -38,7 +38,7 @@ from jfsm.stores.scan import (
     utf8_error,
     value_at,
 )
-from jfsm.stores.snapshot import object_bytes
+from jfsm.stores.file.snapshot import object_bytes
 
 __all__ = [
     "HEADER_SIZE",

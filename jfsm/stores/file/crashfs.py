@@ -1,6 +1,6 @@
 """Crash injection through the file-system seam: a process that dies at a write boundary.
 
-`CrashingFileSystem` is a `FileSystem` (`jfsm.stores.fsio`) that forwards to another one
+`CrashingFileSystem` is a `FileSystem` (`jfsm.stores.file.fsio`) that forwards to another one
 and numbers the boundaries of every durable write, from 0:
 
 - before and after each create, fsync, fdatasync, truncate, rename, remove and directory
@@ -31,7 +31,7 @@ import threading
 from collections.abc import Callable
 from typing import TypeVar
 
-from jfsm.stores.fsio import FileSystem, OsFileSystem
+from jfsm.stores.file.fsio import FileSystem, OsFileSystem
 
 __all__ = ["CrashingFileSystem", "SimulatedCrash"]
 

@@ -41,8 +41,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
 from jfsm.image import StoreImage
-from jfsm.stores.log import has_commits, header_store, log_header, read_log, tail_is_zeros
-from jfsm.stores.manifest import (
+from jfsm.stores.file.log import has_commits, header_store, log_header, read_log, tail_is_zeros
+from jfsm.stores.file.manifest import (
     MANIFEST_NAME,
     FileName,
     Manifest,
@@ -50,8 +50,8 @@ from jfsm.stores.manifest import (
     log_name,
     parse_name,
 )
-from jfsm.stores.scan import corrupted
-from jfsm.stores.snapshot import read_snapshot
+from jfsm.stores.file.scan import corrupted
+from jfsm.stores.file.snapshot import read_snapshot
 
 __all__ = ["Contents", "Survey", "read_contents", "survey"]
 

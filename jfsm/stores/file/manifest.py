@@ -1,12 +1,12 @@
 """The durable file store's file names and its manifest.
 
 Pure functions from bytes to values and back; no file is opened here (`jfsm.stores.file`
-does the I/O and holds the lifecycle, `jfsm.stores.directory` decides which files are live).
+does the I/O and holds the lifecycle, `jfsm.stores.file.directory` decides which files are live).
 The codecs are split by concept, and their names are re-exported here:
 
-- `jfsm.stores.log`: the log's framed records and its header record, `read_log`;
-- `jfsm.stores.snapshot`: the snapshot object, `read_snapshot`;
-- `jfsm.stores.scan`: reading JSON out of the bytes in bounded windows (decision R51).
+- `jfsm.stores.file.log`: the log's framed records and its header record, `read_log`;
+- `jfsm.stores.file.snapshot`: the snapshot object, `read_snapshot`;
+- `jfsm.stores.file.scan`: reading JSON out of the bytes in bounded windows (decision R51).
 
 # The manifest
 
@@ -36,7 +36,7 @@ import zlib
 from dataclasses import dataclass
 
 from jfsm.jcs import canonical_bytes
-from jfsm.stores.scan import corrupted
+from jfsm.stores.file.scan import corrupted
 
 __all__ = [
     "LOCK_NAME",

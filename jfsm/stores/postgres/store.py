@@ -1,9 +1,9 @@
 """The PostgreSQL store: many games in one database, one leased owner per game, fenced
 writes, every game of a process on one shared pool of connections (native async).
 
-The tables and their migrations are `jfsm.stores.pg_schema`'s, leases and fenced writes
-`jfsm.stores.pg_fencing`'s, the pool and the lease timer `jfsm.stores.pg_pool`'s, reading and
-removing games without owning them `jfsm.stores.pg_games`'s.
+The tables and their migrations are `schema`'s, leases and fenced writes
+`fencing`'s, the pool and the lease timer `pool`'s, reading and
+removing games without owning them `games`'s (modules of this package).
 
 # Errors
 
@@ -36,8 +36,15 @@ import psycopg
 from jfsm.errors import StoreFenced, StoreUnavailable
 from jfsm.image import QUOTA_BYTES, StoreImage, seeded_image
 from jfsm.projection import Projection
-from jfsm.stores.pg_fencing import CHECKPOINT, COMMIT, RELEASE, SEED, take_many, take_ownership
-from jfsm.stores.pg_games import (
+from jfsm.stores.postgres.fencing import (
+    CHECKPOINT,
+    COMMIT,
+    RELEASE,
+    SEED,
+    take_many,
+    take_ownership,
+)
+from jfsm.stores.postgres.games import (
     check_game_id,
     game_ids,
     load_image,
@@ -45,8 +52,8 @@ from jfsm.stores.pg_games import (
     read_image,
     remove_game,
 )
-from jfsm.stores.pg_pool import PgPool, close_pools, shared_pool
-from jfsm.stores.pg_schema import SCHEMA_VERSION, connection_error, migrate, schema_version
+from jfsm.stores.postgres.pool import PgPool, close_pools, shared_pool
+from jfsm.stores.postgres.schema import SCHEMA_VERSION, connection_error, migrate, schema_version
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -69,8 +76,8 @@ def _encode_keys(keys: Iterable[str]) -> list[bytes]:
 
 class PostgresStore:
     """One game's durable store in PostgreSQL, owned (leased) by this object until `close`;
-    see the module docstrings for errors (here), tables (`pg_schema`) and leases
-    (`pg_fencing`)."""
+    see the module docstrings for errors (here), tables (`schema`) and leases
+    (`fencing`)."""
 
     durable = True
 

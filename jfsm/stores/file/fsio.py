@@ -218,7 +218,7 @@ class OsFileSystem:
     trusted = False
     #: only try the lock at open, then release it (decision R95): in a directory shared by
     #: several processes, writers are ordered by each game's lease lock
-    #: (`jfsm.stores.file_lease`), never by a lock held for the store's life
+    #: (`jfsm.stores.file.lease`), never by a lock held for the store's life
     shared = False
 
     def __init__(self, *, trusted: bool = False, shared: bool = False) -> None:

@@ -31,7 +31,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from jfsm.errors import StoreUnavailable, StoreUnusable
-from jfsm.stores.pg_conninfo import describe, is_permanent, scrub
+from jfsm.stores.postgres.conninfo import describe, is_permanent, scrub
 
 __all__ = [
     "SCHEMA_VERSION",

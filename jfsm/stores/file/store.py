@@ -1,30 +1,9 @@
 """The durable file store: snapshot + checksummed preallocated log + manifest + OS lock
 (decisions D12, R27, R28).
 
-**The one concept: one game's durable store on disk, each commit all or nothing.** Its
-encodings live in `jfsm.stores.log`, `jfsm.stores.manifest` and `jfsm.stores.snapshot`, its
-file-system calls in `jfsm.stores.fsio`; what stays here is the commit protocol.
-
-# Layout
-
-One directory per store (the bytes of each file: `jfsm.stores.manifest` for the file names
-and the manifest, `jfsm.stores.log` for the log's records, `jfsm.stores.snapshot` for the
-snapshot, `jfsm.stores.scan` for the windowed reading, decision R51):
-
-- `manifest`: names the live snapshot and log (decision R27, the way LevelDB's `CURRENT`
-  names its live files). Rewritten only by a checkpoint, by replacement.
-- `snapshot.<gen>.<crc>.json`: the checkpoint base of generation `gen` (8 digits), the JCS
-  object key -> value; `crc` is the CRC-32 of the file's bytes in 8 hex digits, so a
-  damaged snapshot is detected. Generation 0 has no snapshot file: its base is `{}`.
-- `log.<gen>.jfl`: a header record naming the store's id and the generation (logs from
-  before R27 have none), then the projections committed since that checkpoint, one record
-  each, possibly followed by zeros (unused preallocation).
-- `snapshot.<gen>.tmp`, `manifest.tmp`: being written; never read, removed at open.
-- `lock`: locked (as well as the directory itself) by every writer, for writers older than
-  R28 that lock only this file.
-
-Other files in the directory are left alone. Which files are live, leftovers or foreign is
-decided by `jfsm.stores.directory`.
+**The one concept: one game's durable store on disk, each commit all or nothing.** The
+directory's format is the package's essay (`jfsm.stores.file`); what stays here is the
+commit protocol, its async and blocking surfaces, and its errors.
 
 # Protocol
 
@@ -49,7 +28,7 @@ decided by `jfsm.stores.directory`.
   them to `manifest.tmp`, fsync it and rename it over `manifest`: that rename is the commit
   point, the second directory fsync makes it durable; then the files of g are removed.
 - `open`: read what the manifest names (a directory without one: see
-  `jfsm.stores.directory`); replay the log (its bytes read whole: checkpoint to bound
+  `jfsm.stores.file.directory`); replay the log (its bytes read whole: checkpoint to bound
   it; parsed in windows, so no second copy of a file is held, decision R51); if
   anything follows the last valid record (zeros left by a session that did not close, or a
   torn tail), truncate the log there and fsync it, so a session starts with nothing
@@ -69,16 +48,6 @@ truncate, unlock) off it (`jfsm.stores.offload`), and the image changes on the l
 once that part succeeded. `commit_sync`, `seed_sync`, `checkpoint_sync` and `close_sync`
 are the same operations (the same steps) run in the calling thread, for callers without an
 event loop (the crash tests, tools, `with FileStore.open(...)`); use one surface at a time.
-
-# Shared mode (decision R95)
-
-Opened with a `fence` (`jfsm.stores.file_lease.FileLease`) over an `OsFileSystem(shared=True)`,
-the store holds no lock for its life: several processes on one host may hold stores of one
-game, and the game's lease decides which of them writes. Every write (the record's
-`pwrite`+`fdatasync`, a checkpoint's or seed's files) runs under the game's short lock and
-only while the lease file still names this store's token; otherwise it raises `StoreFenced`
-and writes nothing, and the store is `fenced` from then on. `close` trims the preallocation
-only while still the owner (a fenced store never touches the files again) and ends the lease.
 
 # Errors
 
@@ -121,11 +90,11 @@ from typing import TypeVar
 from jfsm.errors import InvalidInput, StoreFenced, StoreLocked, StoreUnavailable
 from jfsm.image import QUOTA_BYTES, StoreImage, seeded_image
 from jfsm.projection import Projection
-from jfsm.stores.directory import read_contents
-from jfsm.stores.file_lease import DEFAULT_LEASE_SECONDS, FileLease, take_lease
-from jfsm.stores.fsio import FileSystem, OsFileSystem
-from jfsm.stores.log import encode_record, log_header
-from jfsm.stores.manifest import (
+from jfsm.stores.file.directory import read_contents
+from jfsm.stores.file.fsio import FileSystem, OsFileSystem
+from jfsm.stores.file.lease import DEFAULT_LEASE_SECONDS, FileLease, take_lease
+from jfsm.stores.file.log import encode_record, log_header
+from jfsm.stores.file.manifest import (
     MANIFEST_NAME,
     MANIFEST_TMP,
     Manifest,
@@ -133,8 +102,8 @@ from jfsm.stores.manifest import (
     log_name,
     snapshot_name,
 )
+from jfsm.stores.file.snapshot import object_bytes
 from jfsm.stores.offload import Steps, run_steps, run_steps_sync
-from jfsm.stores.snapshot import object_bytes
 
 T = TypeVar("T")
 
@@ -210,8 +179,8 @@ class FileStore:
 
         `verify` re-canonicalizes every value and re-encodes the snapshot and every log
         record, refusing anything not byte for byte what the store writes; without it the
-        CRCs and a parse of each value vouch for the content (`jfsm.stores.log`,
-        `jfsm.stores.snapshot`).
+        CRCs and a parse of each value vouch for the content (`jfsm.stores.file.log`,
+        `jfsm.stores.file.snapshot`).
 
         Raises `InvalidInput` for a quota that is not a positive integer, `StoreLocked` if
         another writer has it open, `StoreCorrupted` if it is damaged (naming the file),
@@ -222,7 +191,7 @@ class FileStore:
         case.
 
         `fence` (shared mode, decision R95): the lease this process holds on the game, taken
-        by `jfsm.stores.file_lease.take_lease` whose lock the caller holds during this open.
+        by `jfsm.stores.file.lease.take_lease` whose lock the caller holds during this open.
         Every later write then runs under the game's lock as that lease's owner
         (`StoreFenced` once another process took the game over, nothing written), and `fs`
         should be an `OsFileSystem(shared=True)`, which holds no lock for the store's life.
@@ -266,7 +235,7 @@ class FileStore:
     ) -> FileStore:
         """Own game `game` of a directory that several processes share (decision R95) and
         open its store in `directory`: the lease in `lease_folder` (its `lease` file), the
-        token from `root`'s counter (`jfsm.stores.file_lease.take_lease`), the store read
+        token from `root`'s counter (`jfsm.stores.file.lease.take_lease`), the store read
         from disk under the game's lock. `adopt`: see `take_lease`.
 
         Raises `StoreLocked` while another owner id's lease is live (unless `takeover`),
