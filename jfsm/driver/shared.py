@@ -30,7 +30,7 @@ from jfsm.errors import InvalidInput
 from jfsm.limits import validate_id
 
 if TYPE_CHECKING:
-    from jfsm.driver import ReferenceDriver
+    from jfsm.driver.dispatch import ReferenceDriver
 
 __all__ = ["shared_ops"]
 

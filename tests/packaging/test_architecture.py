@@ -93,6 +93,7 @@ LAYERS: dict[int, tuple[str, ...]] = {
         "driver.pg",
         "driver.shared",
         "driver.shared_dir",
+        "driver.dispatch",
         "driver",
     ),
     # the package's curated API and the command line
