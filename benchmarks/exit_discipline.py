@@ -62,8 +62,8 @@ def drivers(families: tuple[str, ...] = FAMILIES) -> list[str]:
 MACHINES_ONLY = """
 import sys
 from pathlib import Path
-from jfsm_conformance.report import write_report
-from jfsm_conformance.runner import Options, run
+from jfsm_conformance.run.report import write_report
+from jfsm_conformance.run.runner import Options, run
 options = Options(driver=sys.argv[1], profile=sys.argv[2], report_dir=Path(sys.argv[3]),
                   scenarios=[])
 result = run(options)

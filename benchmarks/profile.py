@@ -141,9 +141,9 @@ def engine_open(out: Path) -> None:
 def suite_quota(out: Path) -> None:
     """The quick profile's slowest part: the quota scenario (fills a game to the quota
     through the protocol, verifying every step), in process."""
-    from jfsm_conformance.checks import Ledger
     from jfsm_conformance.scenarios import SCENARIOS
-    from jfsm_conformance.session import Session
+    from jfsm_conformance.steps.session import Session
+    from jfsm_conformance.verify.checks import Ledger
 
     scenario = next(s for s in SCENARIOS if s.name == "quota")
 
@@ -164,9 +164,9 @@ def suite_machine(out: Path) -> None:
     from hypothesis import HealthCheck, Phase, settings
     from hypothesis.stateful import run_state_machine_as_test
 
-    from jfsm_conformance.checks import Ledger
-    from jfsm_conformance.memory_machine import machine_factory
-    from jfsm_conformance.session import Session
+    from jfsm_conformance.machines.memory import machine_factory
+    from jfsm_conformance.steps.session import Session
+    from jfsm_conformance.verify.checks import Ledger
 
     def setup() -> Session:
         return Session("python:jfsm.driver:reference_driver", Ledger())

@@ -349,7 +349,7 @@ def _suite(su: dict[str, Any]) -> list[str]:
         out.append(f"State machines: {ma['reason']}")
     else:
         out += [
-            "Hypothesis state machine (`jfsm_conformance.memory_machine`) over a `Session`: a "
+            "Hypothesis state machine (`jfsm_conformance.machines.memory`) over a `Session`: a "
             "step is one verified operation.",
             "",
         ]

@@ -3,7 +3,8 @@
 - Driver round trips: `record_round` and a not-due `generate` through the suite's
   `DriverClient`, in process (`python:jfsm.driver:reference_driver`) and over stdio (`jfsm
   driver` in a subprocess), interleaved call by call.
-- Machine steps per second: the suite's Hypothesis state machine (`jfsm_conformance.memory_machine`)
+- Machine steps per second: the suite's Hypothesis state machine
+(`jfsm_conformance.machines.memory`)
   over a `Session`, at the spec thresholds and at the small thresholds the quick profile
   also uses, in process and over stdio, interleaved run by run. A step is one `Session`
   operation (each verifies the whole observable state against the oracle).
@@ -83,7 +84,7 @@ def _unavailable(reason: str) -> dict[str, Any]:
 
 
 def _roundtrips(cfg: dict[str, Any]) -> dict[str, Any]:
-    from jfsm_conformance.driver_client import DriverClient
+    from jfsm_conformance.client.driver import DriverClient
     from jfsm_conformance.fake.compress import FakeCompress
 
     fake = FakeCompress().start()
@@ -137,10 +138,10 @@ def _machine_runs(cfg: dict[str, Any]) -> dict[str, Any]:
     from hypothesis import HealthCheck, Phase, settings
     from hypothesis.stateful import run_state_machine_as_test
 
-    from jfsm_conformance.checks import Ledger
-    from jfsm_conformance.memory_machine import machine_factory
-    from jfsm_conformance.runner import SMALL_THRESHOLDS
-    from jfsm_conformance.session import Session
+    from jfsm_conformance.machines.memory import machine_factory
+    from jfsm_conformance.run.runner import SMALL_THRESHOLDS
+    from jfsm_conformance.steps.session import Session
+    from jfsm_conformance.verify.checks import Ledger
 
     configs = {
         "spec thresholds": (None, cfg["spec_examples"], cfg["spec_steps"]),
@@ -239,7 +240,7 @@ THOROUGH_LIMIT_S = 0.0  # stop the thorough profile (SIGTERM) after this long; 0
 # many seconds (the CLI writes a partial report and exits 2).
 _WRAPPER = """
 import json, os, resource, signal, sys, threading, time
-from jfsm_conformance import driver_client
+from jfsm_conformance.client import driver as driver_client
 messages = [0]
 start = driver_client.DriverClient.start
 def counted(self, op, args):
@@ -398,7 +399,7 @@ def _thorough_profile(cfg: dict[str, Any]) -> dict[str, Any]:
 def run(quick: bool = False, log: Any = print) -> dict[str, Any]:
     cfg = QUICK if quick else FULL
     try:
-        import jfsm_conformance.driver_client  # noqa: F401
+        import jfsm_conformance.client.driver  # noqa: F401
     except ImportError as exc:
         return {"config": dict(cfg), "available": False, "reason": f"suite not available: {exc}"}
     out: dict[str, Any] = {"config": dict(cfg), "available": True}

@@ -36,7 +36,7 @@ import sys
 __all__ = ["SUITE_EXTRA", "install_hint", "main", "missing_suite_dependencies"]
 
 SUITE_EXTRA = "jfsm[conformance]"
-_SUITE_MODULES = ("hypothesis", "jsonschema", "jfsm_conformance.runner")
+_SUITE_MODULES = ("hypothesis", "jsonschema", "jfsm_conformance.run.runner")
 
 
 def missing_suite_dependencies() -> list[str]:
@@ -179,7 +179,7 @@ def _main(argv: list[str]) -> int:
     if argv[:1] == ["conformance"]:
         if not _suite_or_exit("conformance"):
             return 2
-        from jfsm_conformance.cli import main as conformance_main
+        from jfsm_conformance.run.cli import main as conformance_main
 
         return conformance_main(argv[1:])
     if argv[:1] == ["profile"]:

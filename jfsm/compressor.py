@@ -9,7 +9,7 @@ The compression modules, one idea each: this seam; `jfsm.compression`, the judge
 and the flight of one compression (the engine's); `jfsm.transport`, the HTTP executor;
 `jfsm.testing`, an in-process fake for tests and demos. The conformance suite has its
 own HTTP fake (`jfsm_conformance.fake.compress`, whose behaviour is one `answer` function) and the
-one vocabulary that scripts both fakes (`jfsm_conformance.scripted_replies`).
+one vocabulary that scripts both fakes (`jfsm_conformance.model.replies`).
 
 A compressor never raises for a failed call: it returns a `CompressionResult` whose
 `outcome` is `ok`, `refused` or `transport`, with one `Attempt` per HTTP attempt. The engine

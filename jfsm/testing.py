@@ -7,7 +7,7 @@ is outstanding. Every request and the beneficiaries it would carry are recorded.
 
 Replies are scripted with the conformance suite's reply descriptors, plain JSON objects
 (`{"reply": "refuse", "code": "policy"}`, `{"reply": "success", "summary": "..."}`,
-`{"reply": "hold", "then": {"reply": "default"}}`, see `jfsm_conformance.scripted_replies`):
+`{"reply": "hold", "then": {"reply": "default"}}`, see `jfsm_conformance.model.replies`):
 one vocabulary for both fakes, the in-process one here and the HTTP one of the suite (R57).
 """
 
@@ -46,7 +46,7 @@ class _Reply:
 
     @classmethod
     def from_descriptor(cls, d: Mapping[str, Any]) -> _Reply:
-        """The reply a suite descriptor scripts (`jfsm_conformance.scripted_replies`): a
+        """The reply a suite descriptor scripts (`jfsm_conformance.model.replies`): a
         transport failure of the HTTP fake becomes a `transport` reply with the code the
         executor reports.
 

@@ -72,7 +72,7 @@ class AdaptiveFake(FakeCompressor):
     """A FakeCompressor whose scripted replies may depend on the request.
 
     `plan(fn, ...)` appends functions `request -> reply descriptor` (the suite's vocabulary,
-    `jfsm_conformance.scripted_replies`); each call consumes one (before the plain `script`), so a
+    `jfsm_conformance.model.replies`); each call consumes one (before the plain `script`), so a
     test can answer, say, "a summary exactly as long as the submitted text" without knowing that
     length in advance. Everything else (recording, hold and
     release) is the FakeCompressor's.

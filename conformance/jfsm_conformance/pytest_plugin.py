@@ -72,9 +72,9 @@ class _SuiteRun:
                 raise pytest.UsageError(
                     f"--jfsm-driver needs pip install 'jfsm[conformance]' (missing: {missing})"
                 )
-            from jfsm_conformance.cli import load_expected_failures
-            from jfsm_conformance.report import write_report
-            from jfsm_conformance.runner import Options, run
+            from jfsm_conformance.run.cli import load_expected_failures
+            from jfsm_conformance.run.report import write_report
+            from jfsm_conformance.run.runner import Options, run
 
             opt = self.config.getoption
             expected = (
@@ -97,7 +97,7 @@ class _SuiteRun:
     def select(self) -> str:
         """`--jfsm-select`, narrowed to the requirement items pytest kept (node IDs, `-k`)
         when they are fewer than the catalog's selected requirements."""
-        from jfsm_conformance.runner import load_catalog
+        from jfsm_conformance.run.runner import load_catalog
 
         prefix = self.config.getoption("--jfsm-select")
         kept = [i.requirement["id"] for i in self.items if isinstance(i, RequirementItem)]
@@ -124,7 +124,7 @@ class RequirementItem(pytest.Item):
         self.suite = suite
 
     def runtest(self) -> None:
-        from jfsm_conformance.report import replay_command
+        from jfsm_conformance.run.report import replay_command
 
         result = self.suite.get()
         if result.harness_error:
@@ -159,7 +159,7 @@ class RequirementFailure(Exception):
 
 class CatalogFile(pytest.File):
     def collect(self) -> Any:
-        from jfsm_conformance.runner import load_catalog
+        from jfsm_conformance.run.runner import load_catalog
 
         suite = _SuiteRun(self.config)
         prefix = self.config.getoption("--jfsm-select")
@@ -171,7 +171,7 @@ class CatalogFile(pytest.File):
 
 
 def _is_catalog(file_path: Path) -> bool:
-    from jfsm_conformance.protocol import spec_dir
+    from jfsm_conformance.client.protocol import spec_dir
 
     try:
         return file_path.name == "requirements.toml" and file_path.samefile(
@@ -202,8 +202,8 @@ def pytest_collection_modifyitems(
         items.extend(collect(session, config))
     if not config.getoption("--jfsm-driver"):
         return
-    from jfsm_conformance.protocol import spec_dir
-    from jfsm_conformance.runner import select_error
+    from jfsm_conformance.client.protocol import spec_dir
+    from jfsm_conformance.run.runner import select_error
 
     problem = select_error(config.getoption("--jfsm-select"))
     if problem:

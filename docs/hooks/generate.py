@@ -3,7 +3,7 @@
 Registered under `hooks:` in `mkdocs.yml`. Nothing is written to `docs/`: generated pages are
 added to the build as virtual files (`File.generated`) in `on_files`, so they cannot drift
 from the data they render. Inputs are only `spec/`, the test tree (`tests/`, parsed, never
-imported), the public functions of `jfsm`, and `jfsm_conformance.coverage` when it exists.
+imported), the public functions of `jfsm`, and `jfsm_conformance.run.coverage` when it exists.
 
 Hand-written pages (the reference pages' prose included) embed generated parts with markers
 `<!-- jfsm:NAME -->`: a block on its own line or a value inside a sentence (see

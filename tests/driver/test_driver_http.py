@@ -200,7 +200,7 @@ def test_a_burst_of_200_connects_is_held_and_answered(server: HttpDriver) -> Non
 def test_conformance_client_sends_the_token_from_the_environment(
     server: HttpDriver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from jfsm_conformance.driver_client import DriverClient, ProtocolViolation
+    from jfsm_conformance.client.driver import DriverClient, ProtocolViolation
 
     monkeypatch.setenv("JFSM_DRIVER_TOKEN", TOKEN)
     client = DriverClient(f"http:{server.url}", timeout=WAIT)

@@ -4,9 +4,9 @@ Rules interleave rounds, scenes (start, exchange, generate, publish, cancel), in
 resets, retrospective edits, ordinary writes, checkpoints, duplications and compressions
 whose fake replies succeed, fail in every way, or are held in flight and released later.
 
-The model is the conformance suite's own (`jfsm_conformance.oracle.GameModel`, R57): per
+The model is the conformance suite's own (`jfsm_conformance.model.oracle.GameModel`, R57): per
 stack the expected exact chunks, summary and meta; the canonical rounds; the archives; the
-game data. Replies are the suite's descriptors (`jfsm_conformance.scripted_replies`), whose
+game data. Replies are the suite's descriptors (`jfsm_conformance.model.replies`), whose
 `attempt_outcome` classifies them. The test predicts every compress.v2 request (text, chars,
 throughSeq, kind, scope) and every outcome except the choice between `published` and `quota`
 for a valid reply (read from telemetry, then checked through the state). After every step
@@ -44,8 +44,8 @@ from hypothesis.stateful import (
 from jfsm.engine import GameEngine
 from jfsm.errors import CompressionPending, InvalidInput, InvalidTransition, QuotaExceeded
 from jfsm.stores.memory import MemoryStore
-from jfsm_conformance.oracle import GameModel, InFlight, diff_store, normalize
-from jfsm_conformance.scripted_replies import attempt_outcome, summary_of
+from jfsm_conformance.model.oracle import GameModel, InFlight, diff_store, normalize
+from jfsm_conformance.model.replies import attempt_outcome, summary_of
 
 THRESHOLDS = {"game": 2000, "catalyst": 1000}
 QUOTA = 40_000
@@ -91,7 +91,7 @@ def summary_for(uid: int, chars: int, scene: bool) -> str:
 
 
 def descriptor(mode: str, uid: int, chars: int, scene: bool) -> dict[str, Any]:
-    """The reply descriptor (`jfsm_conformance.scripted_replies`) a `mode` scripts for a request of
+    """The reply descriptor (`jfsm_conformance.model.replies`) a `mode` scripts for a request of
     `chars` code points."""
     if mode == "ok":
         return {"reply": "success", "summary": summary_for(uid, chars, scene)}

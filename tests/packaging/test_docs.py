@@ -412,9 +412,9 @@ def test_prose_pages_use_no_rfc2119_keywords() -> None:
 
 
 def test_documented_cli_options_exist() -> None:
-    """Every option the implementer's guide documents is offered by `jfsm_conformance/cli.py` or
+    """Every option the implementer's guide documents is offered by `jfsm_conformance/run/cli.py` or
     by the pytest plugin."""
-    cli = ROOT / "conformance" / "jfsm_conformance" / "cli.py"
+    cli = ROOT / "conformance" / "jfsm_conformance" / "run" / "cli.py"
     guide = (DOCS / "guide" / "implementers.md").read_text(encoding="utf-8")
     documented = set(re.findall(r"`(--[a-z][a-z-]*)", guide))
     source = cli.read_text(encoding="utf-8")
@@ -427,7 +427,7 @@ def test_documented_cli_options_exist() -> None:
 
 
 def test_expected_failure_examples_are_accepted_by_the_cli(tmp_path: Path) -> None:
-    from jfsm_conformance.cli import load_expected_failures
+    from jfsm_conformance.run.cli import load_expected_failures
 
     guide = (DOCS / "guide" / "implementers.md").read_text(encoding="utf-8")
     examples = re.findall(r'```(toml|json) title="(expected-failures\.\w+)"\n(.*?)```', guide, re.S)

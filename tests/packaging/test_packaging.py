@@ -32,12 +32,12 @@ from pathlib import Path
 import pytest
 
 import jfsm
-import jfsm_conformance.runner
+import jfsm_conformance.run.runner
 
 ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 # the suite's top-level package, spelled so that renaming it is one `sed` of `conformance.`
-SUITE_ONLY = ("hypothesis", "pytest", "_pytest", jfsm_conformance.runner.__name__.split(".")[0])
+SUITE_ONLY = ("hypothesis", "pytest", "_pytest", jfsm_conformance.run.runner.__name__.split(".")[0])
 
 # Runs in a fresh interpreter where importing any suite-only module fails.
 BLOCKED_IMPORTS = f"""

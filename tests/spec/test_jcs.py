@@ -1,7 +1,7 @@
 """RFC 8785 serialization: properties beyond the vectors, and a differential oracle.
 
-`jfsm.jcs` (the engine's) and `jfsm_conformance.canon.jcs` (the suite's) are both checked against
-the `rfc8785` package, an implementation independent of both (decision R38).
+`jfsm.jcs` (the engine's) and `jfsm_conformance.model.canon.jcs` (the suite's) are both checked
+against the `rfc8785` package, an implementation independent of both (decision R38).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from jfsm.jcs import canonicalize
-from jfsm_conformance import canon
+from jfsm_conformance.model import canon
 
 scalars = (
     st.none()
@@ -90,7 +90,7 @@ def test_agrees_with_the_rfc8785_package(value: object) -> None:
 
 @given(i_json)
 def test_the_suites_jcs_agrees_with_the_rfc8785_package(value: object) -> None:
-    """`jfsm_conformance.canon.jcs` (C-speed strings, rfc8785 numbers) is RFC 8785 too."""
+    """`jfsm_conformance.model.canon.jcs` (C-speed strings, rfc8785 numbers) is RFC 8785 too."""
     assert canon.jcs(value).encode("utf-8") == rfc8785.dumps(value)
     assert canon.jcs_size(value) == len(rfc8785.dumps(value))
 

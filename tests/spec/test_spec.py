@@ -55,9 +55,10 @@ def test_every_constant_of_constants_json_is_read() -> None:
 
 def test_engine_suite_and_docs_read_the_same_spec() -> None:
     from jfsm import image
-    from jfsm_conformance import canon, protocol, world
-    from jfsm_conformance import scripted_replies as replies
+    from jfsm_conformance.client import protocol
     from jfsm_conformance.fake import compress as fake_compress
+    from jfsm_conformance.model import canon, replies
+    from jfsm_conformance.steps import world
     from jfsm_conformance.verify import requests
 
     assert protocol.spec_dir is spec.spec_dir

@@ -46,8 +46,8 @@ from jfsm.machines import MACHINE_NAMES, table
 from jfsm.memory_index import MemoryIndex
 from jfsm.stores.postgres.store import PostgresStore, migrate
 from jfsm.transport import HttpCompressor
-from jfsm_conformance import scripted_replies as replies
 from jfsm_conformance.fake import compress as fc
+from jfsm_conformance.model import replies
 
 GAMES = 24
 SECONDS = 4.0

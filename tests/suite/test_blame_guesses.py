@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from jfsm_conformance.checks import ConformanceFailure, Ledger
-from jfsm_conformance.driver_client import DriverClient
-from jfsm_conformance.runner import Options, run
-from jfsm_conformance.verify import Verifier
+from jfsm_conformance.client.driver import DriverClient
+from jfsm_conformance.run.runner import Options, run
+from jfsm_conformance.verify.checks import ConformanceFailure, Ledger
+from jfsm_conformance.verify.verifier import Verifier
 
 
 def _report_failure(scene: str | None) -> tuple[str, ...]:

@@ -1,4 +1,5 @@
-"""The suite's own spec helpers (`jfsm_conformance.canon`) against the language-neutral vectors.
+"""The suite's own spec helpers (`jfsm_conformance.model.canon`) against the language-neutral
+vectors.
 
 The suite must not share code with the engine, so it carries its own canonical text, JCS,
 footprint and change-log helpers; these tests pin them to `spec/vectors/`.
@@ -12,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from jfsm_conformance.canon import canonical_text, change_log, footprint, jcs
-from jfsm_conformance.protocol import spec_dir
+from jfsm_conformance.client.protocol import spec_dir
+from jfsm_conformance.model.canon import canonical_text, change_log, footprint, jcs
 
 VECTORS = spec_dir() / "vectors"
 

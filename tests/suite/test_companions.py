@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from jfsm_conformance.cli import main
-from jfsm_conformance.report import to_json
-from jfsm_conformance.runner import Options, run
+from jfsm_conformance.run.cli import main
+from jfsm_conformance.run.report import to_json
+from jfsm_conformance.run.runner import Options, run
 
 EXPLICIT = "python:jfsm.driver:durable_reference_driver"
 

@@ -18,7 +18,7 @@ from jfsm.driver.crash import CrashSwitch
 from jfsm.projection import Projection
 from jfsm.stores import FileStore
 from jfsm.stores.file.crashfs import CrashingFileSystem
-from jfsm_conformance.runner import Options, run
+from jfsm_conformance.run.runner import Options, run
 
 _ids = itertools.count(1)
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.exit_discipline import drivers
-from jfsm_conformance.runner import Options, run
+from jfsm_conformance.run.runner import Options, run
 
 DRIVER = """
 import asyncio, sys

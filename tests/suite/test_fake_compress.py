@@ -22,7 +22,7 @@ import pytest
 from jfsm.records import Participant
 from jfsm_conformance.fake import compress as fake_compress
 from jfsm_conformance.fake.compress import PATH, FakeCompress
-from jfsm_conformance.scripted_replies import (
+from jfsm_conformance.model.replies import (
     delay,
     empty,
     hold,
@@ -571,7 +571,7 @@ def test_one_descriptor_scripts_both_fakes_alike(descriptor: dict[str, Any]) -> 
     from jfsm.compressor import CompressionRequest
     from jfsm.testing import FakeCompressor
     from jfsm.transport import HttpCompressor
-    from jfsm_conformance.scripted_replies import to_outcome
+    from jfsm_conformance.model.replies import to_outcome
 
     text = "<user>\nhello there\n</user>\n<assistant>\nworld\n</assistant>\n" * 10
     request = CompressionRequest(GAME, "g1", None, text, len(text), 3, 0)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from jfsm_conformance.runner import Options, run
+from jfsm_conformance.run.runner import Options, run
 
 BROKEN = "python:jfsm_conformance.examples.broken:"
 MUTANT = "python:jfsm_conformance.examples.mutants:"

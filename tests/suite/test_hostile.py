@@ -14,8 +14,8 @@ import pytest
 
 from jfsm.limits import depth
 from jfsm.spec import constants
-from jfsm_conformance import hostile as H
-from jfsm_conformance.runner import Options, replay, run
+from jfsm_conformance.probes import protocol as H
+from jfsm_conformance.run.runner import Options, replay, run
 
 HOSTILE = ["hostile-ids", "hostile-values", "hostile-slots", "hostile-messages"]
 REFERENCE = "python:jfsm_conformance.examples.reference:durable_without_backoff"

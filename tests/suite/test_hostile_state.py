@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from jfsm_conformance.checks import ConformanceFailure, Ledger
-from jfsm_conformance.hostile_state import CASES, run_state_probe, state_probes
-from jfsm_conformance.runner import Options, run
-from jfsm_conformance.world import World
+from jfsm_conformance.probes.state import CASES, run_state_probe, state_probes
+from jfsm_conformance.run.runner import Options, run
+from jfsm_conformance.steps.world import World
+from jfsm_conformance.verify.checks import ConformanceFailure, Ledger
 
 REFERENCE = f"stdio:{sys.executable} -m jfsm.cli driver --state {{state}}"
 TRUSTING = f"stdio:{sys.executable} -m jfsm_conformance.examples.trusting_state {{state}}"

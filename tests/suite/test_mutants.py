@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from jfsm_conformance.examples.mutants import MUTANTS
-from jfsm_conformance.runner import Options, run
+from jfsm_conformance.run.runner import Options, run
 
 DRIVER = "python:jfsm_conformance.examples.mutants:"
 

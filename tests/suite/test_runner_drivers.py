@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from jfsm.driver import ReferenceDriver, serve_http
-from jfsm_conformance.runner import Options, run
-from jfsm_conformance.smoke import smoke
+from jfsm_conformance.run.runner import Options, run
+from jfsm_conformance.run.smoke import smoke
 
 PY = sys.executable
 
@@ -46,8 +46,8 @@ def test_garbage_before_any_request_fails_the_next_one_at_once() -> None:
     next request at once, not after the reply timeout (it raced under load)."""
     import time
 
-    from jfsm_conformance.driver_client import DriverClient
-    from jfsm_conformance.protocol import ProtocolViolation
+    from jfsm_conformance.client.driver import DriverClient
+    from jfsm_conformance.client.protocol import ProtocolViolation
 
     code = "print('Listening on port 3000', flush=True); import time; time.sleep(600)"
     banner = f'stdio:{PY} -c "{code}"'

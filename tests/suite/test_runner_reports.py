@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from jfsm_conformance.cli import main
-from jfsm_conformance.report import to_junit, to_markdown
-from jfsm_conformance.runner import Options, RunResult, implementation_label, load_catalog, run
+from jfsm_conformance.run.cli import main
+from jfsm_conformance.run.report import to_junit, to_markdown
+from jfsm_conformance.run.runner import Options, RunResult, implementation_label, load_catalog, run
 
 BROKEN = "python:jfsm_conformance.examples.broken:"
 
@@ -197,7 +197,7 @@ def test_pytest_plugin_shows_progress_and_refuses_an_empty_select(tmp_path: Path
 def test_reports_lead_with_the_first_failure_and_record_the_versions(dropped: RunResult) -> None:
     from jfsm import __version__
     from jfsm.spec import constants
-    from jfsm_conformance.report import to_json
+    from jfsm_conformance.run.report import to_json
 
     report = to_json(dropped)
     assert next(iter(report)) == "format" and list(report)[1] == "first_failure"

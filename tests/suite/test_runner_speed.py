@@ -20,13 +20,13 @@ from typing import Any
 import pytest
 
 from jfsm.driver import ReferenceDriver
-from jfsm_conformance.cli import main
-from jfsm_conformance.memory_machine import MemoryMachine
-from jfsm_conformance.report import to_markdown
-from jfsm_conformance.runner import DEFAULT_DRIVER, Options, run
+from jfsm_conformance.machines.memory import MemoryMachine
+from jfsm_conformance.run.cli import main
+from jfsm_conformance.run.report import to_markdown
+from jfsm_conformance.run.runner import DEFAULT_DRIVER, Options, run
+from jfsm_conformance.run.traces import MESSAGE_LIMIT, TEXT_LIMIT, Transcript, compact_messages
 from jfsm_conformance.scenarios.registry import game as new_game
-from jfsm_conformance.session import Session
-from jfsm_conformance.traces import MESSAGE_LIMIT, TEXT_LIMIT, Transcript, compact_messages
+from jfsm_conformance.steps.session import Session
 
 # Verified steps per rule in the quick profile. Hypothesis's choice of rules is derandomized
 # but not the same in every context (it differs between a script, the CLI and pytest), so the

@@ -11,9 +11,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from jfsm_conformance.runner import replay
-from jfsm_conformance.session import STEPS, Session
-from jfsm_conformance.traces import TRACE_FORMAT
+from jfsm_conformance.run.runner import replay
+from jfsm_conformance.run.traces import TRACE_FORMAT
+from jfsm_conformance.steps.session import STEPS, Session
 
 # public methods of `Session` that manage the session rather than act on the driver
 NOT_STEPS = {"begin_sequence", "record", "close", "recover", "can_hold"}

@@ -1,5 +1,5 @@
-"""`jfsm_conformance.encoded` derives the diff, the change log and the footprint from per-key
-JCS texts; they must equal what `jfsm_conformance.canon` computes from the whole objects."""
+"""`jfsm_conformance.model.encoded` derives the diff, the change log and the footprint from per-key
+JCS texts; they must equal what `jfsm_conformance.model.canon` computes from the whole objects."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jfsm_conformance.canon import change_log, footprint, jcs
-from jfsm_conformance.encoded import BaseCache, Encoded
-from jfsm_conformance.oracle import diff_store
+from jfsm_conformance.model.canon import change_log, footprint, jcs
+from jfsm_conformance.model.encoded import BaseCache, Encoded
+from jfsm_conformance.model.oracle import diff_store
 
 keys = st.sampled_from(["a", "b", "z", "\U0001f600", "\uff5e", "jfGameStack.meta", "é"])
 values = st.recursive(

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from jfsm_conformance.cli import main
-from jfsm_conformance.report import to_markdown
-from jfsm_conformance.runner import Options, replay, run
+from jfsm_conformance.run.cli import main
+from jfsm_conformance.run.report import to_markdown
+from jfsm_conformance.run.runner import Options, replay, run
 
 BROKEN = "python:jfsm_conformance.examples.broken:"
 
@@ -174,7 +174,7 @@ def test_pytest_plugin_reports_one_item_per_requirement(tmp_path: Path) -> None:
 
 
 def test_every_suite_requirement_has_a_named_check() -> None:
-    from jfsm_conformance.coverage import coverage_rows, uncovered_suite_requirements
+    from jfsm_conformance.run.coverage import coverage_rows, uncovered_suite_requirements
 
     assert uncovered_suite_requirements() == []
     for row in coverage_rows():
@@ -199,7 +199,7 @@ def test_off_protocol_reply_is_a_protocol_failure(tmp_path: Path) -> None:
 
 
 def test_stored_null_renders_as_null_not_absent() -> None:
-    from jfsm_conformance.oracle import diff_store
+    from jfsm_conformance.model.oracle import diff_store
 
     (d,) = diff_store({"k": None}, {})
     assert d.describe() == "k: missing; expected null; got <absent>"
@@ -212,8 +212,8 @@ def test_stored_null_renders_as_null_not_absent() -> None:
 def test_no_credit_for_what_the_suite_cannot_judge() -> None:
     """JF-CALL-008's backoff is judged by the engine's tests: a passing retry check never
     credits it, while an observed violation of its bound still blames it."""
-    from jfsm_conformance import checks as C
-    from jfsm_conformance.checks import ConformanceFailure, Ledger
+    from jfsm_conformance.verify import checks as C
+    from jfsm_conformance.verify.checks import ConformanceFailure, Ledger
 
     ledger = Ledger()
     ledger.expect(C.RETRIES, True, ids=("JF-CALL-008", "JF-CALL-007"))
@@ -245,7 +245,7 @@ def test_pytest_plugin_node_ids_name_the_requirement_and_select_it(tmp_path: Pat
     import subprocess
     import sys
 
-    from jfsm_conformance.protocol import spec_dir
+    from jfsm_conformance.client.protocol import spec_dir
 
     catalog = spec_dir() / "requirements.toml"
     run_ = subprocess.run(

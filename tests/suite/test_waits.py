@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from jfsm_conformance import waits
-from jfsm_conformance.runner import Options, replay, run
+from jfsm_conformance.probes import waits
+from jfsm_conformance.run.runner import Options, replay, run
 
 REFERENCE = "python:jfsm_conformance.examples.reference:durable_without_backoff"
 BROKEN = "python:jfsm_conformance.examples.waits:"

@@ -16,10 +16,10 @@ import pytest
 from pg_fixtures import postgres_server  # noqa: F401  (the session's server)
 
 from jfsm.stores.postgres.server import TemporaryServer
-from jfsm_conformance.checks import Ledger
-from jfsm_conformance.ownership import OwnershipHistory
-from jfsm_conformance.runner import Options, run
-from jfsm_conformance.workers import OWNERSHIP_IDS, run_workers
+from jfsm_conformance.machines.workers import OWNERSHIP_IDS, run_workers
+from jfsm_conformance.run.runner import Options, run
+from jfsm_conformance.verify.checks import Ledger
+from jfsm_conformance.verify.ownership import OwnershipHistory
 
 BIN = Path(sys.executable).parent
 
@@ -90,7 +90,7 @@ def test_a_driver_without_the_capability_is_not_covered(tmp_path: Path) -> None:
 
 def test_the_checker_sees_a_lost_round_and_a_double_owner() -> None:
     """The history checker alone, fed a history no store should produce."""
-    from jfsm_conformance.checks import ConformanceFailure
+    from jfsm_conformance.verify.checks import ConformanceFailure
 
     history = OwnershipHistory(Ledger())
     history.created(0, "g", {})
@@ -109,8 +109,8 @@ def test_the_checker_sees_a_lost_round_and_a_double_owner() -> None:
 
 def test_the_runner_phase_reports_a_failure_with_its_trace(store_url: str, tmp_path: Path) -> None:
     """The phase as the runner runs it: a failure is recorded with its trace and judged."""
-    from jfsm_conformance import workers
-    from jfsm_conformance.runner import _Run, judge, load_catalog
+    from jfsm_conformance.machines import workers
+    from jfsm_conformance.run.runner import _Run, judge, load_catalog
 
     command = f"{sys.executable} -m jfsm_conformance.examples.broken_owners lease_unchecked"
     options = Options(

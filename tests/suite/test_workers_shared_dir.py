@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from jfsm_conformance.checks import Ledger
-from jfsm_conformance.workers import OWNERSHIP_IDS, run_workers
+from jfsm_conformance.machines.workers import OWNERSHIP_IDS, run_workers
+from jfsm_conformance.verify.checks import Ledger
 
 BIN = Path(sys.executable).parent
 

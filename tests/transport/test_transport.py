@@ -17,7 +17,7 @@ from jfsm.errors import InvalidInput
 from jfsm.records import Participant
 from jfsm.transport import HttpCompressor, SyncHttpCompressor
 from jfsm_conformance.fake.compress import FakeCompress
-from jfsm_conformance.scripted_replies import (
+from jfsm_conformance.model.replies import (
     delay,
     empty,
     hold,

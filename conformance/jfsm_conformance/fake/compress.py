@@ -5,7 +5,7 @@ other address) and imports nothing from `jfsm` but the spec reader `jfsm.spec`: 
 against the spec's schemas, not against the engine's code. Standard library plus `jsonschema` only.
 
 ```python
-from jfsm_conformance.scripted_replies import http_status, success
+from jfsm_conformance.model.replies import http_status, success
 
 with FakeCompress() as fake:
     fake.set_participants([{"id": "p1", "human": True}, {"id": "bot", "human": False}])
@@ -18,7 +18,7 @@ with FakeCompress() as fake:
 Its whole behaviour is one plain function, `FakeCompress.answer(FakeRequest) -> FakeResponse`,
 which the HTTP server serves on loopback (`fake.http`) and `FakeCompress.transport()` serves in
 process (`fake.inprocess`, an `httpx` transport, no socket). Replies are scripted in the
-vocabulary of `jfsm_conformance.scripted_replies`. The exchange types are `fake.exchange`'s,
+vocabulary of `jfsm_conformance.model.replies`. The exchange types are `fake.exchange`'s,
 the request checks `fake.contract`'s (pure), the made-up replies `fake.summaries`'; this
 module keeps the state: script, records, stored replies, held requests.
 
@@ -80,7 +80,7 @@ from jfsm_conformance.fake.exchange import (
 )
 from jfsm_conformance.fake.http import start_server
 from jfsm_conformance.fake.summaries import oversized_body, reply_doc
-from jfsm_conformance.scripted_replies import REPLY_KINDS, Outcome
+from jfsm_conformance.model.replies import REPLY_KINDS, Outcome
 
 __all__ = [
     "LOOPBACK",

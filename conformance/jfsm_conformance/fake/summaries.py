@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from jfsm_conformance.scripted_replies import Outcome
+from jfsm_conformance.model.replies import Outcome
 
 __all__ = ["hash_text", "oversized_body", "reply_doc"]
 

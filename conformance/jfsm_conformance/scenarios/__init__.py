@@ -1,6 +1,6 @@
 """Deterministic scenarios: fixed step sequences that pin each requirement at least once.
 
-The Hypothesis machines (`jfsm_conformance.memory_machine`) explore interleavings at random; these
+The Hypothesis machines (`jfsm_conformance.machines.memory`) explore interleavings at random; these
 scenarios make sure every requirement the suite can observe is exercised in every run, at the
 spec thresholds, whatever the random draw. Each scenario names the requirement IDs it targets
 (for `--select` and the coverage table) and only calls `Session` steps, so a failing scenario

@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from jfsm.spec import constants
-from jfsm_conformance.canon import SUMMARY_ENVELOPE
+from jfsm_conformance.model.canon import SUMMARY_ENVELOPE
+from jfsm_conformance.model.texts import canary, make_text
 from jfsm_conformance.scenarios.registry import GAME_THRESHOLD, HUMANS, fill_to, game, ok, scenario
-from jfsm_conformance.session import Session
-from jfsm_conformance.texts import canary, make_text
+from jfsm_conformance.steps.session import Session
 
 # -- COMP: trigger and boundary -----------------------------------------------------------------
 

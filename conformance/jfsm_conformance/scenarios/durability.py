@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
+from jfsm_conformance.model.texts import canary, make_text
 from jfsm_conformance.scenarios.registry import GAME_THRESHOLD, fill_to, game, ok, scenario
-from jfsm_conformance.session import Session
-from jfsm_conformance.texts import canary, make_text
+from jfsm_conformance.steps.session import Session
 
 
 @scenario("restart", "ATOM-004", needs="durableRestart")

@@ -4,7 +4,7 @@ round 0 of an empty game, and to a round above the count."""
 from __future__ import annotations
 
 from jfsm_conformance.scenarios.registry import game, scenario
-from jfsm_conformance.session import Session
+from jfsm_conformance.steps.session import Session
 
 
 @scenario("reset-edges", "HIST-001 HIST-010 ERR-005")

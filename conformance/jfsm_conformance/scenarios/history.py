@@ -3,10 +3,10 @@ conversions."""
 
 from __future__ import annotations
 
-from jfsm_conformance.canon import EXCHANGE_ENVELOPE
+from jfsm_conformance.model.canon import EXCHANGE_ENVELOPE
+from jfsm_conformance.model.texts import canary, make_text
 from jfsm_conformance.scenarios.registry import GAME_THRESHOLD, HUMANS, fill_to, game, ok, scenario
-from jfsm_conformance.session import Session
-from jfsm_conformance.texts import canary, make_text
+from jfsm_conformance.steps.session import Session
 
 # -- CAT -----------------------------------------------------------------------------------------
 

@@ -1,15 +1,15 @@
 """Scenarios of hostile input over the protocol (JF-ERR-006 to JF-ERR-010): what the limits
 of `spec/constants.json` forbid, and what is no message at all, in every argument slot of
-every op. The probes are built in `jfsm_conformance.hostile`."""
+every op. The probes are built in `jfsm_conformance.probes.protocol`."""
 
 from __future__ import annotations
 
-from jfsm_conformance import hostile as H
-from jfsm_conformance.blame import Ctx
-from jfsm_conformance.hostile_http import http_probes, slots_probe
-from jfsm_conformance.hostile_state import state_probes
+from jfsm_conformance.probes import protocol as H
+from jfsm_conformance.probes.http import http_probes, slots_probe
+from jfsm_conformance.probes.state import state_probes
 from jfsm_conformance.scenarios.registry import game, scenario
-from jfsm_conformance.session import Session
+from jfsm_conformance.steps.session import Session
+from jfsm_conformance.verify.blame import Ctx
 
 
 def _game_with_scene(s: Session) -> tuple[str, str]:
@@ -82,6 +82,6 @@ def hostile_http(s: Session) -> None:
 def hostile_state(s: Session) -> None:
     """The driver's command started on a state directory that is a symbolic link or open to
     group and others must refuse to start; with symbolic links planted in place of its
-    files and folders, it must write nothing through them (`jfsm_conformance.hostile_state`)."""
+    files and folders, it must write nothing through them (`jfsm_conformance.probes.state`)."""
     for probe in state_probes():  # each on processes of its own: the session's games aside
         s.hostile("", "", probe)

@@ -8,9 +8,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from jfsm.spec import constants
-from jfsm_conformance.canon import EXCHANGE_ENVELOPE
-from jfsm_conformance.session import Session
-from jfsm_conformance.texts import make_text
+from jfsm_conformance.model.canon import EXCHANGE_ENVELOPE
+from jfsm_conformance.model.texts import make_text
+from jfsm_conformance.steps.session import Session
 
 __all__ = ["GAME_THRESHOLD", "HUMANS", "SCENARIOS", "Scenario", "fill_to", "game", "ok", "scenario"]
 

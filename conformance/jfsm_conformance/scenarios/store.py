@@ -3,10 +3,10 @@ concurrent appends."""
 
 from __future__ import annotations
 
-from jfsm_conformance.canon import QUOTA
+from jfsm_conformance.model.canon import QUOTA
+from jfsm_conformance.model.texts import canary, make_text
 from jfsm_conformance.scenarios.registry import GAME_THRESHOLD, fill_to, game, ok, scenario
-from jfsm_conformance.session import Session
-from jfsm_conformance.texts import canary, make_text
+from jfsm_conformance.steps.session import Session
 
 # -- STORE, QUOTA, ERR -----------------------------------------------------------------------------
 
@@ -156,7 +156,7 @@ def quota(s: Session) -> None:
 
 def _fill_value(s: Session, g: str, target: int) -> tuple[str, str | None]:
     """One ASCII value (or two) that brings the footprint to `target` or `target - 1`."""
-    from jfsm_conformance.canon import change_log, footprint
+    from jfsm_conformance.model.canon import change_log, footprint
 
     store = dict(s.world.dumps[g]["store"])
     base = s.world.bases[g]

@@ -1,12 +1,12 @@
 """Scenarios of bounded waits on compress.v2 (JF-CALL-006, JF-CALL-013, JF-CALL-014): a
 hostile service costs one transport failure within the attempt deadline, and nothing else.
-The cases are built in `jfsm_conformance.waits`."""
+The cases are built in `jfsm_conformance.probes.waits`."""
 
 from __future__ import annotations
 
-from jfsm_conformance import waits
+from jfsm_conformance.probes import waits
 from jfsm_conformance.scenarios.registry import fill_to, game, ok, scenario
-from jfsm_conformance.session import Session
+from jfsm_conformance.steps.session import Session
 
 
 def _run(s: Session, ids: str) -> None:

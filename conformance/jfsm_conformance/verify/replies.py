@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from jfsm_conformance import checks as C
-from jfsm_conformance.blame import outcome_ids
-from jfsm_conformance.canon import QUOTA
-from jfsm_conformance.checks import Ledger
-from jfsm_conformance.protocol import Reply
+from jfsm_conformance.client.protocol import Reply
+from jfsm_conformance.model.canon import QUOTA
+from jfsm_conformance.verify import checks as C
+from jfsm_conformance.verify.blame import outcome_ids
+from jfsm_conformance.verify.checks import Ledger
 
 __all__ = ["ReplyChecks"]
 

@@ -11,13 +11,13 @@ from collections.abc import Iterable
 from typing import Any
 
 from jfsm.spec import constants
-from jfsm_conformance import checks as C
-from jfsm_conformance.canon import beneficiaries, jcs
-from jfsm_conformance.checks import Ledger
-from jfsm_conformance.excerpts import around
-from jfsm_conformance.oracle import GAME_KIND, InFlight
-from jfsm_conformance.predictor import Compression, Flow
-from jfsm_conformance.scripted_replies import TRANSPORT
+from jfsm_conformance.model.canon import beneficiaries, jcs
+from jfsm_conformance.model.oracle import GAME_KIND, InFlight
+from jfsm_conformance.model.predictor import Compression, Flow
+from jfsm_conformance.model.replies import TRANSPORT
+from jfsm_conformance.verify import checks as C
+from jfsm_conformance.verify.checks import Ledger
+from jfsm_conformance.verify.excerpts import around
 
 __all__ = ["HISTORY_OPS", "MAX_ATTEMPTS", "RequestChecks"]
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from jfsm_conformance import checks as C
-from jfsm_conformance.blame import Ctx, blame, log_ids
-from jfsm_conformance.canon import QUOTA, jcs
-from jfsm_conformance.checks import Ledger
-from jfsm_conformance.encoded import BaseCache, Encoded
-from jfsm_conformance.excerpts import find, short
-from jfsm_conformance.oracle import ABSENT, Diff, GameModel, normalize
+from jfsm_conformance.model.canon import QUOTA, jcs
+from jfsm_conformance.model.encoded import BaseCache, Encoded
+from jfsm_conformance.model.oracle import ABSENT, Diff, GameModel, normalize
+from jfsm_conformance.verify import checks as C
+from jfsm_conformance.verify.blame import Ctx, blame, log_ids
+from jfsm_conformance.verify.checks import Ledger
+from jfsm_conformance.verify.excerpts import find, short
 
 __all__ = ["StoreChecks"]
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from jfsm_conformance import checks as C
-from jfsm_conformance.canon import jcs
-from jfsm_conformance.checks import Ledger
-from jfsm_conformance.excerpts import around
-from jfsm_conformance.predictor import Compression
-from jfsm_conformance.scripted_replies import call_id_of, output_chars, settled
+from jfsm_conformance.model.canon import jcs
+from jfsm_conformance.model.predictor import Compression
+from jfsm_conformance.model.replies import call_id_of, output_chars, settled
+from jfsm_conformance.verify import checks as C
+from jfsm_conformance.verify.checks import Ledger
+from jfsm_conformance.verify.excerpts import around
 
 __all__ = ["TelemetryChecks"]
 

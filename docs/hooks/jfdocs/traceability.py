@@ -9,8 +9,8 @@ and each `pytest.mark.req("JF-...")` is attributed to the test node ids it marks
 - `TestX = pytest.mark.req(...)(Machine.TestCase)` (a Hypothesis state machine): `TestX`;
 - a `pytest.param(..., marks=pytest.mark.req(...))` inside a decorator: its test.
 
-Conformance checks come from `jfsm_conformance.coverage`, another product that may not exist yet:
-it is imported defensively and any failure is reported as "not yet generated", never raised.
+Conformance checks come from `jfsm_conformance.run.coverage`, another product that may not exist
+yet: it is imported defensively and any failure is reported as "not yet generated", never raised.
 """
 
 from __future__ import annotations
@@ -189,11 +189,11 @@ def _rows_to_checks(rows: Any) -> dict[str, list[str]]:
 
 
 def conformance_coverage() -> ConformanceCoverage:
-    """Read `jfsm_conformance.coverage` if it exists; never raises."""
+    """Read `jfsm_conformance.run.coverage` if it exists; never raises."""
     try:
-        module = importlib.import_module("jfsm_conformance.coverage")
+        module = importlib.import_module("jfsm_conformance.run.coverage")
     except ModuleNotFoundError as exc:
-        if exc.name in ("jfsm_conformance", "jfsm_conformance.coverage"):
+        if exc.name in ("jfsm_conformance", "jfsm_conformance.run.coverage"):
             return ConformanceCoverage(False, "conformance coverage: not yet generated")
         return ConformanceCoverage(
             False, f"conformance coverage: not yet generated (import failed: {exc})"
@@ -211,12 +211,13 @@ def conformance_coverage() -> ConformanceCoverage:
                 return ConformanceCoverage(
                     False,
                     f"conformance coverage: not yet generated "
-                    f"(`jfsm_conformance.coverage.{name}()` failed: {exc!r})",
+                    f"(`jfsm_conformance.run.coverage.{name}()` failed: {exc!r})",
                 )
-            return ConformanceCoverage(True, f"from `jfsm_conformance.coverage.{name}()`", checks)
+            source = f"from `jfsm_conformance.run.coverage.{name}()`"
+            return ConformanceCoverage(True, source, checks)
     return ConformanceCoverage(
         False,
-        "conformance coverage: not yet generated (`jfsm_conformance.coverage` has none of "
+        "conformance coverage: not yet generated (`jfsm_conformance.run.coverage` has none of "
         + ", ".join(f"`{n}()`" for n in _FUNCTIONS)
         + ")",
     )

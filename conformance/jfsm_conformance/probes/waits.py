@@ -21,12 +21,12 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from jfsm_conformance import checks as C
-from jfsm_conformance.protocol import spec_dir
+from jfsm_conformance.client.protocol import spec_dir
+from jfsm_conformance.verify import checks as C
 
 if TYPE_CHECKING:
-    from jfsm_conformance.checks import Ledger
-    from jfsm_conformance.world import World
+    from jfsm_conformance.steps.world import World
+    from jfsm_conformance.verify.checks import Ledger
 
 __all__ = ["SLACK", "TEST_DEADLINE", "bounds", "cases", "hello"]
 

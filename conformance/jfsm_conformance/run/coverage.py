@@ -1,18 +1,19 @@
 """The coverage table: which named checks and scenarios verify each requirement.
 
 `coverage_rows()` is static (nothing runs): it joins the catalog with the named checks of
-`jfsm_conformance.checks.CHECKS` and the scenarios of `jfsm_conformance.scenarios.SCENARIOS`. Every
+`jfsm_conformance.verify.checks.CHECKS` and the scenarios of
+`jfsm_conformance.scenarios.SCENARIOS`. Every
 requirement verifiable by the suite must be covered by at least one check; the others carry
-the catalog's reason. `python -m jfsm_conformance.coverage` prints the table as Markdown.
+the catalog's reason. `python -m jfsm_conformance.run.coverage` prints the table as Markdown.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from jfsm_conformance.checks import CHECKS
-from jfsm_conformance.runner import load_catalog
+from jfsm_conformance.run.runner import load_catalog
 from jfsm_conformance.scenarios import SCENARIOS
+from jfsm_conformance.verify.checks import CHECKS
 
 __all__ = ["coverage_rows", "to_markdown", "uncovered_suite_requirements"]
 

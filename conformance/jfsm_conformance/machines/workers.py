@@ -22,7 +22,7 @@ interleaves them on two shared games:
   0 to 20 ms), after which it is started again with the same command (once a sequence: a
   process start costs about a second).
 
-Every reply goes to `jfsm_conformance.ownership.OwnershipHistory`, which decides every
+Every reply goes to `jfsm_conformance.verify.ownership.OwnershipHistory`, which decides every
 verdict. The first sequence opens with each of these once (a fixed probe, so that every
 requirement is exercised in every run); every sequence ends with a takeover and read of
 each game. No shrinking: a failure is reported with the sequence that found it (its steps,
@@ -56,11 +56,11 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from jfsm_conformance.checks import ConformanceFailure, Ledger
-from jfsm_conformance.driver_client import DriverClient, HarnessError, ProtocolViolation, Reply
+from jfsm_conformance.client.driver import DriverClient, HarnessError, ProtocolViolation, Reply
 from jfsm_conformance.fake.compress import FakeCompress
-from jfsm_conformance.ownership import OwnershipHistory
-from jfsm_conformance.scripted_replies import hold
+from jfsm_conformance.model.replies import hold
+from jfsm_conformance.verify.checks import ConformanceFailure, Ledger
+from jfsm_conformance.verify.ownership import OwnershipHistory
 
 __all__ = ["BUDGET", "OWNERSHIP_IDS", "WorkersOutcome", "phase", "run_workers"]
 
@@ -458,6 +458,6 @@ def phase(
 
 
 def _found(exc: BaseException, steps: list[dict[str, Any]]) -> Any:
-    from jfsm_conformance.explore import Found
+    from jfsm_conformance.machines.explore import Found
 
     return Found(exc, steps, [])

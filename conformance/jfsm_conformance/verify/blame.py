@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from jfsm_conformance.canon import jcs
-from jfsm_conformance.oracle import Diff, InFlight
+from jfsm_conformance.model.canon import jcs
+from jfsm_conformance.model.oracle import Diff, InFlight
 
 __all__ = ["Ctx", "blame", "log_ids", "outcome_ids"]
 

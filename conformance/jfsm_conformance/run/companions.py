@@ -35,9 +35,9 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from jfsm_conformance import workers
-from jfsm_conformance.driver_client import HarnessError
-from jfsm_conformance.session import Session
+from jfsm_conformance.client.driver import HarnessError
+from jfsm_conformance.machines import workers
+from jfsm_conformance.steps.session import Session
 
 __all__ = ["phase"]
 

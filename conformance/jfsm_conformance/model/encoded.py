@@ -2,7 +2,7 @@
 
 Comparing a dump with the model, deriving the net change log against the checkpoint base
 and counting the footprint each need the JCS text of every value. `Encoded` serializes each
-value once and answers all three from those texts, byte for byte what `jfsm_conformance.canon`
+value once and answers all three from those texts, byte for byte what `jfsm_conformance.model.canon`
 computes from the whole objects (`tests/suite/test_snapshot.py` pins the equality).
 The checkpoint base is encoded once per checkpoint (`BaseCache`), not once per step.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from jfsm_conformance.canon import jcs, utf16_key
+from jfsm_conformance.model.canon import jcs, utf16_key
 
 __all__ = ["BaseCache", "Encoded"]
 

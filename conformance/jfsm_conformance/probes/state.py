@@ -31,12 +31,12 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from jfsm_conformance import checks as C
-from jfsm_conformance.driver_client import DriverClient, HarnessError, ProtocolViolation
+from jfsm_conformance.client.driver import DriverClient, HarnessError, ProtocolViolation
+from jfsm_conformance.verify import checks as C
 
 if TYPE_CHECKING:
-    from jfsm_conformance.checks import Ledger
-    from jfsm_conformance.world import World
+    from jfsm_conformance.steps.world import World
+    from jfsm_conformance.verify.checks import Ledger
 
 __all__ = ["run_state_probe", "state_probes"]
 
@@ -51,7 +51,7 @@ IDS = ("JF-ERR-016",)
 
 
 def state_probes() -> list[dict[str, Any]]:
-    """One probe per case (JSON, like `jfsm_conformance.hostile`'s)."""
+    """One probe per case (JSON, like `jfsm_conformance.probes.protocol`'s)."""
     return [
         {"kind": "state", "what": what, "case": case, "ids": list(IDS)}
         for case, what in CASES.items()

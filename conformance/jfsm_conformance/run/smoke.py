@@ -21,10 +21,10 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from jfsm_conformance.checks import ConformanceFailure
-from jfsm_conformance.driver_client import HarnessError, ProtocolViolation
-from jfsm_conformance.explore import unsupported_in
-from jfsm_conformance.session import Session
+from jfsm_conformance.client.driver import HarnessError, ProtocolViolation
+from jfsm_conformance.machines.explore import unsupported_in
+from jfsm_conformance.steps.session import Session
+from jfsm_conformance.verify.checks import ConformanceFailure
 
 __all__ = ["CHAINS", "Probe", "smoke"]
 
@@ -99,7 +99,7 @@ def smoke(driver: str, *, say: Callable[[str], None] = print, timeout: float = 3
         _tail(say, str(exc))
         say("smoke: the driver did not complete the handshake (exit 2)")
         return 2
-    from jfsm_conformance.runner import implementation_label
+    from jfsm_conformance.run.runner import implementation_label
 
     caps = ", ".join(k for k, v in sorted(session.world.capabilities.items()) if v) or "none"
     say(

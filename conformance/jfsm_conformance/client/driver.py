@@ -43,8 +43,8 @@ import time
 from collections import deque
 from typing import Any
 
-from jfsm_conformance.protocol import ProtocolViolation, Reply, protocol
-from jfsm_conformance.traces import Transcript
+from jfsm_conformance.client.protocol import ProtocolViolation, Reply, protocol
+from jfsm_conformance.run.traces import Transcript
 
 __all__ = ["DriverClient", "HarnessError", "NoWire", "ProtocolViolation", "UnsupportedOp"]
 

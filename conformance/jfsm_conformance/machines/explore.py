@@ -1,10 +1,10 @@
 """The random exploration: one state machine run under Hypothesis, with honest blame.
 
-`explore(session, label, examples, steps, ...)` runs `jfsm_conformance.memory_machine` against the
+`explore(session, label, examples, steps, ...)` runs `jfsm_conformance.machines.memory` against the
 session and returns an `Outcome`: `"pass"`, the failures to report, or the op the driver
 does not support. Three things are added around Hypothesis here:
 
-- Every rule is counted (`jfsm_conformance.exercise`, kind `rule`) and the phase prints
+- Every rule is counted (`jfsm_conformance.run.exercise`, kind `rule`) and the phase prints
   progress with counts and an estimate at most every `PROGRESS_EVERY` seconds.
 - Every check failure seen *while Hypothesis explores* is remembered with its own steps and
   messages. Hypothesis then replays the smallest failing sequence once more; if the
@@ -41,11 +41,11 @@ from hypothesis.errors import Flaky, HypothesisException
 from hypothesis.reporting import with_reporter
 from hypothesis.stateful import run_state_machine_as_test
 
-from jfsm_conformance import exercise
-from jfsm_conformance.checks import ConformanceFailure
-from jfsm_conformance.driver_client import HarnessError, ProtocolViolation, UnsupportedOp
-from jfsm_conformance.memory_machine import machine_factory
-from jfsm_conformance.session import Session
+from jfsm_conformance.client.driver import HarnessError, ProtocolViolation, UnsupportedOp
+from jfsm_conformance.machines.memory import machine_factory
+from jfsm_conformance.run import exercise
+from jfsm_conformance.steps.session import Session
+from jfsm_conformance.verify.checks import ConformanceFailure
 
 __all__ = ["NONDETERMINISM_ROW", "PROTOCOL_ROW", "Found", "Outcome", "explore", "unsupported_in"]
 

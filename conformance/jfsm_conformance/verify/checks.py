@@ -2,7 +2,7 @@
 
 Every assertion the suite makes goes through `Ledger.expect(check, ok, message, ids=...)`:
 a passing check credits its IDs, a failing one raises `ConformanceFailure` naming them. The
-table `CHECKS` is static data: `jfsm_conformance.coverage` builds the coverage table from it.
+table `CHECKS` is static data: `jfsm_conformance.run.coverage` builds the coverage table from it.
 A check may narrow the IDs it blames at failure time (`ids=`), for instance a lost suffix
 chunk blames JF-COMP-003 rather than every ID the state comparison can verify.
 """
@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from jfsm_conformance.protocol import spec_dir
+from jfsm_conformance.client.protocol import spec_dir
 
 __all__ = ["CHECKS", "Check", "ConformanceFailure", "Ledger"]
 

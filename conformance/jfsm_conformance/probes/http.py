@@ -3,7 +3,7 @@ spec/driver/protocol.json's `http` rules refuse, sent on raw sockets, each with 
 it may get, and the silent sockets of a local process without the token. Limits
 (`header_bytes`, `header_timeout_seconds`, `auth_timeout_seconds`,
 `unauthenticated_connections`, `message_max_bytes`) are read from the spec. Probes are JSON
-like those of `jfsm_conformance.hostile`.
+like those of `jfsm_conformance.probes.protocol`.
 
 The slots probe (JF-ERR-017, decision R91) opens `unauthenticated_connections + 16` raw
 connections that send nothing, then sends one authorized request on a connection of its own
@@ -23,13 +23,13 @@ import time
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from jfsm_conformance import checks as C
-from jfsm_conformance.hostile import describe_change, limits, make_probe
-from jfsm_conformance.protocol import spec_dir
+from jfsm_conformance.client.protocol import spec_dir
+from jfsm_conformance.probes.protocol import describe_change, limits, make_probe
+from jfsm_conformance.verify import checks as C
 
 if TYPE_CHECKING:
-    from jfsm_conformance.checks import Ledger
-    from jfsm_conformance.world import World
+    from jfsm_conformance.steps.world import World
+    from jfsm_conformance.verify.checks import Ledger
 
 __all__ = ["http_probes", "run_http_probe", "slots_probe"]
 

@@ -27,13 +27,13 @@ import re
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from jfsm_conformance import checks as C
-from jfsm_conformance.driver_client import HarnessError, NoWire
-from jfsm_conformance.protocol import spec_dir
+from jfsm_conformance.client.driver import HarnessError, NoWire
+from jfsm_conformance.client.protocol import spec_dir
+from jfsm_conformance.verify import checks as C
 
 if TYPE_CHECKING:
-    from jfsm_conformance.checks import Ledger
-    from jfsm_conformance.world import World
+    from jfsm_conformance.steps.world import World
+    from jfsm_conformance.verify.checks import Ledger
 
 __all__ = [
     "Limits",

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from jfsm.spec import requirements
-from jfsm_conformance.explore import (
+from jfsm_conformance.machines.explore import (
     NONDETERMINISM_ROW,
     PROTOCOL_ROW,
 )
@@ -79,7 +79,7 @@ class Options:
     shrink: bool | None = None  # shrink machine failures (None: not in the quick profile)
     workers: int = 2  # processes of a sharedStore driver in the workers machine (R81)
     # the default run: then the reference driver's own processes (HTTP, stdio with {state},
-    # shared workers) run what the in-process driver skips (`jfsm_conformance.companions`)
+    # shared workers) run what the in-process driver skips (`jfsm_conformance.run.companions`)
     companions: bool = False
     checkpoint: Callable[[RunResult], object] | None = None  # gets partial results (R55)
     command: str = ""  # the command line as the user typed it (recorded in the report)

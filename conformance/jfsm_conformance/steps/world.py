@@ -3,12 +3,12 @@ suite expects of them.
 
 `World` owns the things with identity and state, and nothing that judges:
 
-- the driver client (`jfsm_conformance.driver_client`) and the implementation's hello answer;
+- the driver client (`jfsm_conformance.client.driver`) and the implementation's hello answer;
 - the fake compress.v2 (`jfsm_conformance.fake.compress`), the FIFO of scripted replies the suite
   mirrors (`script`), and the requests not read yet (`new_requests`);
-- the expected side: one oracle model per game (`jfsm_conformance.oracle`), the suite's own
+- the expected side: one oracle model per game (`jfsm_conformance.model.oracle`), the suite's own
   checkpoint base per game, the last dump of each game, the telemetry read so far, and the
-  service's memory of completed replies (a `jfsm_conformance.predictor.Service`, which the
+  service's memory of completed replies (a `jfsm_conformance.model.predictor.Service`, which the
   prediction reads);
 - the compression the fake holds in flight, if any (`Held`).
 
@@ -27,13 +27,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from jfsm.spec import constants
-from jfsm_conformance import exercise
-from jfsm_conformance.driver_client import DriverClient, HarnessError
+from jfsm_conformance.client.driver import DriverClient, HarnessError
+from jfsm_conformance.client.protocol import ProtocolViolation, Reply
 from jfsm_conformance.fake.compress import FakeCompress
-from jfsm_conformance.oracle import GameModel, InFlight
-from jfsm_conformance.predictor import Compression, Service
-from jfsm_conformance.protocol import ProtocolViolation, Reply
-from jfsm_conformance.scripted_replies import to_outcome
+from jfsm_conformance.model.oracle import GameModel, InFlight
+from jfsm_conformance.model.predictor import Compression, Service
+from jfsm_conformance.model.replies import to_outcome
+from jfsm_conformance.run import exercise
 
 __all__ = ["IN_FLIGHT_TIMEOUT", "SPEC_THRESHOLDS", "Held", "World"]
 

@@ -21,7 +21,7 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
-from jfsm_conformance.canon import canonical_text, jcs
+from jfsm_conformance.model.canon import canonical_text, jcs
 
 __all__ = ["ABSENT", "Diff", "GameModel", "InFlight", "StackModel", "diff_store", "normalize"]
 

@@ -3,7 +3,7 @@
 **The one concept: a step.** A step is the unit the suite records, replays and blames. Every
 step is a method of `Session` named in `STEPS`, the step vocabulary, declared once below: the
 scenarios (`jfsm_conformance.scenarios`) and the Hypothesis machines
-(`jfsm_conformance.memory_machine`) choose steps, the runner writes a failing sequence of steps as
+(`jfsm_conformance.machines.memory`) choose steps, the runner writes a failing sequence of steps as
 a trace (`{"step": name, "args": {...}}`, JSON), and `replay` accepts a trace only if every
 step it names is in `STEPS`. This module is long because the vocabulary is one concept: a
 reader finds every step here, in one class, grouped by section (games and generations, held
@@ -13,9 +13,9 @@ the steps share. There is no base class and no mixin: the session *holds* its pa
 Each step is one sequence of act, predict, verify:
 
 1. it is recorded (`record`: name and arguments, deep-copied);
-2. it acts on the world (`jfsm_conformance.world.World`): scripts the fake compress.v2 with
+2. it acts on the world (`jfsm_conformance.steps.world.World`): scripts the fake compress.v2 with
    reply descriptors, sends the operation to the driver, dumps the game;
-3. it predicts (`jfsm_conformance.predictor`, pure): the oracle's model applies the
+3. it predicts (`jfsm_conformance.model.predictor`, pure): the oracle's model applies the
    operation, and a step that may compress gets its expected `Flow` of compressions from the
    scripted replies and the requests that arrived;
 4. it verifies (`jfsm_conformance.verify.Verifier`, `self.check`, one part per kind of
@@ -57,18 +57,22 @@ import copy
 import time
 from typing import Any
 
-from jfsm_conformance import checks as C
-from jfsm_conformance import exercise, hostile, hostile_http, hostile_state, waits
-from jfsm_conformance.blame import Ctx
-from jfsm_conformance.canon import QUOTA, change_log, footprint, jcs
-from jfsm_conformance.checks import ConformanceFailure, Ledger
-from jfsm_conformance.driver_client import HarnessError
-from jfsm_conformance.encoded import BaseCache
-from jfsm_conformance.oracle import GameModel, diff_store, normalize
-from jfsm_conformance.predictor import Compression, Flow, Predictor, publication_fits
-from jfsm_conformance.protocol import Reply
-from jfsm_conformance.verify import Verifier
-from jfsm_conformance.world import Held, World
+from jfsm_conformance.client.driver import HarnessError
+from jfsm_conformance.client.protocol import Reply
+from jfsm_conformance.model.canon import QUOTA, change_log, footprint, jcs
+from jfsm_conformance.model.encoded import BaseCache
+from jfsm_conformance.model.oracle import GameModel, diff_store, normalize
+from jfsm_conformance.model.predictor import Compression, Flow, Predictor, publication_fits
+from jfsm_conformance.probes import http as hostile_http
+from jfsm_conformance.probes import protocol as hostile
+from jfsm_conformance.probes import state as hostile_state
+from jfsm_conformance.probes import waits
+from jfsm_conformance.run import exercise
+from jfsm_conformance.steps.world import Held, World
+from jfsm_conformance.verify import checks as C
+from jfsm_conformance.verify.blame import Ctx
+from jfsm_conformance.verify.checks import ConformanceFailure, Ledger
+from jfsm_conformance.verify.verifier import Verifier
 
 __all__ = ["KILLED_OP_TIMEOUT", "STEPS", "Session"]
 
@@ -723,7 +727,7 @@ class Session:
         self._refused(game, op, reply, code, tuple(ids))
 
     def hostile(self, game: str, scene: str, probe: dict[str, Any]) -> bool:
-        """Send one hostile probe (`jfsm_conformance.hostile`): one reply with the spec's
+        """Send one hostile probe (`jfsm_conformance.probes.protocol`): one reply with the spec's
         code, the game's dump unchanged, the driver still answering. False when the transport
         cannot carry it (not covered)."""
         self.record("hostile", game=game, scene=scene, probe=probe)

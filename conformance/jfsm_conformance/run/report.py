@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree as ET
 
-from jfsm_conformance.runner import (
+from jfsm_conformance.run.runner import (
     DEFAULT_DRIVER,
     DEFAULT_DRIVER_NOTE,
     RunResult,

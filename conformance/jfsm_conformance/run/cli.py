@@ -43,8 +43,8 @@ __all__ = ["load_expected_failures", "main", "skeleton_path"]
 def skeleton_path(name: str = "jfsm-driver.ts") -> Path:
     """The driver skeleton shipped in the wheel (`jfsm_conformance/skeletons/`), or the checkout's
     `docs/guide/` copy; `FileNotFoundError` if neither exists."""
-    here = Path(__file__).resolve().parent
-    for candidate in (here / "skeletons" / name, here.parents[1] / "docs" / "guide" / name):
+    package = Path(__file__).resolve().parents[1]  # jfsm_conformance/
+    for candidate in (package / "skeletons" / name, package.parents[1] / "docs" / "guide" / name):
         if candidate.is_file():
             return candidate
     raise FileNotFoundError(f"the driver skeleton {name} is not installed")
@@ -75,7 +75,7 @@ interrupted run or bad usage"""
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from jfsm_conformance.runner import DEFAULT_DRIVER, PROFILES
+    from jfsm_conformance.run.runner import DEFAULT_DRIVER, PROFILES
 
     parser = argparse.ArgumentParser(
         prog="jfsm conformance",
@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:
         return 0 if exc.code == 0 else 2
-    from jfsm_conformance.report import (
+    from jfsm_conformance.run.report import (
         first_failure_lines,
         github_annotations,
         invoked_as,
@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         write_junit,
         write_report,
     )
-    from jfsm_conformance.runner import DEFAULT_DRIVER, Options, run, select_error
+    from jfsm_conformance.run.runner import DEFAULT_DRIVER, Options, run, select_error
 
     select = ",".join(args.select)
     problem = select_error(select)
@@ -201,7 +201,7 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 
 
 def _replay(argv: list[str]) -> int:
-    from jfsm_conformance.runner import replay
+    from jfsm_conformance.run.runner import replay
 
     parser = argparse.ArgumentParser(prog="jfsm conformance replay")
     parser.add_argument("trace")
@@ -214,8 +214,8 @@ def _replay(argv: list[str]) -> int:
 
 
 def _smoke(argv: list[str]) -> int:
-    from jfsm_conformance.runner import DEFAULT_DRIVER
-    from jfsm_conformance.smoke import smoke
+    from jfsm_conformance.run.runner import DEFAULT_DRIVER
+    from jfsm_conformance.run.smoke import smoke
 
     parser = argparse.ArgumentParser(
         prog="jfsm conformance smoke",

@@ -2,8 +2,9 @@
 
 **The one concept: one run of the suite, phase by phase, into one ledger and one verdict
 per requirement.** What each phase runs lives elsewhere (`jfsm_conformance.scenarios`, the
-machines of `jfsm_conformance.explore` and `jfsm_conformance.workers`, the default run's
-reference processes in `jfsm_conformance.companions`); what stays here is their order, the
+machines of `jfsm_conformance.machines.explore` and `jfsm_conformance.machines.workers`, the
+default run's
+reference processes in `jfsm_conformance.run.companions`); what stays here is their order, the
 recording of failures with their traces, partial results and the judging.
 
 Phases: the handshake; the scenarios (each skipped, with its reason, when the driver lacks
@@ -36,18 +37,19 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from jfsm_conformance import companions, exercise, workers
-from jfsm_conformance.checks import ConformanceFailure, Ledger
-from jfsm_conformance.driver_client import HarnessError, ProtocolViolation
-from jfsm_conformance.explore import (
+from jfsm_conformance.client.driver import HarnessError, ProtocolViolation
+from jfsm_conformance.machines import workers
+from jfsm_conformance.machines.explore import (
     PROTOCOL_ROW,
     Found,
     explore,
     unsupported_in,
 )
+from jfsm_conformance.run import companions, exercise
+from jfsm_conformance.run.traces import TRACE_FORMAT, TraceDir, unpack
 from jfsm_conformance.scenarios import SCENARIOS, Scenario
-from jfsm_conformance.session import STEPS, Session
-from jfsm_conformance.traces import TRACE_FORMAT, TraceDir, unpack
+from jfsm_conformance.steps.session import STEPS, Session
+from jfsm_conformance.verify.checks import ConformanceFailure, Ledger
 
 __all__ = [
     "PROFILES",
@@ -60,7 +62,7 @@ __all__ = [
     "run",
 ]
 
-from jfsm_conformance.run_model import (
+from jfsm_conformance.run.model import (
     DEFAULT_DRIVER,
     DEFAULT_DRIVER_NOTE,
     PROFILES,

@@ -1,6 +1,6 @@
 """The history checker of the workers machine: one verdict for everything K workers did.
 
-The machine `jfsm_conformance.workers` drives K processes of one driver command over one
+The machine `jfsm_conformance.machines.workers` drives K processes of one driver command over one
 shared store and tells this checker every reply it got, in the order it got them. Nothing
 here talks to a driver: `OwnershipHistory` is a pure model of each game (who owns it, which
 tokens were handed out, which rounds were acknowledged, refused or left unknown by a kill)
@@ -31,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from jfsm_conformance.checks import FENCED_WRITES, ONE_OWNER, ROUNDS_LIST, Ledger
+from jfsm_conformance.verify.checks import FENCED_WRITES, ONE_OWNER, ROUNDS_LIST, Ledger
 
 __all__ = ["GameHistory", "OwnershipHistory", "rounds_of", "short"]
 

@@ -21,9 +21,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from jfsm_conformance.canon import QUOTA, change_log, footprint, idempotency_key, jcs
-from jfsm_conformance.oracle import GameModel, InFlight
-from jfsm_conformance.scripted_replies import COMPLETED, TRANSPORT, attempt_outcome, settled
+from jfsm_conformance.model.canon import QUOTA, change_log, footprint, idempotency_key, jcs
+from jfsm_conformance.model.oracle import GameModel, InFlight
+from jfsm_conformance.model.replies import COMPLETED, TRANSPORT, attempt_outcome, settled
 
 __all__ = ["Attempt", "Compression", "Flow", "Predictor", "Service", "publication_fits"]
 
