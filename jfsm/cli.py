@@ -16,9 +16,11 @@ jfsm profile --adapter NAME   the compaction safety profile against an agent-mem
 ```
 
 `jfsm --version` prints the version. `jfsm conformance`, `jfsm profile` and
-`jfsm fake-compress` need the suite's extra (`jfsm[conformance]`); without it they say so in
-one line, with an install command that resolves where this copy of jfsm came from (the wheel
-file or checkout it was installed from, else the package index), and exit 2. A closed stdout
+`jfsm fake-compress` are not the engine's: the conformance suite registers them in the
+entry-point group `jfsm.commands` (decision R104), and this module imports nothing of it. A
+registered command whose extra is not installed (`jfsm[conformance]`) answers one line, with
+an install command that resolves where this copy of jfsm came from (the wheel file or
+checkout it was installed from, else the package index), and exit 2. A closed stdout
 (`jfsm inspect ... | head`) ends the command quietly. Exit codes: 0 success, 1 failure
 (conformance: a requirement failed), 2 usage or harness error.
 """
@@ -27,33 +29,36 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.util
 import json
 import os
 import shlex
 import sys
+from typing import TYPE_CHECKING
 
-__all__ = ["SUITE_EXTRA", "install_hint", "main", "missing_suite_dependencies"]
+if TYPE_CHECKING:
+    from importlib.metadata import EntryPoint
 
-SUITE_EXTRA = "jfsm[conformance]"
-_SUITE_MODULES = ("hypothesis", "jsonschema", "jfsm_conformance.run.runner")
+__all__ = ["COMMANDS_GROUP", "install_hint", "main", "plugin_commands"]
 
-
-def missing_suite_dependencies() -> list[str]:
-    """The conformance suite's modules that are not installed (empty on a full install)."""
-    return [m for m in _SUITE_MODULES if not _importable(m)]
-
-
-def _importable(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):  # a broken or blocked install counts as missing
-        return False
+#: The entry-point group through which other packages add `jfsm` subcommands: each entry is
+#: a loader `() -> main(argv) -> int`, and may name the extra it needs (`module:attr [extra]`).
+COMMANDS_GROUP = "jfsm.commands"
+_ENGINE_COMMANDS = ("driver", "inspect", "pg-migrate")
 
 
-def install_hint() -> str:
-    """The command that installs the suite's extra for this copy of jfsm: from the wheel file
-    or the checkout it was installed from (PEP 610 `direct_url.json`), else from the index.
+def plugin_commands() -> dict[str, EntryPoint]:
+    """The subcommands other installed packages register in `COMMANDS_GROUP`, by name (the
+    engine's own names win a clash)."""
+    from importlib.metadata import entry_points
+
+    return {
+        ep.name: ep for ep in entry_points(group=COMMANDS_GROUP) if ep.name not in _ENGINE_COMMANDS
+    }
+
+
+def install_hint(extra: str) -> str:
+    """The command that installs jfsm's `extra` for this copy of jfsm: from the wheel file or
+    the checkout it was installed from (PEP 610 `direct_url.json`), else from the index.
 
     Never raises: unreadable metadata falls back to the index's `pip install 'jfsm[...]'`."""
     url = ""
@@ -65,25 +70,41 @@ def install_hint() -> str:
         editable = bool(origin.get("dir_info", {}).get("editable"))
     except Exception:  # no metadata (run from a checkout), or damaged: the index
         editable = False
+    requirement = f"jfsm[{extra}]"
     if url.startswith("file://"):
         from urllib.parse import unquote, urlparse
 
         path = unquote(urlparse(url).path)
         if editable or os.path.isdir(path):
-            return "pip install -e " + shlex.quote(f"{path}[conformance]")
-        return "pip install " + shlex.quote(f"{SUITE_EXTRA} @ {url}")
-    return f"pip install '{SUITE_EXTRA}'"
+            return "pip install -e " + shlex.quote(f"{path}[{extra}]")
+        return "pip install " + shlex.quote(f"{requirement} @ {url}")
+    return f"pip install '{requirement}'"
 
 
-def _suite_or_exit(command: str) -> bool:
-    missing = missing_suite_dependencies()
-    if missing:
-        names = ", ".join(m.split(".")[0] for m in missing)
-        print(
-            f"jfsm {command} needs the extra {SUITE_EXTRA} (missing: {names}): {install_hint()}",
-            file=sys.stderr,
-        )
-    return not missing
+def _run_plugin(name: str, entry: EntryPoint, argv: list[str]) -> int:
+    """Load a registered command and run it; an import that fails while loading is one line
+    naming the extra the entry declares (exit 2)."""
+    try:
+        command = entry.load()()
+    except ImportError as exc:
+        missing = getattr(exc, "name", None) or str(exc)
+        extra = entry.extras[0] if entry.extras else None
+        needs = f"the extra jfsm[{extra}]" if extra else f"the module {missing}"
+        hint = f": {install_hint(extra)}" if extra else ""
+        print(f"jfsm {name} needs {needs} (missing: {missing}){hint}", file=sys.stderr)
+        return 2
+    return int(command(argv))
+
+
+def _plugin_help(entry: EntryPoint) -> str:
+    """The first line of a registered loader's docstring (never raises: a loader that cannot
+    be imported is listed with the extra it needs)."""
+    try:
+        doc = (entry.load().__doc__ or "").strip()
+    except Exception:
+        return f"needs jfsm[{entry.extras[0]}]" if entry.extras else "cannot be loaded"
+    line = doc.splitlines()[0].rstrip(".") if doc else entry.value
+    return line[:1].lower() + line[1:]
 
 
 def _version() -> str:
@@ -92,18 +113,14 @@ def _version() -> str:
     return __version__
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(plugins: dict[str, EntryPoint] | None = None) -> argparse.ArgumentParser:
+    """The engine's commands, and each registered command (by name, with its help line)."""
     parser = argparse.ArgumentParser(
         prog="jfsm",
         description="Jump Forward agent memory: reference engine and conformance suite.",
     )
     parser.add_argument("--version", action="version", version=f"jfsm {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser(
-        "conformance",
-        help="run the conformance suite (see `jfsm conformance --help`)",
-        add_help=False,
-    )
     driver = sub.add_parser("driver", help="serve the reference engine over the driver protocol")
     driver.add_argument(
         "--state",
@@ -141,19 +158,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="URL",
         help="postgresql://..., postgres://... or 'host=... dbname=...': every game in PostgreSQL",
     )
-    fake = sub.add_parser("fake-compress", help="serve the fake compress.v2 on 127.0.0.1")
-    fake.add_argument("--port", type=int, default=0, help="port (default: a free one)")
     inspect = sub.add_parser("inspect", help="show a durable store at a glance")
     inspect.add_argument("path", help="the store's directory")
     inspect.add_argument("--json", action="store_true", help="machine-readable output")
     inspect.add_argument("--game", help="the game id, when PATH is a postgresql:// URL")
     migrate = sub.add_parser("pg-migrate", help="create or upgrade the PostgreSQL store's tables")
     migrate.add_argument("url", help="the database, a postgresql:// URL or libpq key=value string")
-    sub.add_parser(
-        "profile",
-        help="the compaction safety profile (see `jfsm profile --help`)",
-        add_help=False,
-    )
+    for name, entry in sorted((plugin_commands() if plugins is None else plugins).items()):
+        sub.add_parser(name, help=_plugin_help(entry), add_help=False)
     return parser
 
 
@@ -176,19 +188,10 @@ def _quiet_closed_stdout() -> None:
 
 
 def _main(argv: list[str]) -> int:
-    if argv[:1] == ["conformance"]:
-        if not _suite_or_exit("conformance"):
-            return 2
-        from jfsm_conformance.run.cli import main as conformance_main
-
-        return conformance_main(argv[1:])
-    if argv[:1] == ["profile"]:
-        if not _suite_or_exit("profile"):
-            return 2
-        from jfsm_conformance.profile.cli import main as profile_main
-
-        return profile_main(argv[1:])
-    args = build_parser().parse_args(argv)
+    plugins = {} if argv[:1] and argv[0] in _ENGINE_COMMANDS else plugin_commands()
+    if argv[:1] and argv[0] in plugins:
+        return _run_plugin(argv[0], plugins[argv[0]], argv[1:])
+    args = build_parser(plugins).parse_args(argv)
     if args.command == "driver":
         import asyncio
 
@@ -233,14 +236,6 @@ def _main(argv: list[str]) -> int:
             serve_http(driver, args.http, token=token)
         else:
             asyncio.run(serve_stdio(driver))
-        return 0
-    if args.command == "fake-compress":
-        if not _suite_or_exit("fake-compress"):
-            return 2
-        from jfsm_conformance.fake.compress import serve
-
-        with contextlib.suppress(KeyboardInterrupt):
-            serve(args.port or None)
         return 0
     if args.command == "inspect":
         from jfsm.inspection import inspect_store

@@ -174,8 +174,9 @@ SUITE_LAYERS: dict[int, tuple[str, ...]] = {
     10: ("run.report", "run.coverage", "run.smoke", "run.cli"),
     # whole subpackages on top: the safety profile and the example implementations
     11: ("profile.*", "examples.*"),
-    # the pytest plugin: the suite's requirements and the safety profile's properties as items
-    12: ("pytest_plugin",),
+    # the plug-ins into the tools that host the suite: the pytest plugin (the suite's
+    # requirements and the safety profile's properties as items) and the `jfsm` subcommands
+    12: ("pytest_plugin", "commands"),
 }
 # the checking code judges observations; it never acts (no world, no fake, no driver client)
 CHECKING = ("model", "verify")
@@ -205,6 +206,7 @@ ADDED_SINCE_RESHAPE = {
     "verify.ownership": "the history checker of the workers machine (one owner, list-append)",
     "probes.state": "a hostile state directory: refusals and planted links (JF-ERR-016, R90)",
     "run.companions": "the default run's reference processes: HTTP, {state}, shared workers (R92)",
+    "commands": "the suite's subcommands of `jfsm`, registered by entry point (R104, issue 34)",
 }
 
 
@@ -283,6 +285,62 @@ def test_a_long_module_states_its_one_concept(package: str) -> None:
         if len(essay.splitlines()) < ESSAY_LINES or "**The one concept:" not in essay:
             unexplained[str(path.relative_to(ROOT))] = len(text.splitlines())
     assert unexplained == {}
+
+
+def _suite_named(path: Path) -> list[str]:
+    """Where a module names the suite in code: an import of `jfsm_conformance...`, or a
+    string (not a docstring) naming one of its modules, as `importlib` would take it."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    found = [
+        name for name in _imports(path, "jfsm", "") if name.split(".")[0] == "jfsm_conformance"
+    ]
+    found += [
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and id(node) not in docstrings
+        and node.value.startswith("jfsm_conformance")
+    ]
+    return found
+
+
+def test_no_engine_module_names_the_suite() -> None:
+    """The engine never knows the suite exists (STYLE 13): its commands come through the
+    entry-point group `jfsm.commands`, which the suite fills (R104)."""
+    named = {name: hits for name, path in _engine_modules().items() if (hits := _suite_named(path))}
+    assert named == {}
+
+
+def test_the_suite_name_check_can_fail(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text('"""Mentions jfsm_conformance in prose."""\nimport jfsm_conformance.run\n')
+    assert _suite_named(module) == ["jfsm_conformance.run"]
+    module.write_text('import importlib\nimportlib.import_module("jfsm_conformance.x")\n')
+    assert _suite_named(module) == ["jfsm_conformance.x"]
+
+
+def test_each_store_package_imports_nothing_of_the_other() -> None:
+    """`jfsm.stores.file` and `jfsm.stores.postgres` are backends behind one face: what they
+    share lives beside them in `jfsm.stores` (the protocol, offloading), never in each other."""
+    crossing = []
+    for name, path in _engine_modules().items():
+        for mine, other in (("stores.file", "stores.postgres"), ("stores.postgres", "stores.file")):
+            if name == mine or name.startswith(mine + "."):
+                crossing += [
+                    f"{name} imports {target}"
+                    for target in _imports(path, "jfsm", name)
+                    if target == f"jfsm.{other}" or target.startswith(f"jfsm.{other}.")
+                ]
+    assert crossing == []
 
 
 def test_the_suite_imports_only_the_spec_reader_from_the_engine() -> None:

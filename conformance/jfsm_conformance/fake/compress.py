@@ -89,6 +89,7 @@ __all__ = [
     "FakeCompress",
     "FakeRequest",
     "FakeResponse",
+    "command",
     "serve",
     "spec_dir",
 ]
@@ -438,3 +439,17 @@ def serve(port: int | None = None, host: str = LOOPBACK) -> None:
         with contextlib.suppress(KeyboardInterrupt):
             while True:
                 time.sleep(0.5)
+
+
+def command(argv: list[str]) -> int:
+    """`jfsm fake-compress [--port N]`: `serve` until interrupted; 0 after Ctrl-C, 2 for a
+    usage error (argparse's one line)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="jfsm fake-compress", description="Serve the fake compress.v2 on 127.0.0.1."
+    )
+    parser.add_argument("--port", type=int, default=0, help="port (default: a free one)")
+    args = parser.parse_args(argv)
+    serve(args.port or None)
+    return 0
