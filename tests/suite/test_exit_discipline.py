@@ -13,9 +13,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from suite_helpers import run_scenarios
 
 from benchmarks.exit_discipline import drivers
-from jfsm_conformance.run.runner import Options, run
 
 DRIVER = """
 import asyncio, sys
@@ -32,15 +32,10 @@ def test_rejected_held_requests_are_failures_and_recovery_releases_every_hold(
     script.write_text(DRIVER, encoding="utf-8")
     state = tmp_path / "state"
     state.mkdir()
-    result = run(
-        Options(
-            driver=f"stdio:{sys.executable} {script} {state}",
-            # a held intervene fails its request check; the kills come after it
-            scenarios=["intervene-in-flight", "concurrent-stacks", "kill-mid-publication"],
-            machines=False,
-            report_dir=tmp_path / "report",
-            progress=lambda line: None,
-        )
+    # a held intervene fails its request check; the kills come after it
+    scenarios = ["intervene-in-flight", "concurrent-stacks", "kill-mid-publication"]
+    result = run_scenarios(
+        tmp_path / "report", f"stdio:{sys.executable} {script} {state}", scenarios
     )
     assert result.harness_error is None, result.harness_error
     assert result.exit_code == 1
@@ -65,18 +60,10 @@ def test_every_example_broken_driver_exits_1(tmp_path: Path) -> None:
     wrong = []
     for spec in specs:
         report_dir = tmp_path / spec.rsplit(":", 1)[1]
-        result = run(
-            Options(
-                driver=spec,
-                scenarios=scenarios,
-                machines=False,
-                report_dir=report_dir,
-                progress=lambda line: None,
-            )
-        )
+        result = run_scenarios(report_dir, spec, scenarios)
         if result.exit_code != 1 or result.harness_error is not None:
             wrong.append((spec, result.exit_code, result.harness_error))
             continue
-        assert result.partial is False, spec  # type: ignore[attr-defined]
-        assert result.failures and result.failures[0].ids, spec  # type: ignore[attr-defined]
+        assert result.partial is False, spec
+        assert result.failures and result.failures[0].ids, spec
     assert not wrong, wrong

@@ -11,25 +11,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from suite_helpers import run_scenarios
 
 from jfsm.limits import depth
 from jfsm.spec import constants
 from jfsm_conformance.probes import protocol as H
-from jfsm_conformance.run.runner import Options, replay, run
+from jfsm_conformance.run.runner import replay
 
 HOSTILE = ["hostile-ids", "hostile-values", "hostile-slots", "hostile-messages"]
 REFERENCE = "python:jfsm_conformance.examples.reference:durable_without_backoff"
-
-
-def _run(tmp_path: Path, driver: str, scenarios: list[str]) -> object:
-    options = Options(
-        driver=driver,
-        scenarios=scenarios,
-        machines=False,
-        report_dir=tmp_path,
-        progress=lambda line: None,
-    )
-    return run(options)
 
 
 def test_probes_come_from_the_spec_limits() -> None:
@@ -49,9 +39,9 @@ def test_probes_come_from_the_spec_limits() -> None:
 
 
 def test_reference_passes_every_hostile_probe(tmp_path: Path) -> None:
-    result = _run(tmp_path, REFERENCE, HOSTILE)
-    assert result.exit_code == 0, [f.message for f in result.failures]  # type: ignore[attr-defined]
-    verdicts = {v["id"]: v["verdict"] for v in result.verdicts}  # type: ignore[attr-defined]
+    result = run_scenarios(tmp_path, REFERENCE, HOSTILE)
+    assert result.exit_code == 0, [f.message for f in result.failures]
+    verdicts = {v["id"]: v["verdict"] for v in result.verdicts}
     for rid in ("JF-ERR-006", "JF-ERR-007", "JF-ERR-008", "JF-ERR-009", "JF-ERR-010"):
         assert verdicts[rid] == "pass", rid
 
@@ -72,9 +62,9 @@ BROKEN = "python:jfsm_conformance.examples.hostile:"
 def test_a_driver_letting_a_limit_through_fails_it(
     tmp_path: Path, factory: str, scenario: str, requirement: str
 ) -> None:
-    result = _run(tmp_path, BROKEN + factory, [scenario])
-    assert result.exit_code == 1  # type: ignore[attr-defined]
-    first = result.failures[0]  # type: ignore[attr-defined]
+    result = run_scenarios(tmp_path, BROKEN + factory, [scenario])
+    assert result.exit_code == 1
+    first = result.failures[0]
     assert requirement in first.ids, first.message
     assert replay(first.trace, progress=lambda line: None) == 1
 
@@ -114,14 +104,14 @@ def test_http_requests_are_guarded(
     monkeypatch.setenv("JFSM_DRIVER_TOKEN", "hostile-token")
     proc, url = _serve(module, tmp_path)
     try:
-        result = _run(tmp_path / "report", url, ["hostile-http"])
+        result = run_scenarios(tmp_path / "report", url, ["hostile-http"])
     finally:
         proc.kill()
         proc.wait(10)
-    assert result.exit_code == code, [f.message for f in result.failures]  # type: ignore[attr-defined]
-    verdicts = {v["id"]: v["verdict"] for v in result.verdicts}  # type: ignore[attr-defined]
+    assert result.exit_code == code, [f.message for f in result.failures]
+    verdicts = {v["id"]: v["verdict"] for v in result.verdicts}
     if requirement is None:
         assert verdicts["JF-ERR-011"] == verdicts["JF-ERR-012"] == "pass"
         assert verdicts["JF-ERR-017"] == "pass"
     else:
-        assert requirement in result.failures[0].ids  # type: ignore[attr-defined]
+        assert requirement in result.failures[0].ids

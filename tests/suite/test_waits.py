@@ -7,24 +7,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from suite_helpers import run_scenarios
 
 from jfsm_conformance.probes import waits
-from jfsm_conformance.run.runner import Options, replay, run
+from jfsm_conformance.run.runner import replay
 
 REFERENCE = "python:jfsm_conformance.examples.reference:durable_without_backoff"
 BROKEN = "python:jfsm_conformance.examples.waits:"
 SCENARIOS = ["bounded-deadline", "bounded-size", "bounded-identifiers"]
-
-
-def _run(tmp_path: Path, driver: str, scenarios: list[str]) -> object:
-    options = Options(
-        driver=driver,
-        scenarios=scenarios,
-        machines=False,
-        report_dir=tmp_path,
-        progress=lambda line: None,
-    )
-    return run(options)
 
 
 def test_bounds_come_from_the_spec() -> None:
@@ -36,9 +26,9 @@ def test_bounds_come_from_the_spec() -> None:
 
 
 def test_reference_passes_every_bounded_wait(tmp_path: Path) -> None:
-    result = _run(tmp_path, REFERENCE, SCENARIOS)
-    assert result.exit_code == 0, [f.message for f in result.failures]  # type: ignore[attr-defined]
-    verdicts = {v["id"]: v["verdict"] for v in result.verdicts}  # type: ignore[attr-defined]
+    result = run_scenarios(tmp_path, REFERENCE, SCENARIOS)
+    assert result.exit_code == 0, [f.message for f in result.failures]
+    verdicts = {v["id"]: v["verdict"] for v in result.verdicts}
     for rid in ("JF-CALL-006", "JF-CALL-013", "JF-CALL-014"):
         assert verdicts[rid] == "pass", rid
 
@@ -54,8 +44,8 @@ def test_reference_passes_every_bounded_wait(tmp_path: Path) -> None:
 def test_a_driver_lacking_a_bound_fails_it(
     tmp_path: Path, factory: str, scenario: str, requirement: str
 ) -> None:
-    result = _run(tmp_path, BROKEN + factory, [scenario])
-    assert result.exit_code == 1  # type: ignore[attr-defined]
-    first = result.failures[0]  # type: ignore[attr-defined]
+    result = run_scenarios(tmp_path, BROKEN + factory, [scenario])
+    assert result.exit_code == 1
+    first = result.failures[0]
     assert first.ids[0] == requirement, first.message
     assert replay(first.trace, progress=lambda line: None) == 1
