@@ -36,6 +36,7 @@ __all__ = [
     "to_json",
     "to_junit",
     "to_markdown",
+    "unjudged_lines",
     "verdict_lines",
     "versions",
     "write_junit",
@@ -156,8 +157,41 @@ def first_failure_lines(result: RunResult, shown: int = FIRST_FAILURES_SHOWN) ->
 
 
 def verdict_lines(result: RunResult) -> list[str]:
-    """One line per requirement: verdict, ID and title."""
-    return [f"{v['verdict'].upper():12} {v['id']}  {v['title']}" for v in result.verdicts]
+    """One line per requirement: verdict, ID and title, and for one not covered why, in a
+    few words. A harness error comes first; when it stopped the run before anything was
+    judged, the verdicts are one line (decision R147)."""
+    out = []
+    if result.harness_error:
+        out.append(f"HARNESS ERROR: {result.harness_error.splitlines()[0]}")
+        if not any(v["verdict"] != "not covered" for v in result.verdicts):
+            return [
+                *out,
+                f"{len(result.verdicts)} requirements not judged: the run stopped before it "
+                "judged any (the harness error above)",
+            ]
+    for v in result.verdicts:
+        line = f"{v['verdict'].upper():12} {v['id']}  {v['title']}"
+        if v["verdict"] == "not covered" and v.get("why"):
+            line += f"  ({v['why']})"
+        out.append(line)
+    return out
+
+
+def unjudged_lines(result: RunResult) -> list[str]:
+    """For a `--select`: one line per reason the driver controls (a capability it lacks or
+    an op it does not support, its transport) naming the selected requirements it left not
+    covered; and a line when the selection judged nothing (decision R142)."""
+    if not result.options.select:
+        return []
+    by_why: dict[str, list[str]] = {}
+    for v in result.verdicts:
+        why = v.get("why") or ""
+        if v["verdict"] == "not covered" and why.startswith(("needs ", "op ")):
+            by_why.setdefault(why, []).append(v["id"])
+    out = [f"Selected, not judged ({why}): {', '.join(ids)}" for why, ids in sorted(by_why.items())]
+    if result.judged_nothing:
+        out.append(f"JUDGED NOTHING: {result.judged_nothing}")
+    return out
 
 
 def to_json(result: RunResult) -> dict[str, Any]:
@@ -177,11 +211,16 @@ def to_json(result: RunResult) -> dict[str, Any]:
         "partial": result.partial,
         "phase": result.phase,
         "harness_error": result.harness_error,
+        "judged_nothing": result.judged_nothing,
         "counts": dict(counts),
         "durations_s": {k: round(v, 2) for k, v in result.durations.items()},
         "exercised": result.exercised,
         "skipped": result.skipped,
         "companions": result.companions,
+        "judges": [
+            {"what": j.what, "status": j.status, "why": j.why or None, "ids": sorted(j.ids)}
+            for j in result.judges
+        ],
         "verdicts": result.verdicts,
         "driver_log": result.driver_log.splitlines()[-40:],
     }
@@ -226,6 +265,8 @@ def to_markdown(result: RunResult) -> str:
         ]
     if result.harness_error:
         lines += ["", "## Harness error", "", "```", result.harness_error, "```"]
+    if result.judged_nothing:
+        lines += ["", f"**Judged nothing**: {result.judged_nothing}."]
     failing = [v for v in result.verdicts if v["verdict"] in ("fail", "xfail")]
     if failing:
         lines += ["", "## Failures", ""]
@@ -255,6 +296,8 @@ def to_markdown(result: RunResult) -> str:
             if v["verdict"] in ("pass", "fail")
             else (v.get("reason") or "")
         )
+        if v["verdict"] == "not covered" and v.get("why") and v["why"] not in detail:
+            detail = f"{v['why']}: {detail}"
         detail = detail.replace("|", "\\|").replace("\n", " ")
         lines.append(f"| {v['id']} | {v['level']} | {v['verdict']} | {v['title']} | {detail} |")
     lines += exercised_markdown(result)
@@ -341,6 +384,7 @@ def summary_lines(result: RunResult) -> list[str]:
             first = v["failures"][0] if v["failures"] else None
             why = first["message"].splitlines()[0][:160] if first else v.get("reason", "")
             out.append(f"  {v['verdict'].upper():6} {v['id']}  {v['title']}: {why}")
+    out += unjudged_lines(result)
     if result.harness_error:
         out.append(f"HARNESS ERROR: {result.harness_error.splitlines()[0]}")
     return out
@@ -420,7 +464,9 @@ def to_junit(result: RunResult) -> str:
         elif verdict == "xfail":
             ET.SubElement(case, "skipped", message=_xml(f"expected failure: {v.get('reason')}"))
         elif verdict == "not covered":
-            ET.SubElement(case, "skipped", message=_xml(f"not covered: {v.get('reason') or ''}"))
+            why = f" ({v['why']})" if v.get("why") else ""
+            message = f"not covered{why}: {v.get('reason') or ''}"
+            ET.SubElement(case, "skipped", message=_xml(message))
         elif verdict == "xpass":
             out = ET.SubElement(case, "system-out")
             out.text = _xml(v.get("reason") or "listed as an expected failure but passed")
