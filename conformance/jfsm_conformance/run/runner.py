@@ -601,7 +601,7 @@ def _unjudged(
         )
     if req.get("level") == "MAY":
         return (
-            "optional (MAY), not shown",
+            "optional, not shown",
             "optional (MAY): credited only when the implementation shows it",
         )
     lacking = [j for j in mine if j.status in ("skipped", "unsupported")]
