@@ -14,7 +14,7 @@ import pytest
 
 from jfsm_conformance.run import runner
 from jfsm_conformance.run.cli import main
-from jfsm_conformance.run.report import verdict_lines
+from jfsm_conformance.run.report import to_junit, verdict_lines
 from jfsm_conformance.run.runner import Options, Profile, RunResult, run, select_error
 
 REFERENCE = "python:jfsm.driver:reference_driver"
@@ -106,6 +106,9 @@ def test_a_selection_that_judges_nothing_exits_2_and_says_why(
     assert "JUDGED NOTHING: --select JF-STORE-01 judged nothing" in out
     report = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))
     assert report["exit_code"] == 2 and "sharedStore" in report["judged_nothing"]
+    result = _run(tmp_path / "again", REFERENCE, select="JF-STORE-01")
+    junit = to_junit(result)
+    assert 'errors="1"' in junit and 'type="JudgedNothing"' in junit  # no green CI either
 
 
 def test_a_selection_of_what_the_suite_never_judges_is_a_usage_error(

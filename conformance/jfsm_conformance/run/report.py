@@ -412,11 +412,13 @@ def to_junit(result: RunResult) -> str:
     """JUnit XML: one `testcase` per requirement (classname `jfsm.conformance.AREA`); a failed
     requirement has a `failure` with the suite's message (what was expected, what was got)
     and the replay command; not covered and expected failures are `skipped` with the
-    reason; a harness error is one extra `testcase` with an `error`."""
+    reason; a harness error, or a selection that judged nothing, is one extra `testcase` with
+    an `error`."""
     counts = Counter(v["verdict"] for v in result.verdicts)
     failures = counts["fail"]
     skipped = counts["not covered"] + counts["xfail"]
-    errors = 1 if result.harness_error else 0
+    problem = result.harness_error or result.judged_nothing  # exit 2: an error case (R142)
+    errors = 1 if problem else 0
     total_time = sum(result.durations.values())
     suites = ET.Element("testsuites", name="jfsm conformance")
     suite = ET.SubElement(
@@ -437,14 +439,13 @@ def to_junit(result: RunResult) -> str:
         ("select", result.options.select),
     ):
         ET.SubElement(props, "property", name=name, value=_xml(value))
-    if result.harness_error:
-        case = ET.SubElement(
-            suite, "testcase", name="harness", classname="jfsm.conformance", time="0"
+    if problem:
+        name, kind = (
+            ("harness", "HarnessError") if result.harness_error else ("selection", "JudgedNothing")
         )
-        error = ET.SubElement(
-            case, "error", message=_xml(result.harness_error.splitlines()[0]), type="HarnessError"
-        )
-        error.text = _xml(result.harness_error)
+        case = ET.SubElement(suite, "testcase", name=name, classname="jfsm.conformance", time="0")
+        error = ET.SubElement(case, "error", message=_xml(problem.splitlines()[0]), type=kind)
+        error.text = _xml(problem)
     for v in result.verdicts:
         area = v["id"].split("-")[1] if v["id"].startswith("JF-") else "driver"
         case = ET.SubElement(
@@ -496,6 +497,11 @@ def github_annotations(result: RunResult) -> list[str]:
         out.append(
             f"::error title={_escape_property('jfsm conformance: harness error')}::"
             + _escape_data(result.harness_error)
+        )
+    if result.judged_nothing:
+        out.append(
+            f"::error title={_escape_property('jfsm conformance: judged nothing')}::"
+            + _escape_data(result.judged_nothing)
         )
     for v in result.verdicts:
         if v["verdict"] != "fail":
