@@ -194,8 +194,14 @@ class _Run:
         self.judges: dict[str, Judge] = {}
 
     def result(
-        self, harness_error: str | None, driver_log: str = "", *, partial: bool
+        self,
+        harness_error: str | None,
+        driver_log: str = "",
+        *,
+        partial: bool,
+        running: bool = False,
     ) -> RunResult:
+        """The run's result so far; `running`: a checkpoint of a run that goes on."""
         verdicts = judge(
             self.catalog,
             self.ledger,
@@ -206,6 +212,7 @@ class _Run:
             self.capabilities,
             judges=list(self.judges.values()),
             stopped=self.phase if partial else None,
+            running=running,
         )
         return RunResult(
             self.o,
@@ -228,7 +235,7 @@ class _Run:
         """Record the phase reached and hand a partial result to `Options.checkpoint`."""
         self.phase = phase
         if self.o.checkpoint is not None:
-            self.o.checkpoint(self.result(None, partial=True))
+            self.o.checkpoint(self.result(None, partial=True, running=True))
 
     def record_failure(
         self,
@@ -522,11 +529,13 @@ def judge(
     *,
     judges: list[Judge] | None = None,
     stopped: str | None = None,
+    running: bool = False,
 ) -> list[dict[str, Any]]:
     """One verdict per requirement: pass, fail, xfail, xpass or not covered. A not-covered
     row says why, in a few words (`why`: the class the terminal prints) and in full
     (`reason`), from what kept it unjudged: the catalog (profile, not observable), a judge
-    that failed first, a run that `stopped` (the phase reached), a capability or transport
+    that failed first, a run that `stopped` (the phase reached; `running`: a checkpoint of a
+    run that goes on), a capability or transport
     the driver lacks, an op it does not support (decision R143)."""
     failed: dict[str, list[Failure]] = {}
     for f in failures:
@@ -570,7 +579,7 @@ def judge(
                 row["reason"] = f"listed as an expected failure ({expected}) but passed"
         else:
             row["verdict"] = "not covered"
-            row["why"], row["reason"] = _unjudged(req, judges or [], unsupported, stopped)
+            row["why"], row["reason"] = _unjudged(req, judges or [], unsupported, stopped, running)
         rows.append(row)
     return rows
 
@@ -580,8 +589,16 @@ def _unjudged(
     judges: list[Judge],
     unsupported: dict[str, str],
     stopped: str | None,
+    running: bool = False,
 ) -> tuple[str, str]:
     """Why requirement `req` is not covered: in a few words, and in full."""
+    if stopped is not None and running:
+        stopped_why = ("not reached yet", f"not reached yet: the run is at {stopped}")
+    else:
+        stopped_why = (
+            "not reached: the run stopped",
+            f"not reached: the run stopped after {stopped}, before what judges it ran",
+        )
     rid = req["id"]
     if req.get("verification", "suite") != "suite":
         return not_judged_by_suite(req)
@@ -595,10 +612,7 @@ def _unjudged(
             "(see the failures)",
         )
     if stopped is not None and not ran:
-        return (
-            "not reached: the run stopped",
-            f"not reached: the run stopped after {stopped}, before what judges it ran",
-        )
+        return stopped_why
     if req.get("level") == "MAY":
         return (
             "optional, not shown",
@@ -611,10 +625,7 @@ def _unjudged(
             dict.fromkeys(f"{j.what}: {j.reason or j.why}" for j in lacking)
         )
     if stopped is not None:
-        return (
-            "not reached: the run stopped",
-            f"not reached: the run stopped after {stopped}",
-        )
+        return stopped_why
     if not judges:  # a caller that recorded no judges (the old way): the run's own notes
         if unsupported:
             return (
