@@ -19,7 +19,8 @@ requirement is also printed as a GitHub `::error` annotation.
 Exit codes: 0 every covered requirement passed, 1 a requirement failed (or a trace still
 fails), 2 harness error (the driver could not be started, died or stopped answering), an
 interrupted run (Ctrl-C or SIGTERM) or bad usage (an unknown option, a `--select` prefix
-that matches no requirement ID).
+that matches no requirement ID or selects nothing the suite judges, a `--select` that
+judged nothing once run: decision R142).
 
 The report is written as the run goes (atomically, `"partial": true` and the `phase`
 reached), so a run killed even by SIGKILL leaves a partial report (decision R55).
