@@ -72,6 +72,36 @@ def test_every_example_broken_driver_exits_1(tmp_path: Path) -> None:
     assert not wrong, wrong
 
 
+@pytest.mark.req("JF-ERR-008")
+def test_an_http_driver_that_drops_a_hostile_request_has_given_no_reply() -> None:
+    """A connection closed without a response to a hostile request is no reply, for the
+    probe to fail (JF-ERR-008, exit 1); before, "unreachable": a harness error (exit 2)."""
+    import socket
+    import threading
+
+    from jfsm_conformance.client.driver import DriverClient
+
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+
+    def drop() -> None:
+        conn, _ = server.accept()
+        conn.recv(65536)
+        conn.close()  # no response
+
+    thread = threading.Thread(target=drop, daemon=True)
+    thread.start()
+    client = DriverClient(f"http://127.0.0.1:{port}")
+    try:
+        status, reply = client.send_raw(b"[]", None)
+    finally:
+        client.close()
+        thread.join(10)
+        server.close()
+    assert status is None
+    assert isinstance(reply, str) and reply.startswith("no reply: the driver closed")
+
+
 def test_the_sweep_serves_http_examples_for_their_run() -> None:
     """A `serve:` spec of the sweep is started over HTTP for its run, with a token in the
     environment, and stopped after."""

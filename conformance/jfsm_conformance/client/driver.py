@@ -353,11 +353,15 @@ class _Http:
             raise ProtocolViolation(f"driver reply is not JSON: {exc}") from exc
 
     async def send_raw(self, data: bytes, msg_id: int | None) -> tuple[int | None, Any]:
-        """POST `data` as it is: the status and the body (None if it is not JSON)."""
+        """POST `data` as it is: the status and the body (None if it is not JSON); a
+        connection closed without a response is no reply (a text saying so), for the probe
+        to judge (JF-ERR-008), while an unreachable driver is a `HarnessError`."""
         import httpx
 
         try:
             response = await self.client.post(self.url, content=data, headers=self.headers)
+        except httpx.RemoteProtocolError as exc:  # it closed without an answer: no reply
+            return None, f"no reply: the driver closed the connection without a response ({exc})"
         except httpx.HTTPError as exc:
             raise HarnessError(f"driver at {self.url} unreachable: {exc!r}") from exc
         try:

@@ -50,7 +50,7 @@ class _WireDriver(BrokenDriver):
 
 class _LongIds(BrokenDriver):
     async def handle(self, message: dict[str, Any]) -> dict[str, Any]:
-        args = message.get("args")
+        args = message.get("args") if isinstance(message, dict) else None
         if isinstance(args, dict):
             for slot in ("game", "scene", "into"):
                 value = args.get(slot)
@@ -61,8 +61,8 @@ class _LongIds(BrokenDriver):
 
 class _DeepValues(BrokenDriver):
     async def handle(self, message: dict[str, Any]) -> dict[str, Any]:
-        args = message.get("args")
-        if message.get("op") in ("write", "cheat") and isinstance(args, dict):
+        args = message.get("args") if isinstance(message, dict) else None
+        if isinstance(args, dict) and message.get("op") in ("write", "cheat"):
             sets = args.get("sets")
             if isinstance(sets, dict):
                 args["sets"] = {
@@ -99,6 +99,8 @@ class _ReadsLong(_WireDriver):
 
 class _UnknownOpWrites(BrokenDriver):
     async def handle(self, message: dict[str, Any]) -> dict[str, Any]:
+        if not isinstance(message, dict):
+            return await super().handle(message)
         args = message.get("args")
         if message.get("op") not in self.inner._ops and isinstance(args, dict):
             await self.call("write", {"game": args.get("game"), "sets": {"seen-op": True}})
