@@ -444,12 +444,15 @@ def serve(port: int | None = None, host: str = LOOPBACK) -> None:
 def command(argv: list[str]) -> int:
     """`jfsm fake-compress [--port N]`: `serve` until interrupted; 0 after Ctrl-C, 2 for a
     usage error (argparse's one line)."""
-    import argparse
+    from jfsm_conformance.run.usage import UsageParser, usage_error
 
-    parser = argparse.ArgumentParser(
+    parser = UsageParser(
         prog="jfsm fake-compress", description="Serve the fake compress.v2 on 127.0.0.1."
     )
     parser.add_argument("--port", type=int, default=0, help="port (default: a free one)")
     args = parser.parse_args(argv)
-    serve(args.port or None)
+    try:
+        serve(args.port or None)
+    except OSError as exc:  # the port is taken, or not ours to bind
+        return usage_error("jfsm fake-compress", f"cannot listen on port {args.port}: {exc}")
     return 0

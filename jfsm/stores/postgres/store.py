@@ -176,6 +176,38 @@ class PostgresStore:
         }
         return stores, refused
 
+    @classmethod
+    def open_sync(
+        cls,
+        conninfo: str,
+        game_id: str,
+        *,
+        quota: int = QUOTA_BYTES,
+        takeover: bool = False,
+        create: bool | None = None,
+        lease_seconds: float | None = None,
+        pool_size: int | None = None,
+        owner: str | None = None,
+    ) -> PostgresStore:
+        """`open` for blocking code (decision R162): the store is opened on the process's
+        private event loop (`jfsm.private_loop`), the loop `SyncGameEngine` runs on, so pass
+        it to a `SyncGameEngine`; in async code, `await PostgresStore.open(...)`. Arguments
+        and errors as `open`."""
+        from jfsm.private_loop import run
+
+        return run(
+            cls.open(
+                conninfo,
+                game_id,
+                quota=quota,
+                takeover=takeover,
+                create=create,
+                lease_seconds=lease_seconds,
+                pool_size=pool_size,
+                owner=owner,
+            )
+        )
+
     # -- the Store protocol --------------------------------------------------------------
     @property
     def image(self) -> StoreImage:
