@@ -66,8 +66,8 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
     tasks: list[asyncio.Task[T]] = []
 
     def settle(task: asyncio.Task[T]) -> None:
-        if task.cancelled():
-            outcome.cancel()
+        if task.cancelled():  # finished, as `wait` sees it (a cancelled Future is not)
+            outcome.set_exception(asyncio.CancelledError())
         elif task.exception() is not None:
             outcome.set_exception(task.exception())
         else:

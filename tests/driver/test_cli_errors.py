@@ -79,7 +79,12 @@ CASES: list[tuple[str, list[str], Setup | None, str]] = [
         _write("x.json", "{nope"),
         "Expecting property name",
     ),
-    ("conformance", ["conformance", "--expected-failures", "x.json"], _write("x.json", "7"), "list"),
+    (
+        "conformance",
+        ["conformance", "--expected-failures", "x.json"],
+        _write("x.json", "7"),
+        "list",
+    ),
     (
         "conformance",
         ["conformance", "--report-dir", "taken", "--select", "JF-TEXT-001"],
