@@ -17,9 +17,9 @@ import asyncio
 from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from jfsm.private_loop import run as run_on_private_loop
 from jfsm.engine import GameEngine
 from jfsm.errors import BlockingCallInLoop
+from jfsm.private_loop import run as run_on_private_loop
 
 if TYPE_CHECKING:
     from jfsm.memory_index import MemoryIndex

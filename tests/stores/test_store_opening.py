@@ -134,7 +134,7 @@ def test_a_postgres_store_opened_blocking_serves_the_blocking_engine(
     assert seq >= 1 and has_meta
 
     async def in_loop() -> None:
-        with pytest.raises(BlockingCallInLoop, match="await PostgresStore.open"):
+        with pytest.raises(BlockingCallInLoop, match=r"await PostgresStore\.open"):
             PostgresStore.open_sync(pg_database, "opening-blocking")
 
     asyncio.run(in_loop())

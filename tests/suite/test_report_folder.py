@@ -59,8 +59,12 @@ def test_a_second_run_is_refused_while_the_first_holds_the_folder(tmp_path: Path
 
 
 def test_the_folder_is_free_again_once_its_run_ends(tmp_path: Path) -> None:
-    with hold_report_folder(tmp_path / "r"):
-        with pytest.raises(FolderInUse), hold_report_folder(tmp_path / "r"):
-            pass
+    held = hold_report_folder(tmp_path / "r")
+    held.__enter__()
+    try:
+        with pytest.raises(FolderInUse, match="in use by another run"):
+            hold_report_folder(tmp_path / "r").__enter__()
+    finally:
+        held.__exit__(None, None, None)
     with hold_report_folder(tmp_path / "r") as held:  # released: the next run takes it
         assert held == tmp_path / "r"
