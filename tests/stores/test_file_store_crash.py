@@ -301,7 +301,7 @@ def run_workload(
     for index, (kind, projection) in enumerate(ops):
         try:
             if kind == "open":
-                store = store_cls.open(directory, quota=QUOTA, fs=fs)
+                store = store_cls.open_sync(directory, quota=QUOTA, fs=fs)
             elif kind == "close":
                 assert store is not None
                 store.close_sync()
@@ -329,7 +329,7 @@ def check_reopen(
     On a simulated disk, a second power loss right after the first commit of the reopened
     store must keep that commit: recovery left nothing unsynced that the commit relies on.
     """
-    store = store_cls.open(directory, quota=QUOTA, fs=fs)
+    store = store_cls.open_sync(directory, quota=QUOTA, fs=fs)
     state = state_of(store.image)
     assert state in allowed
     names = sorted(fs.listdir(directory))
@@ -339,7 +339,7 @@ def check_reopen(
     views = [fs.after_power_loss("synced", "durable")] if isinstance(fs, SimulatedDisk) else []
     store.close_sync()
     for view in [fs, *views]:
-        with store_cls.open(directory, quota=QUOTA, fs=view) as again:
+        with store_cls.open_sync(directory, quota=QUOTA, fs=view) as again:
             values, base = state_of(again.image)
             assert values.pop("marker", None) == str(marker).encode()
             assert (values, base) == state
@@ -369,7 +369,7 @@ def test_every_crash_point_on_disk_reopens_to_before_or_after(
     states = expected_states(ops)
     counter = CrashingFileSystem(UnsyncedOsFileSystem(), keep_labels=True)
     assert run_workload(str(tmp_path / "full"), counter, ops, store_cls) is None
-    with store_cls.open(tmp_path / "full", quota=QUOTA) as store:
+    with store_cls.open_sync(tmp_path / "full", quota=QUOTA) as store:
         assert state_of(store.image) == states[-1]
     total = counter.boundaries
     outcomes = [0, 0]
@@ -409,13 +409,13 @@ def crash_during_recovery(
     unused preallocation, removal of leftovers), on copies of `directory`; each must reopen
     to what a clean one finds."""
     probe = CrashingFileSystem(UnsyncedOsFileSystem())
-    with store_cls.open(shutil.copytree(directory, directory + "-probe"), fs=probe) as store:
+    with store_cls.open_sync(shutil.copytree(directory, directory + "-probe"), fs=probe) as store:
         recovered = state_of(store.image)
     assert recovered in allowed
     for j in range(probe.boundaries):
         copy = shutil.copytree(directory, f"{directory}-{j}")
         with pytest.raises(SimulatedCrash):
-            store_cls.open(copy, quota=QUOTA, fs=CrashingFileSystem(OsFileSystem(), crash_at=j))
+            store_cls.open_sync(copy, quota=QUOTA, fs=CrashingFileSystem(OsFileSystem(), crash_at=j))
         check_reopen(copy, OsFileSystem(), [recovered], marker, store_cls)
         shutil.rmtree(copy)
     shutil.rmtree(directory + "-probe")
@@ -864,7 +864,7 @@ def test_commits_write_into_a_synced_zero_extent_and_only_fdatasync(tmp_path: Pa
 def test_extents_double_up_to_the_cap_and_make_room_for_a_large_record(tmp_path: Path) -> None:
     fs = RecordingFileSystem()
     sizes = []
-    with TinyExtents.open(tmp_path, fs=fs) as store:  # extents of 2 KiB, doubling to 8 KiB
+    with TinyExtents.open_sync(tmp_path, fs=fs) as store:  # extents of 2 KiB, doubling to 8 KiB
         for i in range(60):
             projection = Projection.of({"k": f"{i:03d}" + "x" * 251})
             sizes.append(len(encode_record(projection)))
@@ -886,7 +886,7 @@ def test_extents_double_up_to_the_cap_and_make_room_for_a_large_record(tmp_path:
         ]
         assert log.stat().st_size == 38912
     assert log.stat().st_size == start + sum(sizes)
-    with TinyExtents.open(tmp_path) as store:
+    with TinyExtents.open_sync(tmp_path) as store:
         assert store.image.get("big") == "y" * 20_000 and store.image.get("k") == "059" + "x" * 251
 
 
