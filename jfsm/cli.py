@@ -117,6 +117,13 @@ def _plugin_help(entry: EntryPoint) -> str:
     return line[:1].lower() + line[1:]
 
 
+def _port(text: str) -> int:
+    """A TCP port number, 0 to 65535 (argparse's type: a bad one is a usage error)."""
+    if not text.isdigit() or not 0 <= int(text) <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (0 to 65535)")
+    return int(text)
+
+
 def _version() -> str:
     from jfsm import __version__
 
@@ -143,7 +150,9 @@ def build_parser(plugins: dict[str, EntryPoint] | None = None) -> argparse.Argum
         help="accept a --state directory of another user or writable by group or others "
         "(they can then change your games); links are refused all the same",
     )
-    driver.add_argument("--http", type=int, metavar="PORT", help="serve HTTP on 127.0.0.1:PORT")
+    driver.add_argument(
+        "--http", type=_port, metavar="PORT", help="serve HTTP on 127.0.0.1:PORT (0: a free one)"
+    )
     driver.add_argument(
         "--token",
         help="bearer token the HTTP driver requires; prefer the environment variable "
@@ -272,7 +281,14 @@ def _main(argv: list[str]) -> int:
             return 2
         if args.http is not None:
             token = args.token or os.environ.get("JFSM_DRIVER_TOKEN") or None
-            serve_http(driver, args.http, token=token)
+            try:
+                serve_http(driver, args.http, token=token)
+            except OSError as exc:  # the port is taken, or not ours to bind (R160)
+                reason = exc.strerror or str(exc)
+                print(
+                    f"jfsm driver: cannot serve on 127.0.0.1:{args.http}: {reason}", file=sys.stderr
+                )
+                return 2
         else:
             with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C: the way to stop it
                 asyncio.run(serve_stdio(driver))

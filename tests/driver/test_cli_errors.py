@@ -57,7 +57,8 @@ CASES: list[tuple[str, list[str], Setup | None, str]] = [
     ("", [], None, "the following arguments are required: command"),
     ("", ["frobnicate"], None, "invalid choice: 'frobnicate'"),
     ("driver", ["driver", "--bogus"], None, "jfsm driver: error: unrecognized arguments"),
-    ("driver", ["driver", "--http", "abc"], None, "invalid int value: 'abc'"),
+    ("driver", ["driver", "--http", "abc"], None, "'abc' is not a port number"),
+    ("driver", ["driver", "--http", "70000"], None, "'70000' is not a port number"),
     ("driver", ["driver", "--store", "host=a..b dbname=x"], None, "not a host name"),
     ("driver", ["driver", "--store", "mysql://h/db"], None, "neither a directory path"),
     ("driver", ["driver", "--shared"], None, "--shared needs --state DIR"),
@@ -217,6 +218,19 @@ def test_a_fake_compress_port_in_use_is_one_line(
         code, err = _run(["fake-compress", "--port", str(port)], capsys)
     assert code == 2
     assert f"cannot listen on port {port}" in _one_line(err)
+
+
+def test_an_http_port_in_use_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("JFSM_DRIVER_TOKEN", "t")  # no token line printed first
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code, err = _run(["driver", "--http", str(port)], capsys)
+    assert code == 2
+    assert f"cannot serve on 127.0.0.1:{port}" in _one_line(err)
 
 
 def test_a_read_only_report_folder_is_one_line(

@@ -415,7 +415,9 @@ def crash_during_recovery(
     for j in range(probe.boundaries):
         copy = shutil.copytree(directory, f"{directory}-{j}")
         with pytest.raises(SimulatedCrash):
-            store_cls.open_sync(copy, quota=QUOTA, fs=CrashingFileSystem(OsFileSystem(), crash_at=j))
+            store_cls.open_sync(
+                copy, quota=QUOTA, fs=CrashingFileSystem(OsFileSystem(), crash_at=j)
+            )
         check_reopen(copy, OsFileSystem(), [recovered], marker, store_cls)
         shutil.rmtree(copy)
     shutil.rmtree(directory + "-probe")

@@ -434,11 +434,11 @@ SERVE_MAX_RECORDS = 1000
 def serve(port: int | None = None, host: str = LOOPBACK) -> None:
     """Serve the fake on loopback until KeyboardInterrupt (the `jfsm fake-compress` command),
     keeping at most `SERVE_MAX_RECORDS` records, none with its body."""
-    with FakeCompress(port=port, host=host, keep_bodies=0, max_records=SERVE_MAX_RECORDS) as fake:
-        with contextlib.suppress(KeyboardInterrupt):  # from the line on: Ctrl-C just after it
-            print(f"jfsm fake-compress listening on {fake.url}", flush=True)
-            while True:
-                time.sleep(0.5)
+    fake = FakeCompress(port=port, host=host, keep_bodies=0, max_records=SERVE_MAX_RECORDS)
+    with fake, contextlib.suppress(KeyboardInterrupt):  # Ctrl-C even just after the line
+        print(f"jfsm fake-compress listening on {fake.url}", flush=True)
+        while True:
+            time.sleep(0.5)
 
 
 def command(argv: list[str]) -> int:

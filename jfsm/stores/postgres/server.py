@@ -381,6 +381,7 @@ def main(argv: list[str] | None = None, *, prog: str | None = None) -> int:
                     return subprocess.run(command, env=env, check=False).returncode
                 except OSError as exc:  # COMMAND not found or not executable
                     return usage_error(name, f"cannot run {command[0]!r}: {exc.strerror or exc}")
+            serving = True  # from here on, Ctrl-C is the way to stop it
             print(f"JFSM_PG_URL={shlex.quote(env['JFSM_PG_URL'])}", flush=True)
             print(
                 f"{name}: a throwaway PostgreSQL server (data in {server.directory}, deleted "
@@ -388,7 +389,6 @@ def main(argv: list[str] | None = None, *, prog: str | None = None) -> int:
                 file=sys.stderr,
                 flush=True,
             )
-            serving = True
             while True:
                 time.sleep(3600)
     except KeyboardInterrupt:  # the server is stopped and its data deleted by now
