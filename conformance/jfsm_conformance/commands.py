@@ -19,6 +19,7 @@ Main = Callable[[list[str]], int]
 
 def conformance() -> Main:
     """Run the conformance suite (see `jfsm conformance --help`)."""
+    from jfsm_conformance.run import runner  # noqa: F401  (the extra's modules: ImportError here)
     from jfsm_conformance.run.cli import main
 
     return main
