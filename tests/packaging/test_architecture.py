@@ -41,6 +41,8 @@ LAYERS: dict[int, tuple[str, ...]] = {
         "stores.offload",
         "stores.postgres.server",
         "stores.postgres.conninfo",
+        "usage",
+        "private_loop",
     ),
     # text rules, machine tables, limits
     1: ("text", "machines", "limits"),
@@ -123,6 +125,7 @@ SUITE_LAYERS: dict[int, tuple[str, ...]] = {
         "verify.excerpts",
         "run.exercise",
         "run.traces",
+        "run.usage",
     ),
     # named checks and the ledger; the oracle's model; stores encoded once; blame order
     1: ("verify.checks", "model.oracle", "model.encoded", "verify.blame"),
@@ -207,6 +210,8 @@ ADDED_SINCE_RESHAPE = {
     "probes.state": "a hostile state directory: refusals and planted links (JF-ERR-016, R90)",
     "run.companions": "the default run's reference processes: HTTP, {state}, shared workers (R92)",
     "commands": "the suite's subcommands of `jfsm`, registered by entry point (R104, issue 34)",
+    "run.usage": "what a command refuses before it runs: one-line usage errors, a report "
+    "folder another run holds (R160, R161, issue 35)",
 }
 
 
