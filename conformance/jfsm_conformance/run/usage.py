@@ -5,7 +5,9 @@ which Python exits with 1 (decision R160). `UsageParser` is the `argparse` parse
 suite command (`jfsm conformance`, `jfsm profile`, `jfsm fake-compress`): an error is one
 line, `PROG: error: MESSAGE (see PROG --help)`, and exit 2 (argparse prints the usage first
 and the error on a second line). `usage_error(prog, message)` prints such a line for an
-error found after parsing and returns 2.
+error found after parsing and returns 2 (both are the engine's `jfsm.usage`, the one module
+of the engine besides the spec reader the suite uses: the same rule for every `jfsm`
+command).
 
 `hold_report_folder(path)` makes `path` a report folder this process holds for a run
 (decision R161): it creates it if missing, then takes an exclusive lock on its `.lock` file
@@ -19,13 +21,12 @@ let two runs lock two different files of the same name.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import NoReturn
+
+from jfsm.usage import UsageParser, usage_error
 
 try:
     import fcntl
@@ -42,20 +43,6 @@ __all__ = [
 ]
 
 LOCK_NAME = ".lock"
-
-
-class UsageParser(argparse.ArgumentParser):
-    """An `ArgumentParser` whose errors are one line and exit 2 (subparsers inherit it)."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
-
-
-def usage_error(prog: str, message: str) -> int:
-    """Print `PROG: MESSAGE` (its first line) on stderr; returns 2, the exit code."""
-    first = message.strip().splitlines()[0] if message.strip() else "usage error"
-    print(f"{prog}: {first}", file=sys.stderr)
-    return 2
 
 
 class FolderUnusable(ValueError):
