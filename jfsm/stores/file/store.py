@@ -89,6 +89,7 @@ from typing import TypeVar
 
 from jfsm.errors import InvalidInput, StoreFenced, StoreLocked, StoreUnavailable
 from jfsm.image import QUOTA_BYTES, StoreImage, seeded_image
+from jfsm.limits import validate_owner
 from jfsm.projection import Projection
 from jfsm.stores.file.directory import read_contents
 from jfsm.stores.file.fsio import FileSystem, OsFileSystem
@@ -103,7 +104,7 @@ from jfsm.stores.file.manifest import (
     snapshot_name,
 )
 from jfsm.stores.file.snapshot import object_bytes
-from jfsm.stores.offload import Steps, run_steps, run_steps_sync
+from jfsm.stores.offload import Steps, run_blocking, run_steps, run_steps_sync
 
 T = TypeVar("T")
 
@@ -162,6 +163,7 @@ class FileStore:
         self._log_size = log_size  # the end of the last committed record
         self._allocated = log_size  # the log's synced size: zeros after `_log_size`
         self._broken = False
+        self._writes = 0  # writes landed as the lease's owner (shared mode, R121)
         self._serial = asyncio.Lock()  # one async operation at a time
 
     # -- opening -------------------------------------------------------------------------
@@ -239,9 +241,11 @@ class FileStore:
         from disk under the game's lock. `adopt`: see `take_lease`.
 
         Raises `StoreLocked` while another owner id's lease is live (unless `takeover`),
-        `StoreUnavailable` for a file-system error, and whatever `open` raises (the lease
-        just taken is then ended).
+        `StoreUnavailable` for a file-system error, `InvalidInput` for an owner id that does
+        not match `jfsm.limits.OWNER_PATTERN`, and whatever `open` raises (the lease just
+        taken is then ended).
         """
+        validate_owner(owner)
         try:
             with take_lease(
                 game,
@@ -332,6 +336,12 @@ class FileStore:
         return self._fence
 
     @property
+    def writes(self) -> int:
+        """How many writes this handle landed as the lease's owner (shared mode; each
+        checked its token under the game's lock); 0 for a store of one process."""
+        return self._writes
+
+    @property
     def state(self) -> str:
         """This handle's state in the machine `store_ownership`: `owner`, `fenced`, `broken`
         or `closed`."""
@@ -340,6 +350,22 @@ class FileStore:
         if self._fence is not None and self._fence.fenced:
             return "fenced"
         return "broken" if self._broken else "owner"
+
+    async def confirm(self) -> None:
+        """Before serving a read of a game of a shared directory (decision R121): check,
+        under the game's lock, that this handle still owns it, renewing the lease. Raises
+        `StoreFenced` (state `fenced`) once another process took it over, `StoreUnavailable`
+        on a closed store or when the lease file cannot be read. A store of one process
+        only checks that it is open."""
+        if self._lock is None:
+            raise StoreUnavailable(f"store {self._directory} is closed", state="closed")
+        fence = self._fence
+        if fence is None:
+            return
+        try:
+            await run_blocking(fence.check)
+        except OSError as exc:
+            raise self._unavailable("check its owner", exc) from exc
 
     async def commit(self, projection: Projection) -> None:
         """Write `projection` durably after the last record (off the loop), then apply it
@@ -422,7 +448,9 @@ class FileStore:
             return write(*args)
         try:
             with self._fence.hold():
-                return write(*args)
+                done = write(*args)
+                self._writes += 1
+                return done
         except OSError as exc:  # the lease file's own I/O (the write maps its errors itself)
             raise self._unavailable(what, exc) from exc
 

@@ -95,6 +95,9 @@ class BlockingPostgresStore:
     def created(self) -> bool:
         return self.store.created
 
+    def confirm(self) -> None:
+        run(self.store.confirm())
+
     def commit(self, projection: Projection) -> None:
         run(self.store.commit(projection))
 

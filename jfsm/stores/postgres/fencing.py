@@ -23,8 +23,11 @@ process.
   `synchronous_commit = on` for its own transaction (`set_config(..., true)`), whatever the
   server's or the role's default.
 - An owner renews its lease on every write and on an idle timer (`RENEW`, one statement for
-  every game of a process); `close` ends the lease at once. A crashed owner's games become
-  free when their leases run out: failover takes at most `lease_seconds`.
+  every game of a process, each lease renewed only with its own token); `close` ends the
+  lease at once. A crashed owner's games become free when their leases run out: failover
+  takes at most `lease_seconds`.
+- Before a read is served, `CONFIRM` checks the token the same way (renewing the lease): a
+  superseded owner never serves its memory as current (R121).
 """
 
 from __future__ import annotations
@@ -35,7 +38,16 @@ import psycopg
 
 from jfsm.errors import InvalidInput, StoreLocked
 
-__all__ = ["CHECKPOINT", "COMMIT", "RELEASE", "RENEW", "SEED", "take_many", "take_ownership"]
+__all__ = [
+    "CHECKPOINT",
+    "COMMIT",
+    "CONFIRM",
+    "RELEASE",
+    "RENEW",
+    "SEED",
+    "take_many",
+    "take_ownership",
+]
 
 # Each write first sets synchronous_commit for its own (implicit) transaction: the commit of
 # that transaction reads it, so an acknowledged write is on disk whatever the server default.
@@ -89,12 +101,22 @@ SELECT seq FROM owner
 """
 )
 
-#: Renew the leases of (game, token) pairs still current; returns the games renewed.
+#: Renew the leases of (game, token) pairs still current; returns the pairs renewed. A pair
+#: whose token is no longer the game's changes nothing: another owner's lease is never
+#: touched (JF-STORE-031).
 RENEW = """
 UPDATE jfsm_game g SET lease_until = clock_timestamp() + make_interval(secs => %(lease)s)
 FROM unnest(%(games)s::text[], %(tokens)s::bigint[]) AS o(game_id, token)
 WHERE g.game_id = o.game_id AND g.token = o.token
-RETURNING g.game_id
+RETURNING g.game_id, g.token
+"""
+
+#: Before a read is served (JF-STORE-030, R121): renew this owner's lease if its token is
+#: still the game's; no row means a newer owner took the game.
+CONFIRM = """
+UPDATE jfsm_game SET lease_until = clock_timestamp() + make_interval(secs => %(lease)s)
+WHERE game_id = %(game)s AND token = %(token)s
+RETURNING seq
 """
 
 #: End a lease at once (close): the next plain open succeeds without waiting.

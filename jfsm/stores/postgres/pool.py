@@ -157,11 +157,11 @@ class PgPool:
         try:
             async with self.connection() as conn:
                 cur = await conn.execute(RENEW, params)
-                renewed = {row[0] for row in await cur.fetchall()}
+                renewed = {(row[0], int(row[1])) for row in await cur.fetchall()}
         except psycopg.Error as exc:
             raise connection_error(exc, self.conninfo, "renew leases at") from None
-        for store in stores:
-            if store.game_id not in renewed:
+        for store in stores:  # by (game, token): a superseded store of a renewed game too
+            if (store.game_id, store.token) not in renewed:
                 store.lost_lease()
         return len(renewed)
 
