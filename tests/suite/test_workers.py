@@ -66,7 +66,7 @@ def test_each_broken_owner_fails_under_its_id(
     command = f"{sys.executable} -m jfsm_conformance.examples.broken_owners {flaw}"
     outcome = run_workers(_spec(command, store_url), 2, 1, 4, Ledger())
     assert outcome.status == "fail"
-    (exc, steps), *_ = outcome.failures
+    (exc, steps, messages), *_ = outcome.failures
     assert rid in getattr(exc, "ids", ()), exc
     assert steps, "the failure carries the steps of its sequence"
 

@@ -45,6 +45,6 @@ def test_each_broken_owner_on_a_directory_fails_under_its_id(flaw: str, rid: str
     command = f"{sys.executable} -m jfsm_conformance.examples.broken_owners {flaw}"
     outcome = run_workers(f"stdio:{command} --state {{state}}", 2, 1, 4, Ledger())
     assert outcome.status == "fail"
-    (exc, steps), *_ = outcome.failures
+    (exc, steps, messages), *_ = outcome.failures
     assert rid in getattr(exc, "ids", ()), exc
     assert steps, "the failure carries the steps of its sequence"

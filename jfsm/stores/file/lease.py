@@ -455,11 +455,18 @@ class LeaseKeeper:
         self.seconds = seconds
         self._leases: weakref.WeakSet[FileLease] = weakref.WeakSet()
         self._task: asyncio.Task[None] | None = None
+        self._wake: asyncio.Event | None = None  # set when a shorter lease is kept
+        self._sleeping = 0.0  # the period of the sleep in progress
 
     def keep(self, lease: FileLease) -> None:
+        """Renew `lease` from now on (a shorter lease than those kept so far cuts the sleep
+        in progress short, so it is renewed in time too)."""
         self._leases.add(lease)
         if self._task is None or self._task.done():
+            self._wake = asyncio.Event()
             self._task = asyncio.get_running_loop().create_task(self._renew_forever())
+        elif self._wake is not None and lease.seconds / 3 < self._sleeping:
+            self._wake.set()
 
     def drop(self, lease: FileLease) -> None:
         self._leases.discard(lease)
@@ -479,6 +486,11 @@ class LeaseKeeper:
         return max(0.05, shortest / 3)
 
     async def _renew_forever(self) -> None:
+        wake = self._wake
+        assert wake is not None
         while self._leases:
-            await asyncio.sleep(self.period())
+            self._sleeping = self.period()
+            wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(wake.wait(), self._sleeping)
             await run_blocking(self.renew_all)
