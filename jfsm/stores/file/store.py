@@ -367,6 +367,20 @@ class FileStore:
         except OSError as exc:
             raise self._unavailable("check its owner", exc) from exc
 
+    def renew_sync(self) -> bool:
+        """Shared mode: renew this owner's lease now, as the idle timer does (only while its
+        token is still the game's, JF-STORE-031); returns whether it was. A store of one
+        process: True while open. Raises `StoreUnavailable` when the lease file cannot be
+        written, or on a closed store."""
+        if self._lock is None:
+            raise StoreUnavailable(f"store {self._directory} is closed", state="closed")
+        if self._fence is None:
+            return True
+        try:
+            return self._fence.renew()
+        except OSError as exc:
+            raise self._unavailable("renew its lease", exc) from exc
+
     async def commit(self, projection: Projection) -> None:
         """Write `projection` durably after the last record (off the loop), then apply it
         (on the loop).

@@ -98,6 +98,9 @@ class BlockingPostgresStore:
     def confirm(self) -> None:
         run(self.store.confirm())
 
+    def renew(self) -> bool:
+        return run(self.store.renew())
+
     def commit(self, projection: Projection) -> None:
         run(self.store.commit(projection))
 

@@ -8,7 +8,9 @@ fencing token) and `lease_until`. Nothing holds a connection: ownership lives in
 one pool of connections (through PgBouncer in transaction mode too) serves every game of a
 process.
 
-- `open` locks the row (`FOR UPDATE`) and compares `lease_until` with the **server's** clock
+- `open` locks the row (`FOR UPDATE`) in a transaction that the server ends if its client
+  stalls between two statements for a lease (`idle_in_transaction_session_timeout`, R123),
+  and compares `lease_until` with the **server's** clock
   (`clock_timestamp()`): while the lease of another owner id is live a plain open is refused
   with `StoreLocked` naming the owner. The same owner id reclaims its game at once (a
   restarted worker with a stable id, decision R61), fencing its earlier incarnation.
@@ -124,7 +126,17 @@ RELEASE = """
 UPDATE jfsm_game SET lease_until = NULL WHERE game_id = %(game)s AND token = %(token)s
 """
 
-_SYNC = "SELECT set_config('synchronous_commit', 'on', true)"
+# An open's transaction also ends itself (the server closes the session) if its client stops
+# between two of its statements for longer than a lease: a frozen opener holds the game's
+# row lock no longer than that (JF-STORE-033, R123).
+_SYNC = (
+    "SELECT set_config('synchronous_commit', 'on', true),"
+    " set_config('idle_in_transaction_session_timeout', %s, true)"
+)
+
+
+def _idle_limit(lease_seconds: float) -> tuple[str]:
+    return (f"{max(1, round(lease_seconds * 1000))}ms",)
 
 
 async def take_ownership(
@@ -144,7 +156,7 @@ async def take_ownership(
     is False), `StoreLocked` while another owner's lease is live (unless `takeover`);
     psycopg errors propagate. The caller's transaction rolls back on any error.
     """
-    await conn.execute(_SYNC)
+    await conn.execute(_SYNC, _idle_limit(lease_seconds))
     created = False
     if create is not False:
         cur = await conn.execute(
@@ -195,7 +207,7 @@ async def take_many(
     a few statements whatever their number: rows are locked in game id order (no deadlock
     between batches). `who[i]` is the owner id for `games[i]`. Returns ({game: (token, seq,
     created)} for the games taken, {game: owner} for those refused with a live lease)."""
-    await conn.execute(_SYNC)
+    await conn.execute(_SYNC, _idle_limit(lease_seconds))
     cur = await conn.execute(
         "INSERT INTO jfsm_game (game_id) SELECT unnest(%s::text[])"
         " ON CONFLICT (game_id) DO NOTHING RETURNING game_id",

@@ -142,11 +142,11 @@ class PgPool:
     def unregister(self, store: Leased) -> None:
         self._stores.discard(store)
 
-    async def renew(self) -> int:
-        """Renew every registered store's lease now (one statement); the stores whose token
-        is no longer current are told (`lost_lease`). Returns how many were renewed.
-        Raises `StoreUnavailable` when the server cannot be reached."""
-        stores = [s for s in list(self._stores) if s.token]
+    async def renew(self, only: list[Leased] | None = None) -> int:
+        """Renew every registered store's lease now, or those of `only` (one statement); the
+        stores whose token is no longer current are told (`lost_lease`). Returns how many
+        were renewed. Raises `StoreUnavailable` when the server cannot be reached."""
+        stores = [s for s in (list(self._stores) if only is None else only) if s.token]
         if not stores:
             return 0
         params = {

@@ -299,6 +299,15 @@ class PostgresStore:
         self._fenced = True  # nothing more to release
         await self.close()
 
+    async def renew(self) -> bool:
+        """Renew this owner's lease now, as the idle timer does (only while its token is
+        still the game's, JF-STORE-031); returns whether it was. Raises `StoreUnavailable`
+        on a closed store or when the server cannot be reached."""
+        pool = self._pool
+        if pool is None:
+            raise StoreUnavailable(f"store of game {self.game_id!r} is closed", state="closed")
+        return not self._fenced and await pool.renew([self]) == 1
+
     def lost_lease(self) -> None:
         """The renewal timer found a newer token: every write is refused from now on."""
         self._fenced = True
