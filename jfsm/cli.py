@@ -198,14 +198,6 @@ def _main(argv: list[str]) -> int:
         from jfsm.driver import ReferenceDriver, serve_http, serve_stdio
         from jfsm.errors import JfsmError
 
-        if args.store is not None:  # checked before serving: hello never meets a bad store
-            from jfsm.driver.pg import check_target
-
-            try:
-                args.store = check_target(args.store)
-            except JfsmError as exc:
-                print(f"jfsm driver: {exc.code}: {exc.message}", file=sys.stderr)
-                return 2
         if args.owner is not None or os.environ.get("JFSM_OWNER"):
             from jfsm.limits import validate_owner
 
@@ -216,6 +208,14 @@ def _main(argv: list[str]) -> int:
                 )
             except JfsmError as exc:
                 print(f"jfsm driver: {given}: {exc.message}", file=sys.stderr)
+                return 2
+        if args.store is not None:  # checked before serving: hello never meets a bad store
+            from jfsm.driver.pg import check_target
+
+            try:
+                args.store = check_target(args.store)
+            except JfsmError as exc:
+                print(f"jfsm driver: {exc.code}: {exc.message}", file=sys.stderr)
                 return 2
         if args.shared and (args.state is None or args.store is not None):
             print("jfsm driver: --shared needs --state DIR (and no --store)", file=sys.stderr)

@@ -44,7 +44,7 @@ from jfsm.driver.shared_dir import SharedDirectoryGames
 from jfsm.driver.state import GameFolder, Skipped, StateDamaged, StateDirectory
 from jfsm.driver.wire import Refusal, decode, error_reply, refusal_reply
 from jfsm.engine import GameEngine
-from jfsm.errors import InvalidInput, JfsmError, StoreUnavailable
+from jfsm.errors import InvalidInput, JfsmError, StoreLocked, StoreUnavailable
 from jfsm.limits import depth, validate_id
 from jfsm.records import Participant, parse_record
 from jfsm.spec import constants
@@ -253,6 +253,8 @@ class ReferenceDriver:
         try:
             participants = await run_blocking(self.state.load_participants, folder)
             store = await self._open_store(folder)
+        except StoreLocked:  # another process holds its store (R120): said, not hidden
+            raise
         except (JfsmError, OSError, StateDamaged):  # listed in hello's skipped: not served
             return None
         return await self._serve(game_id, store, participants)
