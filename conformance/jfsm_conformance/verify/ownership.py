@@ -1,5 +1,7 @@
 """The history checker of the workers machine: one verdict for everything K workers did.
 
+**The one concept: the ownership history of the shared games, judged event by event.**
+
 The machine `jfsm_conformance.machines.workers` drives K processes of one driver command over one
 shared store and tells this checker every reply it got, in the order it got them. Nothing
 here talks to a driver: `OwnershipHistory` is a pure model of each game (who owns it, which
