@@ -19,11 +19,22 @@ import json
 import os
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from jfsm.errors import JfsmError
 from jfsm.projection import Projection
 from jfsm.stores.file.store import FileStore
+
+
+def _stopping(sync: Callable[[int], None]) -> Callable[[int], None]:
+    """`sync`, after this process stops itself with `SIGSTOP` (a frozen owner)."""
+
+    def frozen(handle: int) -> None:
+        os.kill(os.getpid(), signal.SIGSTOP)
+        sync(handle)
+
+    return frozen
 
 
 def main() -> None:
@@ -58,13 +69,7 @@ def main() -> None:
             elif words[0] == "freeze":
                 assert store is not None
                 fs = store._fs
-                sync = fs.fdatasync
-
-                def frozen(handle: int) -> None:
-                    os.kill(os.getpid(), signal.SIGSTOP)
-                    sync(handle)
-
-                fs.fdatasync = frozen  # type: ignore[method-assign]
+                fs.fdatasync = _stopping(fs.fdatasync)  # type: ignore[method-assign]
                 store.commit_sync(Projection.of({words[1]: words[1]}))
                 say({"ok": True})
             elif words[0] == "commits":
