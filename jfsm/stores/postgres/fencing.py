@@ -136,7 +136,8 @@ _SYNC = (
 
 
 def _idle_limit(lease_seconds: float) -> tuple[str]:
-    return (f"{max(1, round(lease_seconds * 1000))}ms",)
+    """The lease as a timeout setting (the server takes at most 2^31 - 1 ms, about 24 days)."""
+    return (f"{min(2**31 - 1, max(1, round(lease_seconds * 1000)))}ms",)
 
 
 async def take_ownership(
