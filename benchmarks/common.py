@@ -7,14 +7,19 @@ the 90th percentile, which shows pauses such as garbage collection).
 
 from __future__ import annotations
 
+import argparse
+import json
 import math
 import os
+import platform
 import statistics
+import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
-__all__ = ["Samples", "now_ns", "pct", "ratio", "summarize"]
+__all__ = ["Samples", "loadavg", "now_ns", "pct", "ratio", "section_main", "summarize"]
 
 now_ns = time.perf_counter_ns
 
@@ -62,3 +67,35 @@ def loadavg() -> list[float] | None:
         return [round(x, 2) for x in os.getloadavg()]
     except OSError:
         return None
+
+
+def section_main(
+    name: str,
+    doc: str | None,
+    run: Callable[..., dict[str, Any]],
+    render: Callable[[dict[str, Any]], str],
+    argv: list[str] | None = None,
+) -> int:
+    """One benchmark section's command, `python -m benchmarks.NAME [--quick] [--out DIR]`:
+    `run(quick=, log=)` with progress on stderr, the machine and load stamped into its
+    result's `meta`, then `NAME.json` and `render(result)` as `NAME.md` written into `--out`
+    (default `docs/benchmarks/`). Returns 0; argparse's usage error exits 2."""
+    parser = argparse.ArgumentParser(prog=f"python -m benchmarks.{name}", description=doc)
+    parser.add_argument("--quick", action="store_true", help="tiny sizes (smoke)")
+    parser.add_argument(
+        "--out", type=Path, default=Path(__file__).resolve().parent.parent / "docs" / "benchmarks"
+    )
+    args = parser.parse_args(argv)
+    result = run(quick=args.quick, log=lambda m: print(m, file=sys.stderr, flush=True))
+    result["meta"] = {
+        "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "machine": (
+            f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
+        ),
+        "loadavg": loadavg(),
+        "quick": args.quick,
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / f"{name}.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    (args.out / f"{name}.md").write_text(render(result), encoding="utf-8")
+    return 0

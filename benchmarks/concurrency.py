@@ -25,21 +25,17 @@ binaries only the file store runs.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import inspect
-import json
 import os
-import platform
 import shutil
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any
 
-from benchmarks.common import loadavg, pct, ratio
+from benchmarks.common import pct, ratio, section_main
 from jfsm.engine import GameEngine
 from jfsm.projection import Projection
 from jfsm.stores.base import Store
@@ -442,27 +438,7 @@ def render(result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.concurrency", description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="tiny sizes (smoke)")
-    parser.add_argument(
-        "--out", type=Path, default=Path(__file__).resolve().parent.parent / "docs" / "benchmarks"
-    )
-    args = parser.parse_args(argv)
-    result = run(quick=args.quick, log=lambda m: print(m, file=sys.stderr, flush=True))
-    result["meta"] = {
-        "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "machine": (
-            f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
-        ),
-        "loadavg": loadavg(),
-        "quick": args.quick,
-    }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "concurrency.json").write_text(
-        json.dumps(result, indent=2) + "\n", encoding="utf-8"
-    )
-    (args.out / "concurrency.md").write_text(render(result), encoding="utf-8")
-    return 0
+    return section_main("concurrency", __doc__, run, render, argv)
 
 
 if __name__ == "__main__":

@@ -27,21 +27,17 @@ that says why.
 
 from __future__ import annotations
 
-import argparse
-import json
 import multiprocessing
 import os
-import platform
 import random
 import shutil
 import statistics
 import sys
 import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
-from benchmarks.common import loadavg, now_ns, ratio, summarize
+from benchmarks.common import now_ns, ratio, section_main, summarize
 from benchmarks.data import Text, game_value
 from benchmarks.durable import SqliteKV, _prefill, projection_sequence
 from jfsm.jcs import canonical_bytes
@@ -352,25 +348,7 @@ def render(result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.postgres", description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="tiny sizes (smoke)")
-    parser.add_argument(
-        "--out", type=Path, default=Path(__file__).resolve().parent.parent / "docs" / "benchmarks"
-    )
-    args = parser.parse_args(argv)
-    result = run(quick=args.quick, log=lambda m: print(m, file=sys.stderr))
-    result["meta"] = {
-        "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "machine": (
-            f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
-        ),
-        "loadavg": loadavg(),
-        "quick": args.quick,
-    }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "postgres.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    (args.out / "postgres.md").write_text(render(result), encoding="utf-8")
-    return 0
+    return section_main("postgres", __doc__, run, render, argv)
 
 
 if __name__ == "__main__":
