@@ -9,15 +9,16 @@ DIR/
     lease                              shared mode only: the game's owner (R95)
   .new-<hex>-<random>/                 a game being created or duplicated (never a game)
   tokens                               shared mode only: the fencing token counter (R95)
-  lock.plain, lock.shared              who serves the directory now (R120)
+  lock.shared                          shared mode only: held by every shared driver (R120)
 ```
 
 A directory is served one way at a time (decision R120): a driver without `--shared` holds
-`lock.plain` shared for its life, a shared driver `lock.shared`; each, as it starts, checks
-that nobody holds the other file (`hold_mode`), so a plain and a shared driver never serve
-one directory at once, in either order (`StoreLocked` for the later one). Every store of a
-shared driver also holds its store's lock shared, and a plain one exclusively
-(`jfsm.stores.file.fsio`), so an embedded `FileStore` cannot mix them either.
+the root directory itself (an `flock` shared among plain drivers) for its life, a shared
+driver `lock.shared`; each, as it starts, checks that nobody holds the other's
+(`hold_mode`), so a plain and a shared driver never serve one directory at once, in either
+order (`StoreLocked` for the later one). Every store of a shared driver also holds its
+store's lock shared, and a plain one exclusively (`jfsm.stores.file.fsio`), so an embedded
+`FileStore` cannot mix them either.
 
 Every write survives a `kill -9` at any instant (decision R25):
 
@@ -77,7 +78,6 @@ TELEMETRY = "telemetry.jsonl"
 STORE = "store"
 _GAME = "game-"
 _NEW = ".new-"
-PLAIN_LOCK = "lock.plain"
 SHARED_LOCK = "lock.shared"
 #: seconds a `.new-...` folder nobody holds must have stayed unchanged before a shared
 #: driver sweeps it (its creator, between making it and locking it, is that young, R124)
@@ -226,33 +226,44 @@ class StateDirectory:
         self.root = Path(root)
         self.trusted = trusted
         self._tails_closed: set[str] = set()
-        self._mode: int | None = None  # the held `lock.plain` or `lock.shared`
+        self._mode: int | None = None  # the held root (plain) or `lock.shared` (R120)
         self._creating: dict[Path, int] = {}  # `.new-...` folder -> its held descriptor
 
     def hold_mode(self, shared: bool) -> None:
         """Hold the directory as served plainly or shared for this object's life (R120):
         refused with `StoreLocked` (one line) while a driver of the other mode serves it.
-        Idempotent. Raises `OSError` if the lock files cannot be made."""
+        A plain driver holds the root directory itself (a lock shared by plain drivers), a
+        shared one the file `lock.shared`; each takes its own first, then checks that nobody
+        holds the other's. Idempotent. Raises `OSError` if they cannot be opened."""
         if self._mode is not None:
             return
-        mine, theirs = (SHARED_LOCK, PLAIN_LOCK) if shared else (PLAIN_LOCK, SHARED_LOCK)
         self.claim()
         with _opened_dir(self.root) as root:
-            fd = open_file(mine, "update", dir_fd=root, create=True, mode=0o600)
+            if shared:
+                fd = open_file(SHARED_LOCK, "update", dir_fd=root, create=True, mode=0o600)
+            else:
+                fd = open_file(".", "dir", dir_fd=root)
             try:
-                other = open_file(theirs, "update", dir_fd=root, create=True, mode=0o600)
+                if shared:
+                    other: int | None = open_file(".", "dir", dir_fd=root)
+                else:
+                    try:  # no such file: no shared driver ever served the directory
+                        other = open_file(SHARED_LOCK, "read", dir_fd=root)
+                    except FileNotFoundError:
+                        other = None
                 try:
                     deadline = time.monotonic() + _MODE_WAIT
                     # mine first, then the other's: of two drivers starting at once, at least
                     # one sees the other (both may refuse, never both serve)
-                    while not (_try_lock(fd, False) and _try_lock(other, True)):
+                    while not (_try_lock(fd, False) and (other is None or _try_lock(other, True))):
                         if time.monotonic() > deadline:
                             raise StoreLocked(
                                 _mode_conflict(self.root, shared), directory=str(self.root)
                             )
                         time.sleep(0.02)
                 finally:
-                    os.close(other)  # the other's file: checked, never held
+                    if other is not None:
+                        os.close(other)  # the other's: checked, never held
             except BaseException:
                 os.close(fd)
                 raise

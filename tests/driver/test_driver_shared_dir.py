@@ -128,8 +128,7 @@ def test_create_and_duplicate_never_adopt_another_process_game(
     leftovers = [p.name for p in (tmp_path / "state").iterdir() if p.name.startswith(".new-")]
     assert leftovers == []
     assert sorted(p.name for p in (tmp_path / "state").iterdir()) == sorted(
-        ["lock.plain", "lock.shared", "tokens"]
-        + ["game-" + g.encode().hex() for g in ("g", "h", "h2")]
+        ["lock.shared", "tokens"] + ["game-" + g.encode().hex() for g in ("g", "h", "h2")]
     )
 
 
