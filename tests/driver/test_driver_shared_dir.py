@@ -343,3 +343,23 @@ def test_a_killed_creators_folders_are_swept_and_live_ones_kept(tmp_path: Path) 
         assert held.exists() and young.exists()
     finally:
         os.close(fd)
+
+
+@pytest.mark.req("JF-STORE-036")
+def test_a_game_never_opened_shared_is_opened_plainly_by_the_first_op(
+    tmp_path: Path, drivers: Any
+) -> None:
+    """A game a plain driver made (no lease file) has no owner that lives: the first op of a
+    shared driver naming it opens it plainly, and a second shared driver is then refused."""
+    state = tmp_path / "state"
+    plain = StdioDriver(state)
+    try:
+        assert plain.call("hello", HELLO)["ok"]
+        assert plain.call("create_game", {"game": "g"})["ok"]
+        assert _record(plain, "g", "r1")["ok"]
+    finally:
+        plain.kill()
+    a, b = drivers("a"), drivers("b")
+    assert _rounds(a, "g") == ["r1"]
+    assert _code(b.call("dump", {"game": "g"})) == "store_locked"
+    assert _record(a, "g", "r2")["result"]["round"] == 2
