@@ -194,7 +194,7 @@ def _acquire(fd: int, path: str, stuck: Callable[[float], bool]) -> None:
             for pid in end_holders(fd):
                 _log.warning(
                     "ended process %d: it held the lock of %s %.1f s with its lease over "
-                    "(stopped or frozen); its write in flight is dropped as a torn tail",
+                    "(stopped or frozen); its write in flight lands whole or not at all",
                     pid,
                     path,
                     waited,
