@@ -246,17 +246,17 @@ def test_plain_and_shared_stores_of_one_game_exclude_each_other_in_either_order(
     folder = tmp_path / "g"
     folder.mkdir()
     kwargs: dict[str, Any] = {"game": "g", "lease_folder": folder, "root": tmp_path, "owner": "s"}
-    plain = FileStore.open(folder / "store")
+    plain = FileStore.open_sync(folder / "store")
     with pytest.raises(StoreLocked):
         FileStore.open_shared(folder / "store", **kwargs)
     plain.commit_sync(Projection.of({"k1": 1}))
     plain.close_sync()  # closed as idle by a plain driver
     shared = FileStore.open_shared(folder / "store", **kwargs)
     with pytest.raises(StoreLocked):  # the plain driver reopening it
-        FileStore.open(folder / "store")
+        FileStore.open_sync(folder / "store")
     shared.commit_sync(Projection.of({"k2": 2}))
     shared.close_sync()
-    again = FileStore.open(folder / "store")
+    again = FileStore.open_sync(folder / "store")
     assert sorted(again.image.keys()) == ["k1", "k2"]
     again.close_sync()
 
