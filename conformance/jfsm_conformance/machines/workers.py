@@ -77,7 +77,6 @@ from hypothesis.stateful import (
 from jfsm_conformance.client.driver import DriverClient, HarnessError, ProtocolViolation, Reply
 from jfsm_conformance.fake.compress import FakeCompress
 from jfsm_conformance.model.replies import hold
-from jfsm_conformance.run import exercise
 from jfsm_conformance.verify.checks import ConformanceFailure, Ledger
 from jfsm_conformance.verify.ownership import OwnershipHistory
 
@@ -198,10 +197,9 @@ class WorkersOutcome:
     not_run: dict[str, str] = field(default_factory=dict)  # a probe not run -> why
 
     def count(self, worker: int, what: str) -> None:
-        """Count one `what` of `worker` (here and in the run's exercise counts)."""
-        name = f"worker-{worker + 1}"
-        self.per_worker.setdefault(name, Counter())[what] += 1
-        exercise.record("workers", f"{name} {what}")
+        """Count one `what` of `worker` (the runner's phase adds them to the run's exercise
+        counts, kind `workers`)."""
+        self.per_worker.setdefault(f"worker-{worker + 1}", Counter())[what] += 1
 
 
 class _Stop(Exception):
@@ -460,7 +458,6 @@ def _machine(
             """An op on a game the worker does not hold opens it plainly (JF-STORE-036)."""
             game = self.games[pick % len(self.games)]
             if self.history.games[game].held_by(w):
-                exercise.record("rule_idle", "not_held")
                 return
             self.guard(lambda: self._not_held(w, game))
 
@@ -622,6 +619,9 @@ def phase(
         run.record_failure(label, _found(exc, sequence, messages), spec, None)
     for probe, why in outcome.not_run.items():
         run.skipped[f"{label}: {probe}"] = why
+    for worker, events in outcome.per_worker.items():  # what the machine exercised (R128)
+        for what, n in events.items():
+            run.counts.add("workers", f"{worker} {what}", n)
     took = time.monotonic() - began
     run.durations[label] = took
     run.o.progress(
