@@ -246,6 +246,17 @@ def _main(argv: list[str]) -> int:
         from jfsm.driver import ReferenceDriver, serve_http, serve_stdio
         from jfsm.errors import JfsmError
 
+        if args.owner is not None or os.environ.get("JFSM_OWNER"):
+            from jfsm.limits import validate_owner
+
+            given = "--owner" if args.owner is not None else "JFSM_OWNER"
+            try:  # one line, never the whole value (R125)
+                os.environ["JFSM_OWNER"] = validate_owner(
+                    args.owner if args.owner is not None else os.environ["JFSM_OWNER"]
+                )
+            except JfsmError as exc:
+                print(f"jfsm driver: {given}: {exc.message}", file=sys.stderr)
+                return 2
         if args.store is not None:  # checked before serving: hello never meets a bad store
             from jfsm.driver.pg import check_target
 
@@ -254,8 +265,6 @@ def _main(argv: list[str]) -> int:
             except JfsmError as exc:
                 print(f"jfsm driver: {exc.code}: {exc.message}", file=sys.stderr)
                 return 2
-        if args.owner:
-            os.environ["JFSM_OWNER"] = args.owner
         if args.shared and (args.state is None or args.store is not None):
             print("jfsm driver: --shared needs --state DIR (and no --store)", file=sys.stderr)
             return 2
@@ -276,8 +285,12 @@ def _main(argv: list[str]) -> int:
             if directory is not None:
                 directory.trusted = args.trust_state
                 directory.claim()
+                driver.claim_directory()  # a plain and a shared driver never mix (R120)
         except OSError as exc:  # one line: a link, another user's, group- or other-writable
             print(f"jfsm driver: --state {args.state}: {exc.strerror or exc}", file=sys.stderr)
+            return 2
+        except JfsmError as exc:
+            print(f"jfsm driver: {exc.code}: {exc.message}", file=sys.stderr)
             return 2
         if args.http is not None:
             token = args.token or os.environ.get("JFSM_DRIVER_TOKEN") or None

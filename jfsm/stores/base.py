@@ -24,7 +24,7 @@ from typing import Protocol
 from jfsm.image import StoreImage
 from jfsm.projection import Projection
 
-__all__ = ["Store", "require_store"]
+__all__ = ["OwnedStore", "Store", "require_store"]
 
 
 class Store(Protocol):
@@ -58,6 +58,27 @@ class Store(Protocol):
 
     async def close(self) -> None:
         """Release the store (its lock, for a durable store). Idempotent."""
+        ...
+
+
+class OwnedStore(Store, Protocol):
+    """A store of one game of a store several processes share (a database, a shared state
+    directory): this handle's ownership (machine `spec/machines/store_ownership.json`)."""
+
+    @property
+    def token(self) -> int | None:
+        """This handle's fencing token."""
+        ...
+
+    @property
+    def writes(self) -> int:
+        """How many writes this handle landed (each checked its token at the store)."""
+        ...
+
+    async def confirm(self) -> None:
+        """Check at the store, now, that this handle still owns the game (renewing its
+        lease). Raises `StoreFenced` once another owner took it, `StoreUnavailable` when
+        it cannot tell (decision R121)."""
         ...
 
 

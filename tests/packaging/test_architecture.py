@@ -38,6 +38,7 @@ LAYERS: dict[int, tuple[str, ...]] = {
         "jcs",
         "_version",
         "stores.file.fsio",
+        "stores.file.holders",
         "stores.offload",
         "stores.postgres.server",
         "stores.postgres.conninfo",

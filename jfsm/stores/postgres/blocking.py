@@ -59,6 +59,12 @@ class BlockingPostgresStore:
     def created(self) -> bool:
         return self.store.created
 
+    def confirm(self) -> None:
+        run(self.store.confirm())
+
+    def renew(self) -> bool:
+        return run(self.store.renew())
+
     def commit(self, projection: Projection) -> None:
         run(self.store.commit(projection))
 

@@ -36,11 +36,13 @@ import psycopg
 
 from jfsm.errors import BlockingCallInLoop, StoreFenced, StoreUnavailable
 from jfsm.image import QUOTA_BYTES, StoreImage, seeded_image
+from jfsm.limits import validate_owner
 from jfsm.private_loop import run as run_on_private_loop
 from jfsm.projection import Projection
 from jfsm.stores.postgres.fencing import (
     CHECKPOINT,
     COMMIT,
+    CONFIRM,
     RELEASE,
     SEED,
     take_many,
@@ -99,6 +101,7 @@ class PostgresStore:
         }
         self._broken: int | None = None  # the seq of a write whose outcome is unknown
         self._fenced = False
+        self._writes = 0  # writes this handle landed: each proved its ownership (R121)
         pool.register(self)
 
     @classmethod
@@ -121,11 +124,14 @@ class PostgresStore:
         does not, None creates it if missing. `lease_seconds` (default
         `JFSM_PG_LEASE_SECONDS` or 30) picks the process's pool (one per lease length);
         `pool_size` sizes it when this open creates it. `owner` is the lease's owner id
-        (default: unique to this open); a given owner id reclaims its own live lease at once
+        (default: unique to this open; `InvalidInput` unless it matches
+        `jfsm.limits.OWNER_PATTERN`); a given owner id reclaims its own live lease at once
         (a restarted worker, R61). Other errors: see the module docstring; nothing
         changes on error.
         """
         check_game_id(game_id)
+        if owner is not None:
+            validate_owner(owner)
         pool = await shared_pool(conninfo, max_size=pool_size, lease_seconds=lease_seconds)
         who = owner or f"{pool.owner}:{next(_opens)}"  # unique: never reclaims another's
         try:
@@ -220,10 +226,36 @@ class PostgresStore:
         return self._image
 
     @property
+    def writes(self) -> int:
+        """How many writes this handle landed (each checked its token at the store)."""
+        return self._writes
+
+    @property
     def seq(self) -> int:
         """How many writes (commits, checkpoints, seeds) of this game have landed, as of
         this store's last successful write or its open."""
         return self._seq
+
+    async def confirm(self) -> None:
+        """Before serving a read (decision R121): one statement checks that this handle's
+        token is still the game's, renewing the lease. Raises `StoreFenced` (state `fenced`)
+        once another owner took the game, `StoreUnavailable` on a closed store, when the
+        server cannot be reached (nothing changed) or, on a broken store, as a write would
+        (a write whose outcome is unknown is resolved first)."""
+        await self._require_writable()
+        pool = self._pool
+        assert pool is not None
+        params = {"game": self.game_id, "token": self.token, "lease": pool.lease_seconds}
+        try:
+            async with pool.connection() as conn:
+                cur = await conn.execute(CONFIRM, params)
+                row = await cur.fetchone()
+        except psycopg.Error as exc:
+            error = connection_error(exc, pool.conninfo, f"check the owner of {self.game_id!r} at")
+            raise type(error)(error.message, state="open") from None
+        if row is None:
+            self._fenced = True
+            raise self.fenced_error()
 
     async def commit(self, projection: Projection) -> None:
         """Write `projection` in one statement fenced by this owner's token (renewing the
@@ -304,6 +336,15 @@ class PostgresStore:
             raise self.fenced_error()
         self._fenced = True  # nothing more to release
         await self.close()
+
+    async def renew(self) -> bool:
+        """Renew this owner's lease now, as the idle timer does (only while its token is
+        still the game's, JF-STORE-031); returns whether it was. Raises `StoreUnavailable`
+        on a closed store or when the server cannot be reached."""
+        pool = self._pool
+        if pool is None:
+            raise StoreUnavailable(f"store of game {self.game_id!r} is closed", state="closed")
+        return not self._fenced and await pool.renew([self]) == 1
 
     def lost_lease(self) -> None:
         """The renewal timer found a newer token: every write is refused from now on."""
@@ -408,3 +449,4 @@ class PostgresStore:
             self._fenced = True
             raise self.fenced_error()
         self._seq = int(row[0])
+        self._writes += 1
