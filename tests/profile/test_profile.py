@@ -142,7 +142,7 @@ def test_scope_makes_properties_not_applicable() -> None:
     narrow = Scope(library="toy", version="0", entry_point="x", failures=frozenset({"raise"}))
     result = run_profile(
         ProfileOptions(adapter="toy", examples=10, progress=lambda _: None),
-        factory=toy.factory("clear-then-add"),
+        factory=toy.clear_then_add.factory,
         scope=narrow,
     )
     verdicts = _verdicts(result)

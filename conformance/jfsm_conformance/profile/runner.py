@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from .adapter import AdapterFactory, AdapterSpec, Scope, Unavailable
-from .adapters import resolve
+from .adapters import adapter_error, resolve
 from .properties import PROPERTIES
 from .safety_machine import PropertyViolation, Recorder, machine_class
 
@@ -97,7 +97,8 @@ def run_profile(
         if factory is None or scope is None:
             factory, scope = resolve(options.adapter)
     except (KeyError, Unavailable) as exc:
-        return ProfileResult(options, None, [], recorder, 0, 0.0, 2, f"adapter: {exc}")
+        error = f"adapter: {adapter_error(exc)}"
+        return ProfileResult(options, None, [], recorder, 0, 0.0, 2, error)
     caps = scope.capabilities()
     enabled = {
         p.id
@@ -220,7 +221,10 @@ def replay(
             raise ValueError(f"not a {TRACE_FORMAT} trace")
         name = adapter or trace["adapter"]
         factory, scope = resolve(name)
-    except (OSError, ValueError, KeyError, Unavailable) as exc:
+    except (KeyError, Unavailable) as exc:
+        progress(f"HARNESS ERROR: {adapter_error(exc)}")
+        return 2
+    except (OSError, ValueError) as exc:
         progress(f"HARNESS ERROR: {exc}")
         return 2
     progress(f"replaying {len(trace['steps'])} steps of {path} against {name} ({scope.version})")
