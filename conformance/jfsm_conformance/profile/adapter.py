@@ -20,8 +20,10 @@ an adapter only declares in its `Scope` whether its summarizer call can be held 
 
 `Scope` says what the library claims, so a verdict never blames it for what it does not
 claim: one writer or several, which failures its provider can really produce, native or
-custom storage, and `by_design`: property ID -> reason, for findings the library documents
-as intended.
+custom storage, `by_design`: property ID -> reason, for findings the library documents
+as intended, and `not_applicable`: property ID -> reason, for properties about a step the
+library does not have (a memory without a summarizer has no compaction for JF-SAFE-006 to
+judge); those are *not applicable* with that reason, never searched.
 
 `ObservedStorage` is the part of a fake store that the profile reads through the adapter:
 the store calls `record(state)` after every change and `fail_if_armed()` before a
@@ -67,6 +69,7 @@ class Scope:
     storage: Literal["native", "custom", "none"] = "none"
     hold: bool = False
     by_design: dict[str, str] = field(default_factory=dict)
+    not_applicable: dict[str, str] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
 
     def capabilities(self) -> frozenset[str]:
