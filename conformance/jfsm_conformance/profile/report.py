@@ -107,10 +107,10 @@ def to_markdown(result: ProfileResult) -> str:
             "| count | warning or log record |",
             "|---|---|",
         ]
-        shown = said.most_common(_SHOWN_WARNINGS)
-        lines += [f"| {n} | {_cell(text)} |" for text, n in shown]
-        if len(said) > len(shown):
-            lines.append(f"| ... | {len(said) - len(shown)} more distinct, in profile.json |")
+        common = said.most_common(_SHOWN_WARNINGS)
+        lines += [f"| {n} | {_cell(text)} |" for text, n in common]
+        if len(said) > len(common):
+            lines.append(f"| ... | {len(said) - len(common)} more distinct, in profile.json |")
     return "\n".join(lines) + "\n"
 
 
