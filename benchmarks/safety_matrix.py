@@ -45,6 +45,7 @@ class Cell:
 
 
 _LANGCHAIN = ("langchain", "langchain-sync", "langchain-trim")
+_AUTOGEN = ("autogen-unbounded", "autogen-buffered", "autogen-head-tail", "autogen-token-limited")
 MATRIX: tuple[Cell, ...] = (
     Cell("langchain", "langchain", "1.3.14", _LANGCHAIN, "before #38867's fix"),
     Cell("langchain", "langchain", "1.3.15", _LANGCHAIN, "#38867 fixed (PR #39268)"),
@@ -63,6 +64,12 @@ MATRIX: tuple[Cell, ...] = (
         "current",
     ),
     Cell("google-adk", "google-adk", "2.13.0", ("adk",), "current"),
+    Cell("semantic-kernel", "semantic-kernel", "1.45.0", ("semantic-kernel",), "current"),
+    Cell("strands-agents", "strands-agents", "1.62.0", ("strands",), "current"),
+    # Agno stores compaction records in SQLite or PostgreSQL: its sqlite extra
+    Cell("agno", "agno[sqlite]", "3.1.10", ("agno",), "current"),
+    Cell("autogen-core", "autogen-agentchat", "0.7.5", _AUTOGEN, "current"),
+    Cell("pydantic-ai-slim", "pydantic-ai-slim", "2.68.0", ("pydantic-ai",), "current"),
 )
 
 # (library, property ID) -> [(issue, versions it affects ("" while unfixed), a text the

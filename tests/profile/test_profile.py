@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from jfsm_conformance.profile import PROPERTIES, ProfileOptions, ProfileResult, run_profile
+from jfsm_conformance.profile.adapters import ADAPTERS
 from jfsm_conformance.profile.report import to_json, to_junit, write_report
 
 ALL = [p.id for p in PROPERTIES]
@@ -187,9 +188,15 @@ LIBRARIES = {
     "llamaindex-summary": "llama_index",
     "llamaindex-memory": "llama_index",
     "adk": "google.adk",
+    "semantic-kernel": "semantic_kernel",
+    "strands": "strands",
+    "agno": "agno",
+    "autogen-unbounded": "autogen_core",
+    "autogen-buffered": "autogen_core",
+    "autogen-head-tail": "autogen_core",
+    "autogen-token-limited": "autogen_core",
+    "pydantic-ai": "pydantic_ai",
 }
-EXTRAS = {"langchain-sync": "langchain", "langchain-trim": "langchain"}
-EXTRAS["llamaindex-summary"] = EXTRAS["llamaindex-memory"] = "llamaindex"
 
 
 def _installed(module: str) -> bool:
@@ -202,9 +209,8 @@ def _installed(module: str) -> bool:
 @pytest.mark.parametrize("adapter", sorted(LIBRARIES))
 def test_library_adapter_runs(adapter: str) -> None:
     if not _installed(LIBRARIES[adapter]):
-        pytest.skip(
-            f"{LIBRARIES[adapter]} is not installed (extra profile-{EXTRAS.get(adapter, adapter)})"
-        )
+        extra = ADAPTERS[adapter].extra
+        pytest.skip(f"{LIBRARIES[adapter]} is not installed (extra {extra})")
     result = _run(adapter, examples=6, steps=10, shrink=False)
     assert result.harness_error is None, result.harness_error
     verdicts = _verdicts(result)

@@ -80,7 +80,7 @@ ADAPTERS: dict[str, Registered] = {
         "semantic_kernel_reducer:adapter", "profile-semantic-kernel", "semantic-kernel"
     ),
     "strands": Registered("strands_summary:adapter", "profile-strands", "strands-agents"),
-    "agno": Registered("agno_compaction:adapter", "profile-agno", "agno"),
+    "agno": Registered("agno_compaction:adapter", "profile-agno", "agno[sqlite]"),
     "autogen-unbounded": Registered("autogen_context:unbounded", *_AUTOGEN),
     "autogen-buffered": Registered("autogen_context:buffered", *_AUTOGEN),
     "autogen-head-tail": Registered("autogen_context:head_and_tail", *_AUTOGEN),
