@@ -102,6 +102,16 @@ FINDINGS: dict[tuple[str, str], str] = {
     # one defect (a delete, then a separate write), two observations: one page
     ("llamaindex-summary", "JF-SAFE-010"): "findings/llamaindex-delete-then-set.md",
     ("llamaindex-summary", "JF-SAFE-011"): "findings/llamaindex-delete-then-set.md",
+    ("semantic-kernel", "JF-SAFE-004"): "findings/semantic-kernel-empty-summary.md",
+    # one defect (the count raised before the summary call), seen at the failed call and after
+    **{
+        ("strands-agents", rid): "findings/strands-failed-summary-count.md"
+        for rid in ("JF-SAFE-001", "JF-SAFE-002", "JF-SAFE-003", "JF-SAFE-004", "JF-SAFE-006")
+    },
+    ("strands-agents", "JF-SAFE-013"): "findings/strands-resummarize-summary.md",
+    ("agno", "JF-SAFE-004"): "findings/agno-blank-summary.md",
+    ("pydantic-ai-slim", "JF-SAFE-006"): "findings/pydantic-ai-docs-processor-window.md",
+    ("pydantic-ai-slim", "JF-SAFE-004"): "findings/pydantic-ai-blank-summary.md",
 }
 
 
