@@ -228,14 +228,34 @@ def _confirmation(report: dict[str, Any], rid: str) -> str:
     return "no known issue"
 
 
+def _links(report: dict[str, Any]) -> dict[str, str]:
+    """Property ID -> where its failing or by-design cell links: the findings page (as a link
+    from the results page), else the known issue it matches, else the page's findings table
+    (`#findings`)."""
+    lib, version = report["matrix"]["library"], report["matrix"]["version"]
+    links = {}
+    for v in report["verdicts"]:
+        if v["verdict"] not in ("fail", "by design"):
+            continue
+        issue = known_issue(lib, v["id"], version, v.get("message") or "")
+        page = _findings_page(report, v["id"])
+        if v["verdict"] == "fail" and issue:
+            ref, _, _ = issue.partition(" ")
+            repo, _, number = ref.partition("#")
+            links[v["id"]] = f"https://github.com/{repo}/issues/{number}"
+        elif page:
+            links[v["id"]] = page
+        else:
+            links[v["id"]] = "#findings"
+    return links
+
+
 def _cell(text: object) -> str:
     return str(text or "").replace("|", "\\|").replace("\n", "<br>")
 
 
 def write_results(reports: list[dict[str, Any]], path: Path) -> str:
     """Write the results page for `reports` (profile JSON reports with a `matrix` key)."""
-    ids = [v["id"] for v in reports[0]["verdicts"]] if reports else []
-    short = {"pass": "✓", "fail": "✗", "by design": "by design", "not applicable": "n/a"}
     lines = [
         "# Results: the safety matrix",
         "",
@@ -243,23 +263,22 @@ def write_results(reports: list[dict[str, Any]], path: Path) -> str:
         "",
         "Each release was installed into its own throwaway environment and run through "
         "`jfsm profile` with faithful offline fakes (see [the adapters](adapters.md)). "
-        "✓ pass, ✗ fail, *by design* a documented behaviour (reason below), n/a outside the "
-        "adapter's declared scope. The known issue is the one the failure matches. How often "
+        "✓ pass, ✗ fail, ◐ *by design* a documented behaviour (reason below), · not "
+        "applicable: outside the adapter's declared scope (the report gives the reason). The "
+        "known issue is the one the failure matches. How often "
         "a fresh random search at the default budget finds each ✗ and *by design* cell: "
         "[Detection rates](detection.md).",
         "",
         "## Verdicts",
         "",
-        "| adapter | version | release | " + " | ".join(i.removeprefix("JF-") for i in ids) + " |",
-        "|---|---|---|" + "---|" * len(ids),
+        "One row per adapter and release, grouped by library; one cell per property "
+        "(the column's number is its JF-SAFE ID; hover for its title). A ✗ or *by design* "
+        "cell links to its finding.",
+        "",
+        "<!-- jfsm:safety-matrix -->",
     ]
     for rep in reports:
-        row = {v["id"]: v["verdict"] for v in rep["verdicts"]}
-        lines.append(
-            f"| {rep['adapter']} | {rep['matrix']['version']} | {rep['matrix']['why']} | "
-            + " | ".join(short.get(row[i], row[i]) for i in ids)
-            + " |"
-        )
+        rep["matrix"]["links"] = _links(rep)
     lines += [
         "",
         "## Findings",
@@ -272,9 +291,15 @@ def write_results(reports: list[dict[str, Any]], path: Path) -> str:
         "run_compaction`, `asummarize_messages`, `ChatSummaryMemoryBuffer.get`); "
         "`llamaindex-memory` runs `Memory._manage_queue` (the step `aput_messages` runs after "
         "its write) and `adk` the runner's own post-invocation compaction step, and their "
-        "findings scripts confirm through `Memory.put` and `Runner.run_async`. The ones ready "
-        "to file upstream have a page with a reproduction script under "
-        "[findings](findings/index.md).",
+        "findings scripts confirm through `Memory.put` and `Runner.run_async`. Of this round's "
+        "adapters, `semantic-kernel` calls `ChatHistorySummarizationReducer.reduce` and "
+        "`agno` `Agent.acompact`, both public; `strands` runs the agent's overflow recovery "
+        "step (`reduce_context`, then the session sync) and `pydantic-ai` the docs' processor "
+        "as `ProcessHistory` runs it, and their findings scripts confirm through "
+        "`Agent.invoke_async` with a `FileSessionManager` and `Agent.run` with "
+        "`ProcessHistory`. The AutoGen contexts have no summarizer: their rows show what each "
+        "view keeps. The ones ready to file upstream have a page with a reproduction script "
+        "under [findings](findings/index.md).",
         "",
         "| library | version | adapter | property | verdict | minimal example | known issue |",
         "|---|---|---|---|---|---|---|",
