@@ -5,20 +5,10 @@ A pydantic-ai application keeps the conversation itself (`result.all_messages()`
 back as `message_history`); a history processor, attached as
 `capabilities=[ProcessHistory(fn)]` (the `history_processors=` of earlier releases), is run
 by `ProcessHistory.before_model_request` on the history before each model request, and its
-result replaces the run's history. The docs' summarizing processor, copied here verbatim
-but for its agent's model:
-
-```python
-async def summarize_old_messages(messages: list[ModelMessage]) -> list[ModelMessage]:
-    # Summarize the oldest 10 messages
-    if len(messages) > 10:
-        oldest_messages = messages[:10]
-        summary = await summarize_agent.run(message_history=oldest_messages)
-        # Return the last message and the summary
-        return summary.new_messages() + messages[-1:]
-
-    return messages
-```
+result replaces the run's history. The docs' summarizing processor
+(`summarize_old_messages`, in `PydanticAIHistoryAdapter.__init__` below, verbatim but for its
+agent's model) summarizes `messages[:10]` with a second agent once there are more than 10
+messages, and returns the summary run's new messages followed by `messages[-1:]`.
 
 The adapter:
 
