@@ -37,6 +37,11 @@ def _row_anchor(report: Mapping[str, Any]) -> str:
     return f"matrix-{report['adapter']}-{report['matrix']['version']}".replace(".", "-")
 
 
+def _short(rid: str) -> str:
+    """A column's heading: the ID's number without its leading zero (`JF-SAFE-004` -> `04`)."""
+    return rid.rsplit("-", 1)[-1][1:]
+
+
 def _href(target: str) -> str:
     """A page-relative Markdown link as the built site has it (`.md` -> `.html`); raw HTML
     is not rewritten by MkDocs."""
@@ -56,7 +61,7 @@ def matrix_html(
     ids = [v["id"] for v in reports[0]["verdicts"]] if reports else []
     head = "".join(
         f'<th scope="col" class="jf-matrix-prop"><a href="{requirements_url}#{rid}" '
-        f'title="{_esc(rid + ": " + titles.get(rid, ""))}">{_esc(rid.rsplit("-", 1)[-1][1:])}</a></th>'
+        f'title="{_esc(rid + ": " + titles.get(rid, ""))}">{_esc(_short(rid))}</a></th>'
         for rid in ids
     )
     lines = [
