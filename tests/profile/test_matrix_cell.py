@@ -124,8 +124,9 @@ def test_new_adapter_rows_reproduce(
 ) -> None:
     """The adapters with a findings page added since the first rows (ADK, LlamaIndex
     `Memory`, Semantic Kernel, Strands, Agno, pydantic-ai), in the venvs the findings test
-    made, at a small budget without shrinking: no verdict fails that passes on the page,
-    and each makes its findings page's failure. A page failure this short search
+    made, at a small budget without shrinking: no verdict fails that passes on the page
+    (one the short search never reached is *not exercised*), and each makes its findings
+    page's failure. A page failure this short search
     misses may pass here (the page's row is the default budget's)."""
     (package, version), finding = NEW_ROWS[adapter]
     python = release_venvs.get(package, version)
@@ -149,5 +150,15 @@ def test_new_adapter_rows_reproduce(
     }
     assert set(got) == set(want)
     for rid, verdict in got.items():
-        assert verdict == want[rid] or (want[rid], verdict) == ("fail", "pass"), rid
+        # a short search may miss a failure or never reach a check (Hypothesis draws on the
+        # code's own constants, so a derandomized search moves with any change to the code)
+        assert (
+            verdict == want[rid]
+            or verdict == "not exercised"
+            or (want[rid], verdict)
+            == (
+                "fail",
+                "pass",
+            )
+        ), rid
     assert got[finding] == "fail"
