@@ -274,7 +274,7 @@ class ReferenceDriver:
 
     async def _open_store(self, folder: GameFolder) -> Any:  # off the event loop (R65)
         return await run_blocking(
-            lambda: FileStore.open(folder.store, fs=self._fs or folder.store_fs())
+            lambda: FileStore.open_sync(folder.store, fs=self._fs or folder.store_fs())
         )
 
     def _engine(

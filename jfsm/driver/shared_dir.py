@@ -142,7 +142,9 @@ class SharedDirectoryGames:
         try:
             who = self._who()
             async with self.directory.new_game(into) as fresh:
-                made = await run_blocking(lambda: FileStore.open(fresh.store, fs=fresh.store_fs()))
+                made = await run_blocking(
+                    lambda: FileStore.open_sync(fresh.store, fs=fresh.store_fs())
+                )
                 try:
                     participants: list[Participant] = []
                     if source is not None:

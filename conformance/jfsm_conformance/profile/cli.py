@@ -28,6 +28,14 @@ import sys
 import traceback
 from pathlib import Path
 
+from jfsm_conformance.run.usage import (
+    FolderInUse,
+    FolderUnusable,
+    UsageParser,
+    hold_report_folder,
+    usage_error,
+)
+
 from .adapter import Unavailable
 from .adapters import ADAPTERS, adapter_error, resolve
 
@@ -35,7 +43,7 @@ __all__ = ["main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="jfsm profile", description=__doc__.split("\n\n")[0])
+    parser = UsageParser(prog="jfsm profile", description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--adapter",
         default="reference",
@@ -84,7 +92,7 @@ def _main(argv: list[str]) -> int:
     if argv[:1] == ["replay"]:
         from .runner import replay
 
-        parser = argparse.ArgumentParser(prog="jfsm profile replay")
+        parser = UsageParser(prog="jfsm profile replay")
         parser.add_argument("trace")
         parser.add_argument("--adapter", help="replay against another adapter than recorded")
         try:
@@ -118,8 +126,7 @@ def _main(argv: list[str]) -> int:
     try:
         factory, scope = resolve(args.adapter)
     except (KeyError, Unavailable) as exc:
-        print(f"jfsm profile: {adapter_error(exc)}", file=sys.stderr)
-        return 2
+        return usage_error("jfsm profile", adapter_error(exc))
     options = ProfileOptions(
         adapter=args.adapter,
         examples=args.examples,
@@ -127,8 +134,12 @@ def _main(argv: list[str]) -> int:
         seed=args.seed,
         shrink=not args.no_shrink,
     )
-    result = run_profile(options, factory=factory, scope=scope)
-    json_path, md_path = write_report(result, Path(args.report_dir))
+    try:
+        with hold_report_folder(Path(args.report_dir)):  # R161: one run a folder
+            result = run_profile(options, factory=factory, scope=scope)
+            json_path, md_path = write_report(result, Path(args.report_dir))
+    except (FolderUnusable, FolderInUse) as exc:
+        return usage_error("jfsm profile", str(exc))
     if args.junit_xml:
         Path(args.junit_xml).parent.mkdir(parents=True, exist_ok=True)
         Path(args.junit_xml).write_text(to_junit(result), encoding="utf-8")

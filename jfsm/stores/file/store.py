@@ -47,7 +47,9 @@ and encoding run on the event loop, the blocking part (write, extension, fsync, 
 truncate, unlock) off it (`jfsm.stores.offload`), and the image changes on the loop only
 once that part succeeded. `commit_sync`, `seed_sync`, `checkpoint_sync` and `close_sync`
 are the same operations (the same steps) run in the calling thread, for callers without an
-event loop (the crash tests, tools, `with FileStore.open(...)`); use one surface at a time.
+event loop (the crash tests, tools, `with FileStore.open_sync(...)`); use one surface at a
+time. Opening is the same: `await FileStore.open(...)` reads and recovers the store off the
+loop, `FileStore.open_sync(...)` in the calling thread (decision R162).
 
 # Errors
 
@@ -103,7 +105,7 @@ from jfsm.stores.file.manifest import (
     snapshot_name,
 )
 from jfsm.stores.file.snapshot import object_bytes
-from jfsm.stores.offload import Steps, run_steps, run_steps_sync
+from jfsm.stores.offload import Steps, run_blocking, run_steps, run_steps_sync
 
 T = TypeVar("T")
 
@@ -166,7 +168,22 @@ class FileStore:
 
     # -- opening -------------------------------------------------------------------------
     @classmethod
-    def open(
+    async def open(
+        cls,
+        directory: str | os.PathLike[str],
+        *,
+        quota: int = QUOTA_BYTES,
+        fs: FileSystem | None = None,
+        verify: bool = False,
+    ) -> FileStore:
+        """`open_sync` run off the event loop (decision R162): `store = await
+        FileStore.open(directory)` in async code. Arguments and errors as `open_sync`."""
+        return await run_blocking(
+            functools.partial(cls.open_sync, directory, quota=quota, fs=fs, verify=verify)
+        )
+
+    @classmethod
+    def open_sync(
         cls,
         directory: str | os.PathLike[str],
         *,
@@ -175,7 +192,8 @@ class FileStore:
         verify: bool = False,
         fence: FileLease | None = None,
     ) -> FileStore:
-        """Open (creating it if missing) the store in `directory`, recovering after a crash.
+        """Open (creating it if missing) the store in `directory`, recovering after a crash,
+        in the calling thread (blocking code; `await FileStore.open(...)` in async code).
 
         `verify` re-canonicalizes every value and re-encodes the snapshot and every log
         record, refusing anything not byte for byte what the store writes; without it the
@@ -253,7 +271,7 @@ class FileStore:
                 adopt=adopt,
             ) as lease:
                 fs = OsFileSystem(trusted=trusted, shared=True)
-                return cls.open(directory, quota=quota, fs=fs, fence=lease)
+                return cls.open_sync(directory, quota=quota, fs=fs, fence=lease)
         except OSError as exc:  # the lease or the token counter
             raise fs_unavailable(os.fspath(lease_folder), "open", exc, "closed") from exc
 

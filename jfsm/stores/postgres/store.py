@@ -27,14 +27,16 @@ No message carries the connection string's password.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import psycopg
 
-from jfsm.errors import StoreFenced, StoreUnavailable
+from jfsm.errors import BlockingCallInLoop, StoreFenced, StoreUnavailable
 from jfsm.image import QUOTA_BYTES, StoreImage, seeded_image
+from jfsm.private_loop import run as run_on_private_loop
 from jfsm.projection import Projection
 from jfsm.stores.postgres.fencing import (
     CHECKPOINT,
@@ -175,6 +177,42 @@ class PostgresStore:
             for game, (token, seq, created) in taken.items()
         }
         return stores, refused
+
+    @classmethod
+    def open_sync(
+        cls,
+        conninfo: str,
+        game_id: str,
+        *,
+        quota: int = QUOTA_BYTES,
+        takeover: bool = False,
+        create: bool | None = None,
+        lease_seconds: float | None = None,
+        pool_size: int | None = None,
+        owner: str | None = None,
+    ) -> PostgresStore:
+        """`open` for blocking code (decision R162): the store is opened on the process's
+        private event loop (`jfsm.private_loop`), the loop `SyncGameEngine` runs on, so pass
+        it to a `SyncGameEngine`; in async code, `await PostgresStore.open(...)`. Arguments
+        and errors as `open`; `BlockingCallInLoop` when called from a running event loop."""
+        if asyncio._get_running_loop() is not None:
+            raise BlockingCallInLoop(
+                "PostgresStore.open_sync blocks, and was called from a running event loop; "
+                "nothing was opened: in async code, `await PostgresStore.open(...)`",
+                state="closed",
+            )
+        return run_on_private_loop(
+            cls.open(
+                conninfo,
+                game_id,
+                quota=quota,
+                takeover=takeover,
+                create=create,
+                lease_seconds=lease_seconds,
+                pool_size=pool_size,
+                owner=owner,
+            )
+        )
 
     # -- the Store protocol --------------------------------------------------------------
     @property
