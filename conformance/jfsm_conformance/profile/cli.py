@@ -7,9 +7,11 @@ jfsm profile replay TRACE [--adapter NAME|module:attr]
 jfsm profile --list
 ```
 
-`--adapter` takes a registered name (`--list`) or a user's adapter as `module:attr`: an
-`AdapterSpec` (factory plus declared scope) importable from the current directory or the
-environment (see `docs/safety/adapters.md`).
+`--adapter` takes a registered name (`--list`: each with the `module:attr` it stands for) or
+a user's adapter as `module:attr`: an `AdapterSpec` (factory plus declared scope) importable
+from the current directory or the environment (see `docs/safety/adapters.md`). An unknown
+name, a broken reference or a missing library is one line on stderr and exit code 2, before
+anything runs.
 
 Exit codes: 0 no property failed (by-design findings and not-applicable properties do not
 fail), 1 a property failed, 2 harness error (the profile's extra or the adapter's library is
@@ -34,7 +36,8 @@ from jfsm_conformance.run.usage import (
     usage_error,
 )
 
-from .adapters import ADAPTERS
+from .adapter import Unavailable
+from .adapters import ADAPTERS, adapter_error, resolve
 
 __all__ = ["main"]
 
@@ -102,8 +105,14 @@ def _main(argv: list[str]) -> int:
     except SystemExit as exc:
         return 0 if exc.code == 0 else 2
     if args.list:
-        for name in [*ADAPTERS, "toy:BUG"]:
-            print(name)
+        width = max(len(name) for name in ADAPTERS)
+        for name, entry in ADAPTERS.items():
+            print(f"{name:<{width}}  {entry.qualified}")
+        from .adapters.toy import BUGS
+
+        module = ADAPTERS["toy"].qualified.rsplit(":", 1)[0]
+        for bug in filter(None, BUGS):
+            print(f"{'toy:' + bug:<{width}}  {module}:{bug.replace('-', '_')}")
         return 0
     if args.version:
         from .isolated import run_isolated
@@ -114,6 +123,10 @@ def _main(argv: list[str]) -> int:
     from .report import summary_lines, to_junit, write_report
     from .runner import ProfileOptions, run_profile
 
+    try:
+        factory, scope = resolve(args.adapter)
+    except (KeyError, Unavailable) as exc:
+        return usage_error("jfsm profile", adapter_error(exc))
     options = ProfileOptions(
         adapter=args.adapter,
         examples=args.examples,
@@ -123,7 +136,7 @@ def _main(argv: list[str]) -> int:
     )
     try:
         with hold_report_folder(Path(args.report_dir)):  # R161: one run a folder
-            result = run_profile(options)
+            result = run_profile(options, factory=factory, scope=scope)
             json_path, md_path = write_report(result, Path(args.report_dir))
     except (FolderUnusable, FolderInUse) as exc:
         return usage_error("jfsm profile", str(exc))
