@@ -6,8 +6,9 @@ whatever arrives: a line longer than the spec's `message_max_bytes` is answered 
 discarded up to the next newline (JF-ERR-009). Every other non-blank line gets exactly one
 reply, in whatever order the messages finish (JF-ERR-008); at most 1024 are in flight, and
 reading waits while they are. The server stops at EOF or after
-answering `shutdown`, then closes the driver. Stdin may be a pipe, a socket, a terminal or a
-regular file (`jfsm driver < requests.jsonl`, read in a thread).
+answering `shutdown`, then closes the driver. Stdin may be a pipe, a socket, a terminal, a
+regular file (`jfsm driver < requests.jsonl`) or a device (`< /dev/null`); the last two are
+read in a thread.
 """
 
 from __future__ import annotations
@@ -93,10 +94,12 @@ class LineSplitter:
 
 async def _chunks(stdin: Any) -> Callable[[], Coroutine[Any, Any, bytes]]:
     """How to read the next chunk of `stdin` (b"" at EOF) without blocking the loop: a pipe,
-    socket or terminal through the loop's pipe transport; anything else the transport
-    refuses (a regular file: `jfsm driver < requests.jsonl`) by reads in a thread."""
+    socket or terminal through the loop's pipe transport; anything else, which the event
+    loop cannot watch (a regular file: `jfsm driver < requests.jsonl`; a device such as
+    `/dev/null`), by reads in a thread."""
     fd = stdin.fileno()
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
+    mode = os.fstat(fd).st_mode
+    if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or (stat.S_ISCHR(mode) and os.isatty(fd)):
         reader = asyncio.StreamReader(limit=2 * CHUNK)
         loop = asyncio.get_running_loop()
         await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), stdin)

@@ -295,6 +295,15 @@ def test_the_driver_reads_requests_from_a_file(tmp_path: Path) -> None:
     assert all(r["ok"] for r in replies), replies
 
 
+def test_the_driver_ends_at_once_on_an_empty_device() -> None:
+    """`jfsm driver < /dev/null`: a device the event loop cannot watch is read in a thread,
+    so the driver meets end of input and exits 0 with no reply (it hung before)."""
+    with open(os.devnull, "rb") as stdin:
+        done = subprocess.run(_jfsm("driver"), stdin=stdin, capture_output=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == b"" and b"Traceback" not in done.stderr
+
+
 @pytest.fixture
 def process() -> Iterator[Callable[..., subprocess.Popen[str]]]:
     """Start processes for a test; every one is stopped (killed if need be) at its end."""
