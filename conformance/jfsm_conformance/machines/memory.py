@@ -52,6 +52,9 @@ _PROBES = (
     C.BOUNDED_WAITS,
     C.ONE_OWNER,
     C.FENCED_WRITES,
+    C.FENCED_READS,
+    C.LEASES,
+    C.NOT_HELD,
     C.ROUNDS_LIST,
 )
 

@@ -206,7 +206,11 @@ def not_judged_by_suite(requirement: dict[str, Any]) -> tuple[str, str]:
     """For a requirement the catalog says the suite does not verify: why, in a few words
     and in full (the catalog's reason)."""
     how = requirement.get("verification")
-    short = "profile: `jfsm profile`" if how == "profile" else str(how).replace("-", " ")
+    short = {
+        "profile": "profile: `jfsm profile`",
+        "engine": "the reference engine's own tests",
+        "not-observable": "not observable",
+    }.get(str(how), str(how))
     return short, f"{how}: {requirement.get('reason', '')}".strip()
 
 
