@@ -48,7 +48,9 @@ __all__ = [
     "TemporaryServer",
     "bouncer_unavailable",
     "find_binaries",
+    "free_port",
     "main",
+    "run_as",
     "why_unavailable",
 ]
 
@@ -73,7 +75,7 @@ def find_binaries() -> Path | None:
     return None
 
 
-def _run_as() -> list[str]:
+def run_as() -> list[str]:
     """The command prefix that runs the server as a non-root user ([] when not root)."""
     if os.geteuid() != 0:
         return []
@@ -205,7 +207,7 @@ class TemporaryServer:
     # -- internals -----------------------------------------------------------------------
     def _pg(self, tool: str, *args: str) -> None:
         assert self._bin is not None
-        command = [*_run_as(), str(self._bin / tool), *args]
+        command = [*run_as(), str(self._bin / tool), *args]
         done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
         if done.returncode != 0:
             log = ""
@@ -227,7 +229,8 @@ def bouncer_unavailable() -> str | None:
     return why_unavailable()
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now (the kernel's choice)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
@@ -252,7 +255,7 @@ class TemporaryBouncer:
             raise RuntimeError(reason)
         assert self.server.directory is not None, "start the server first"
         self.directory = Path(tempfile.mkdtemp(prefix="jfsm-bouncer-"))
-        self.port = _free_port()
+        self.port = free_port()
         ini = self.directory / "pgbouncer.ini"
         ini.write_text(
             "[databases]\n"
@@ -270,7 +273,7 @@ class TemporaryBouncer:
                 os.chown(path, entry.pw_uid, entry.pw_gid)
         binary = shutil.which("pgbouncer") or PGBOUNCER
         self._process = subprocess.Popen(
-            [*_run_as(), binary, str(ini)],
+            [*run_as(), binary, str(ini)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,  # `stop` kills the group: runuser and the bouncer under it
