@@ -161,7 +161,8 @@ class TemporaryCluster:
         try:
             self._start_etcd()
             for n in range(self.size):
-                node = ClusterNode(f"node{n + 1}", free_port(), free_port(), self.directory / f"node{n + 1}")
+                name = f"node{n + 1}"
+                node = ClusterNode(name, free_port(), free_port(), self.directory / name)
                 node.directory.mkdir()
                 self.nodes.append(node)
                 self._write_config(node)
@@ -259,18 +260,20 @@ class TemporaryCluster:
         each member's `name`, `role` (`leader`, `sync_standby`, `replica`), `state`, ...;
         [] when no node answers."""
         for node in self.nodes:
-            with contextlib.suppress(OSError, ValueError):
-                with urllib.request.urlopen(f"{node.api}/cluster", timeout=2) as reply:
-                    members = json.load(reply).get("members", [])
-                    return list(members) if isinstance(members, list) else []
+            with (
+                contextlib.suppress(OSError, ValueError),
+                urllib.request.urlopen(f"{node.api}/cluster", timeout=2) as reply,
+            ):
+                members = json.load(reply).get("members", [])
+                return list(members) if isinstance(members, list) else []
         return []
 
     def primary(self) -> str | None:
         """The name of the running leader, as Patroni reports it, or None."""
         for member in self.members():
-            if member.get("role") in ("leader", "master", "primary"):
-                if member.get("state") == "running":
-                    return str(member["name"])
+            leads = member.get("role") in ("leader", "master", "primary")
+            if leads and member.get("state") == "running":
+                return str(member["name"])
         return None
 
     def writable(self, node: str | ClusterNode) -> bool:
@@ -406,10 +409,9 @@ class TemporaryCluster:
         for entry in os.listdir("/proc"):
             if not entry.isdigit():
                 continue
-            with contextlib.suppress(OSError):
-                with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
-                    if needle in cmdline.read() and _alive(int(entry)):
-                        groups.add(os.getpgid(int(entry)))
+            with contextlib.suppress(OSError), open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                if needle in cmdline.read() and _alive(int(entry)):
+                    groups.add(os.getpgid(int(entry)))
         groups.discard(os.getpgrp())
         return groups
 
@@ -448,9 +450,11 @@ class TemporaryCluster:
             )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            with contextlib.suppress(OSError, ValueError):
-                with urllib.request.urlopen(f"http://{HOST}:{self._etcd_port}/health", timeout=1):
-                    return
+            with (
+                contextlib.suppress(OSError, ValueError),
+                urllib.request.urlopen(f"http://{HOST}:{self._etcd_port}/health", timeout=1),
+            ):
+                return
             if self._etcd.poll() is not None:
                 break
             time.sleep(0.1)

@@ -6,14 +6,41 @@ opening it on first use: it first connects once directly, so that a wrong passwo
 missing database or an unmigrated schema is reported at once as `StoreUnusable` (one line,
 no password, not retryable) rather than as a pool timeout, then opens a
 `psycopg_pool.AsyncConnectionPool` of at most `max_size` connections (autocommit, no
-server-side prepared statements, so PgBouncer in transaction mode carries it). A connection
-that broke (server restart, `pg_terminate_backend`) is dropped by the pool and replaced on
-the next call: the pool checks each connection it hands out (a non-blocking look at its
-socket, no round trip).
+server-side prepared statements, so PgBouncer in transaction mode carries it). A multi-host
+target (`host=a,b,c ... target_session_attrs=read-write`) reaches whichever node is the
+primary now; a `connect_timeout` in the target bounds each node's try (default 10 s).
+
+# A connection is checked before it is lent (decision R130)
+
+A connection the server ended while it sat idle in the pool (a restart, a terminated
+backend, `idle_session_timeout`, a pooler's or a managed service's idle cut, a failover) is
+found and replaced before a statement is sent on it:
+
+- every time: a non-blocking look at its socket, reading whatever waits there; the end of
+  the stream (the server closed it) fails the check at once;
+- then one empty round trip (`""`, as psycopg_pool's `check_connection`) when the
+  connection has been idle for more than `VERIFY_IDLE_SECONDS` (1 s), or when the server sent
+  anything while it was idle (a server that ends a session sends its error first and closes
+  the socket a moment later). A connection reused within the second costs nothing more.
+
+A connection that fails the check is closed and the pool lends another (or connects anew);
+a statement fails only when no connection to the primary can be had within the pool's
+timeout (the database really out of reach), as `StoreUnavailable`.
+
+# Nothing waits forever on a silent server
+
+While a connection is lent, a deadline of `deadline_seconds` (the lease, at least 10 s)
+runs: past it the connection's socket is shut down, so the statement in flight fails as a
+lost connection (the store's `broken` state: it may or may not have landed) instead of
+waiting on a server that is frozen or cut off (whose kernel may still acknowledge every
+packet). It is never cancelled with a cancel request: a commit waiting for its synchronous
+standby would then be reported as done while not yet replicated.
 
 Every store of the pool is registered for renewal: every `lease_seconds / 3` one statement
 renews the leases of all of them (`fencing.RENEW`); a game whose token is no longer
-current is reported to its store, which is then fenced.
+current is reported to its store, which is then fenced. A pool left open when its event
+loop ends (`asyncio.run` cancelling every task) closes itself, so the loop can end even
+while the server is down.
 """
 
 from __future__ import annotations
@@ -24,11 +51,13 @@ import os
 import secrets
 import select
 import socket
+import time
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any, Protocol
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from jfsm.errors import StoreUnavailable
@@ -40,6 +69,8 @@ __all__ = [
     "APPLICATION_NAME",
     "DEFAULT_LEASE_SECONDS",
     "DEFAULT_POOL_SIZE",
+    "RELEASE_WAIT",
+    "VERIFY_IDLE_SECONDS",
     "PgPool",
     "close_pools",
     "shared_pool",
@@ -48,22 +79,58 @@ __all__ = [
 DEFAULT_POOL_SIZE = 10
 DEFAULT_LEASE_SECONDS = 30.0
 _CONNECT_TIMEOUT = 10
+#: a connection idle for longer is verified with a round trip before it is lent (R130)
+VERIFY_IDLE_SECONDS = 1.0
+_MIN_DEADLINE = 10.0  # the least a lent connection may wait on a silent server
+RELEASE_WAIT = 2.0  # how long a store's `close` waits for a connection to end its lease
 
 
 APPLICATION_NAME = "jfsm-store"  # how the pool's connections show in pg_stat_activity
 
 
-async def _still_open(conn: psycopg.AsyncConnection[Any]) -> None:
-    """The pool's check before handing out a connection, without a round trip: an idle
-    connection has nothing to read unless the server ended it (a restart, a terminated
-    backend: an error message or end of file is waiting). Raises so the pool replaces it."""
-    if conn.closed or conn.broken:
-        raise psycopg.OperationalError("the connection is closed")
-    readable, _, _ = select.select([conn.pgconn.socket], [], [], 0)
-    if readable:  # a notice is harmless; an error or end of file means the session ended
-        conn.pgconn.consume_input()  # raises OperationalError when the server is gone
-        if conn.pgconn.status != psycopg.pq.ConnStatus.OK:
+def _drain(conn: psycopg.AsyncConnection[Any]) -> bool:
+    """Read whatever waits on an idle connection's socket, without blocking; True if
+    anything did. Raises `OperationalError` when the server ended the session (end of
+    stream, or an error that broke the connection)."""
+    pgconn = conn.pgconn
+    got = False
+    for _ in range(8):  # a notice, then an error, then the end of the stream at most
+        readable, _, _ = select.select([pgconn.socket], [], [], 0)
+        if not readable:
+            break
+        got = True
+        pgconn.consume_input()  # raises OperationalError at the end of the stream
+        if pgconn.status != psycopg.pq.ConnStatus.OK:
             raise psycopg.OperationalError("the server ended the connection")
+    return got
+
+
+def _cut(conn: psycopg.AsyncConnection[Any]) -> None:
+    """Shut the connection's socket down (both ways): a statement waiting on it fails at
+    once as a lost connection. Never a cancel request (see the module docstring)."""
+    with contextlib.suppress(Exception):
+        sock = socket.socket(fileno=os.dup(conn.pgconn.socket))
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        finally:
+            sock.close()
+
+
+def _connect_kwargs(conninfo: str) -> dict[str, Any]:
+    """The connection settings the pool adds to `conninfo`; its own `connect_timeout`
+    wins over the default (a multi-host target may want a short one per node)."""
+    kwargs: dict[str, Any] = {
+        "autocommit": True,
+        "prepare_threshold": None,
+        "application_name": APPLICATION_NAME,
+    }
+    try:
+        given = conninfo_to_dict(conninfo)
+    except psycopg.Error:
+        given = {}
+    if "connect_timeout" not in given:
+        kwargs["connect_timeout"] = _CONNECT_TIMEOUT
+    return kwargs
 
 
 class Leased(Protocol):
@@ -81,37 +148,38 @@ class PgPool:
     def __init__(self, conninfo: str, *, max_size: int, lease_seconds: float) -> None:
         self.conninfo = conninfo
         self.lease_seconds = lease_seconds
+        #: how long a lent connection may wait on a silent server before it is cut
+        self.deadline_seconds = max(lease_seconds, _MIN_DEADLINE)
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+        self._kwargs = _connect_kwargs(conninfo)
         self.pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] = AsyncConnectionPool(
             conninfo,
             min_size=1,
             max_size=max_size,
             open=False,
-            check=_still_open,
-            kwargs={
-                "autocommit": True,
-                "prepare_threshold": None,
-                "connect_timeout": _CONNECT_TIMEOUT,
-                "application_name": APPLICATION_NAME,
-            },
+            check=self._check,
+            configure=self._configure,
+            kwargs=self._kwargs,
             timeout=30,
             name="jfsm",
         )
         self._stores: weakref.WeakSet[Any] = weakref.WeakSet()
         self._timer: asyncio.Task[None] | None = None
+        self._closing = False
+        # when each connection went back to the pool (or was made)
+        self._idle_since: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
         self.loop: asyncio.AbstractEventLoop | None = None
 
     async def open(self) -> None:
         """Check the target (credentials, database, schema) with one direct connection, then
         open the pool. Raises `StoreUnusable` or `StoreUnavailable` (one line, no secret)."""
         try:
-            conn = await psycopg.AsyncConnection.connect(
-                self.conninfo, autocommit=True, connect_timeout=_CONNECT_TIMEOUT
-            )
+            conn = await psycopg.AsyncConnection.connect(self.conninfo, **self._kwargs)
         except psycopg.Error as exc:
             raise connection_error(exc, self.conninfo) from None
         try:
-            await require_schema_async(conn)
+            with self._deadline(conn, self.deadline_seconds):
+                await require_schema_async(conn)
         except psycopg.Error as exc:
             raise connection_error(exc, self.conninfo, "read the schema at") from None
         finally:
@@ -121,18 +189,54 @@ class PgPool:
         self._timer = self.loop.create_task(self._renew_forever())
 
     @contextlib.asynccontextmanager
-    async def connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
-        """A connection of the pool; `StoreUnavailable` when none can be had in time."""
+    async def connection(
+        self, timeout: float | None = None
+    ) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        """A checked connection of the pool, cut if the server stays silent past
+        `deadline_seconds` (see the module docstring). Raises `StoreUnavailable` when none
+        can be had within `timeout` (default: the pool's, 30 s)."""
+        wait = self.pool.timeout if timeout is None else timeout
         try:
-            async with self.pool.connection() as conn:
-                yield conn
+            async with self.pool.connection(timeout=wait) as conn:
+                try:
+                    with self._deadline(conn, self.deadline_seconds):
+                        yield conn
+                finally:
+                    self._idle_since[conn] = time.monotonic()
         except PoolTimeout as exc:
             raise StoreUnavailable(
                 f"no connection to PostgreSQL at {describe(self.conninfo)} within "
-                f"{self.pool.timeout:g} s (server down, or the pool of {self.pool.max_size} "
+                f"{wait:g} s (server down, or the pool of {self.pool.max_size} "
                 "connections busy)",
                 state="open",
             ) from exc
+
+    async def _configure(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        self._idle_since[conn] = time.monotonic()
+
+    async def _check(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        """The pool's check before lending `conn` (see the module docstring). Raises, with
+        the connection closed, so that the pool replaces it."""
+        try:
+            if conn.closed or conn.broken:
+                raise psycopg.OperationalError("the connection is closed")
+            unsolicited = _drain(conn)
+            idle = time.monotonic() - self._idle_since.get(conn, 0.0)
+            if unsolicited or idle > VERIFY_IDLE_SECONDS:
+                with self._deadline(conn, self.deadline_seconds):
+                    await conn.execute("")
+        except BaseException:
+            await conn.close()
+            raise
+
+    @contextlib.contextmanager
+    def _deadline(self, conn: psycopg.AsyncConnection[Any], seconds: float) -> Iterator[None]:
+        """Cut `conn` (`_cut`) if the block still runs after `seconds`."""
+        handle = asyncio.get_running_loop().call_later(seconds, _cut, conn)
+        try:
+            yield
+        finally:
+            handle.cancel()
 
     # -- leases --------------------------------------------------------------------------
     def register(self, store: Leased) -> None:
@@ -167,13 +271,22 @@ class PgPool:
 
     async def _renew_forever(self) -> None:
         period = max(0.05, self.lease_seconds / 3)
-        while True:
-            await asyncio.sleep(period)
-            with contextlib.suppress(StoreUnavailable):
-                await self.renew()
+        try:
+            while True:
+                await asyncio.sleep(period)
+                with contextlib.suppress(StoreUnavailable):
+                    await self.renew()
+        finally:
+            if not self._closing:
+                # cancelled from outside: the event loop is ending. psycopg_pool's workers
+                # outlive a cancellation while they retry a connection (server down), so
+                # the loop would never end unless the pool is closed here.
+                self._closing = True
+                await self.pool.close(timeout=1)
 
     async def close(self) -> None:
         """Stop renewing and close the pool's connections."""
+        self._closing = True
         if self._timer is not None:
             self._timer.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):

@@ -52,7 +52,7 @@ from jfsm.stores.postgres.games import (
     read_image,
     remove_game,
 )
-from jfsm.stores.postgres.pool import PgPool, close_pools, shared_pool
+from jfsm.stores.postgres.pool import RELEASE_WAIT, PgPool, close_pools, shared_pool
 from jfsm.stores.postgres.schema import SCHEMA_VERSION, connection_error, migrate, schema_version
 
 __all__ = [
@@ -232,16 +232,16 @@ class PostgresStore:
 
     async def close(self) -> None:
         """End this owner's lease at once (the next plain open need not wait) and leave the
-        pool. Idempotent; never raises: if the server cannot be reached, the lease simply
-        runs out."""
+        pool. Idempotent; never raises: if no connection can be had within `RELEASE_WAIT`
+        seconds (the server out of reach), the lease simply runs out."""
         pool, self._pool = self._pool, None
         if pool is None:
             return
         pool.unregister(self)
         if self._fenced:
             return
-        try:
-            async with pool.connection() as conn:
+        try:  # a server out of reach is not waited for long: the lease runs out by itself
+            async with pool.connection(timeout=RELEASE_WAIT) as conn:
                 await conn.execute(RELEASE, {"game": self.game_id, "token": self.token})
         except (psycopg.Error, StoreUnavailable):
             pass
