@@ -25,6 +25,11 @@ process.
 - An owner renews its lease on every write and on an idle timer (`RENEW`, one statement for
   every game of a process); `close` ends the lease at once. A crashed owner's games become
   free when their leases run out: failover takes at most `lease_seconds`.
+- A handle that lost its connection with a write in flight settles it with `SETTLE` (R132):
+  if the game still has the handle's token and the write count the handle knows, the write
+  did not land, and the same statement gives the handle a new token, so that the lost write,
+  should it still be on its way (a server that was frozen, or slow past the deadline), finds
+  a newer token and writes nothing. The row lock orders it after a write still running.
 """
 
 from __future__ import annotations
@@ -35,7 +40,16 @@ import psycopg
 
 from jfsm.errors import InvalidInput, StoreLocked
 
-__all__ = ["CHECKPOINT", "COMMIT", "RELEASE", "RENEW", "SEED", "take_many", "take_ownership"]
+__all__ = [
+    "CHECKPOINT",
+    "COMMIT",
+    "RELEASE",
+    "RENEW",
+    "SEED",
+    "SETTLE",
+    "take_many",
+    "take_ownership",
+]
 
 # Each write first sets synchronous_commit for its own (implicit) transaction: the commit of
 # that transaction reads it, so an acknowledged write is on disk whatever the server default.
@@ -100,6 +114,17 @@ RETURNING g.game_id
 #: End a lease at once (close): the next plain open succeeds without waiting.
 RELEASE = """
 UPDATE jfsm_game SET lease_until = NULL WHERE game_id = %(game)s AND token = %(token)s
+"""
+
+#: After a lost connection: a new token for the handle if its write did not land (returns
+#: the token; no row: the write landed, or the game is another's).
+SETTLE = """
+WITH durable AS MATERIALIZED (SELECT set_config('synchronous_commit', 'on', true) AS on_)
+UPDATE jfsm_game SET token = nextval('jfsm_token'),
+    lease_until = clock_timestamp() + make_interval(secs => %(lease)s)
+WHERE game_id = %(game)s AND token = %(token)s AND seq = %(seq)s
+    AND (SELECT on_ FROM durable) = 'on'
+RETURNING token
 """
 
 _SYNC = "SELECT set_config('synchronous_commit', 'on', true)"

@@ -18,9 +18,11 @@ removing games without owning them `games`'s (modules of this package).
   `broken` when the connection was lost: the write may or may not have landed. `details`
   then holds `seq`, the number the write would have had: a reopened store's `seq` equal or
   more says it landed (when no other owner came in between). The next call on a broken store
-  asks the database on a fresh connection of the pool: if the write did not land, the store
-  is an owner again and the call proceeds; if it landed (or the game was taken over) the
-  store stays broken (or becomes fenced): close and reopen it.
+  settles it on a fresh connection of the pool: if the write did not land, the store takes a
+  new token (the lost write, should it still reach the server, then writes nothing) and the
+  call proceeds; if it landed (or the game was taken over) the store stays broken (or
+  becomes fenced): close and reopen it. A connection lent longer than the pool's deadline
+  (a silent server) is cut and counts as lost (`pool`).
 
 No message carries the connection string's password.
 """
@@ -41,6 +43,7 @@ from jfsm.stores.postgres.fencing import (
     COMMIT,
     RELEASE,
     SEED,
+    SETTLE,
     take_many,
     take_ownership,
 )
@@ -96,6 +99,7 @@ class PostgresStore:
             key for key in set(image.keys()).union(base) if image.raw(key) != base.get(key)
         }
         self._broken: int | None = None  # the seq of a write whose outcome is unknown
+        self._settling = False  # a settle of this handle was sent and its answer lost
         self._fenced = False
         pool.register(self)
 
@@ -294,20 +298,37 @@ class PostgresStore:
             await self._resolve()
 
     async def _resolve(self) -> None:
-        """After a lost connection: ask the database (a fresh pooled connection) whether the
-        write numbered `_broken` landed. Not landed: owner again. Landed: stay broken."""
+        """After a lost connection: settle for good, on a fresh pooled connection, whether
+        the write numbered `_broken` landed (`fencing.SETTLE`). Not landed: the handle takes
+        a new token in that statement, so the lost write can never land later, and is an
+        owner again. Landed: it stays broken. Another owner's token: fenced; but when a
+        settle of this handle was itself cut off, a changed token may be its own, so it
+        stays broken (close and reopen: the same owner id reclaims the game)."""
         pool, expected = self._pool, self._broken
         assert pool is not None and expected is not None
-        for attempt in range(3):  # a read: safe to retry on the pool's next connection
+        params = {
+            "game": self.game_id,
+            "token": self.token,
+            "seq": self._seq,
+            "lease": pool.lease_seconds,
+        }
+        settled = row = None
+        for attempt in range(4):
             try:
                 async with pool.connection() as conn:
-                    cur = await conn.execute(
-                        "SELECT token, seq FROM jfsm_game WHERE game_id = %s", (self.game_id,)
-                    )
-                    row = await cur.fetchone()
-                break
-            except psycopg.Error as exc:
-                if attempt < 2:
+                    if not self._settling:  # no settle of ours in doubt: settle now
+                        self._settling = True
+                        cur = await conn.execute(SETTLE, params)
+                        settled = await cur.fetchone()
+                        self._settling = False
+                    if settled is None:
+                        cur = await conn.execute(
+                            "SELECT token, seq FROM jfsm_game WHERE game_id = %s",
+                            (self.game_id,),
+                        )
+                        row = await cur.fetchone()
+            except (psycopg.Error, StoreUnavailable) as exc:
+                if attempt < 3:
                     continue
                 raise StoreUnavailable(
                     f"store of game {self.game_id!r}: the server is still unreachable; "
@@ -315,15 +336,23 @@ class PostgresStore:
                     state="broken",
                     seq=expected,
                 ) from exc
-        if row is None or int(row[0]) != self.token:
-            self._fenced = True
-            raise self.fenced_error()
-        if int(row[1]) == self._seq:
+            mine = row is not None and int(row[0]) == self.token
+            unsettled = row is not None and mine and int(row[1]) == self._seq
+            if settled is None and self._settling and unsettled:
+                self._settling = False  # our earlier settle did not land: settle again
+                continue
+            break
+        if settled is not None:
+            self.token = int(settled[0])  # the lost write, if it ever runs, is fenced
             self._broken = None  # it did not land: the image is the database's
             return
+        if not mine and not self._settling:
+            self._fenced = True
+            raise self.fenced_error()
         raise StoreUnavailable(
             f"store of game {self.game_id!r}: the write numbered {expected} landed after its "
-            "connection was lost; close and reopen the store",
+            "connection was lost, or the outcome of settling it is unknown; close and "
+            "reopen the store",
             state="broken",
             seq=expected,
         )
