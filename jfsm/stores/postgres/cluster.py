@@ -22,7 +22,8 @@ host: the leader key runs out after `ttl`), `restart_node(node)` starts its Patr
 resume every process of a node (SIGSTOP: a host cut off, its sockets still open).
 
 Process management: etcd and each Patroni run in a session of their own; Patroni starts
-postgres in yet another session (its postmaster and backends share one process group).
+postgres in yet another session, and every postgres child process is a session of its own
+(`postgres_family` finds them under their postmaster).
 `stop()` kills all of them by process group: the groups it started, and the postmaster
 groups it finds by their data directory (the `postmaster.pid` files, and every process whose
 command line names this cluster's directory), resuming frozen ones first, then removes the
@@ -60,7 +61,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from jfsm.stores.postgres.server import USER, find_binaries, free_port, run_as
+from jfsm.stores.postgres.server import USER, find_binaries, free_port, postgres_family, run_as
 from jfsm.stores.postgres.server import why_unavailable as server_unavailable
 
 __all__ = ["ClusterNode", "TemporaryCluster", "main", "why_unavailable"]
@@ -148,6 +149,7 @@ class TemporaryCluster:
         self.nodes: list[ClusterNode] = []
         self._etcd: subprocess.Popen[bytes] | None = None
         self._etcd_port = 0
+        self._frozen: dict[str, list[int]] = {}
         self._scope = f"jfsm-{os.getpid()}-{int(time.monotonic() * 1000) % 100000}"
 
     # -- life cycle ----------------------------------------------------------------------
@@ -187,8 +189,8 @@ class TemporaryCluster:
                 groups.add(process.pid)  # start_new_session: its pid is its group
         for node in self.nodes:
             pid = node.postmaster_pid()
-            if pid is not None:
-                groups.add(pid)  # Patroni starts postgres with setsid
+            if pid is not None:  # Patroni starts postgres with setsid; each child too
+                groups.update(postgres_family(pid))
         groups.update(self._groups_naming_directory())
         for pgid in groups:
             _signal_group(pgid, signal.SIGCONT)
@@ -354,7 +356,8 @@ class TemporaryCluster:
             found.process.wait(timeout=10)
             found.process = None
         if pid is not None:
-            _signal_group(pid, signal.SIGKILL)
+            for member in postgres_family(pid):
+                _signal_group(member, signal.SIGKILL)
 
     def restart_node(self, node: str | ClusterNode) -> None:
         """Start a killed node's Patroni again (it rejoins as a standby)."""
@@ -364,12 +367,21 @@ class TemporaryCluster:
         self._start_patroni(found)
 
     def freeze(self, node: str | ClusterNode) -> None:
-        """SIGSTOP every process of the node: Patroni, the postmaster and its backends."""
-        self._signal_node(self.node(node), signal.SIGSTOP)
+        """SIGSTOP every process of the node: Patroni, the postmaster and every postgres
+        process under it (a host cut off: its sockets stay open, nothing answers)."""
+        found = self.node(node)
+        groups = [] if found.process is None else [found.process.pid]
+        pid = found.postmaster_pid()
+        if pid is not None:
+            groups += postgres_family(pid)
+        self._frozen[found.name] = groups
+        for group in groups:
+            _signal_group(group, signal.SIGSTOP)
 
     def thaw(self, node: str | ClusterNode) -> None:
         """SIGCONT what `freeze` stopped."""
-        self._signal_node(self.node(node), signal.SIGCONT)
+        for group in self._frozen.pop(self.node(node).name, []):
+            _signal_group(group, signal.SIGCONT)
 
     def switchover(self, candidate: str | None = None, timeout: float = 60.0) -> str:
         """A planned switchover through the leader's REST API; returns the new primary's
@@ -394,13 +406,6 @@ class TemporaryCluster:
         return self.wait_primary(timeout, other_than=leader)
 
     # -- internals -----------------------------------------------------------------------
-    def _signal_node(self, node: ClusterNode, sig: int) -> None:
-        if node.process is not None:
-            _signal_group(node.process.pid, sig)
-        pid = node.postmaster_pid()
-        if pid is not None:
-            _signal_group(pid, sig)
-
     def _groups_naming_directory(self) -> set[int]:
         """The process groups of live processes whose command line names our directory."""
         assert self.directory is not None

@@ -50,6 +50,7 @@ __all__ = [
     "find_binaries",
     "free_port",
     "main",
+    "postgres_family",
     "run_as",
     "why_unavailable",
 ]
@@ -148,6 +149,10 @@ class TemporaryServer:
             raise
         return self
 
+    def postmaster_pid(self) -> int:
+        """The running postmaster's pid (`postmaster.pid`); `OSError` when not running."""
+        return int((self.data / "postmaster.pid").read_text().splitlines()[0])
+
     def restart(self, mode: str = "immediate") -> None:
         """`pg_ctl restart -m MODE` (immediate: a crash of the server, WAL replayed)."""
         self._pg_ctl("restart", "-m", mode, "-l", str(self.log))
@@ -229,6 +234,20 @@ def bouncer_unavailable() -> str | None:
     return why_unavailable()
 
 
+def postgres_family(postmaster: int) -> list[int]:
+    """The postmaster `postmaster` and its live children (every postgres process of its
+    server: each child is a session of its own, so its process group is not enough)."""
+    family = [postmaster]
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as stat:
+                    fields = stat.read().rsplit(")", 1)[1].split()
+                if int(fields[1]) == postmaster and fields[0] != "Z":
+                    family.append(int(entry))
+    return family
+
+
 def free_port() -> int:
     """A TCP port free on 127.0.0.1 now (the kernel's choice)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -242,9 +261,16 @@ class TemporaryBouncer:
     A context manager; `stop` kills it and removes its directory. `start` raises
     `RuntimeError` with its log when it does not accept connections within 20 s."""
 
-    def __init__(self, server: TemporaryServer, *, pool_size: int = 20) -> None:
+    def __init__(
+        self,
+        server: TemporaryServer,
+        *,
+        pool_size: int = 20,
+        settings: dict[str, str] | None = None,
+    ) -> None:
         self.server = server
         self.pool_size = pool_size
+        self.settings = dict(settings or {})  # more `name = value` lines of [pgbouncer]
         self.port = 0
         self.directory: Path | None = None
         self._process: subprocess.Popen[bytes] | None = None
@@ -266,6 +292,7 @@ class TemporaryBouncer:
             f"default_pool_size = {self.pool_size}\nmax_client_conn = 5000\n"
             f"logfile = {self.directory / 'pgbouncer.log'}\n"
             "server_reset_query =\nignore_startup_parameters = extra_float_digits,options\n"
+            + "".join(f"{name} = {value}\n" for name, value in self.settings.items())
         )
         if os.geteuid() == 0:
             entry = pwd.getpwnam("postgres")
