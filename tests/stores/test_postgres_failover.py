@@ -27,6 +27,7 @@ import itertools
 import os
 import random
 import time
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -81,6 +82,7 @@ class Fault:
     primary: str
     until: float = 0.0
     new_primary: str | None = None
+    promoted: float = 0.0  # when the new primary first accepted writes
 
     def outage(self, ledger: Ledger) -> tuple[float, float]:
         """(the longest stretch without an acknowledged round around the fault, the seconds
@@ -164,7 +166,8 @@ class Workload:
             if len(fresh) >= count:
                 return
             await asyncio.sleep(0.05)
-        raise AssertionError(f"no round acknowledged within {timeout} s after the fault")
+        codes = Counter(w.code or w.outcome for w in self.ledger.writes if w.sent > moment)
+        raise AssertionError(f"no round acknowledged within {timeout} s: {dict(codes)}")
 
     async def stop(self) -> None:
         self._stop = True
@@ -188,6 +191,7 @@ async def _inject(cluster: TemporaryCluster, work: Workload, kind: str) -> Fault
     elif kind == "lost host":
         await asyncio.to_thread(cluster.kill_node, primary)
     fault.new_primary = await asyncio.to_thread(cluster.wait_primary, 120, other_than=primary)
+    fault.promoted = time.monotonic()
     await work.acked_after(time.monotonic(), count=2 * work.workers)
     if kind == "freeze":
         await asyncio.to_thread(cluster.thaw, primary)  # it comes back and is demoted
@@ -204,7 +208,12 @@ async def _run(cluster: TemporaryCluster, work: Workload, faults: list[str]) -> 
     try:
         await work.start()
         await work.acked_after(0, count=20)
-        done = [await _inject(cluster, work, kind) for kind in faults]
+        done = []
+        for kind in faults:
+            try:
+                done.append(await _inject(cluster, work, kind))
+            except AssertionError as exc:
+                raise AssertionError(f"{kind}: {exc}; cluster: {cluster.members()}") from None
         await work.stop()
         return done
     finally:
@@ -217,8 +226,9 @@ def _report(name: str, work: Workload, faults: list[Fault], result: dict[str, in
     for fault in faults:
         gap, serve = fault.outage(work.ledger)
         print(
-            f"  {fault.kind}: {fault.primary} -> {fault.new_primary}; longest stretch without "
-            f"an acknowledged round {gap:.2f} s; served again {serve:.2f} s after the fault"
+            f"  {fault.kind}: {fault.primary} -> {fault.new_primary} writable after "
+            f"{fault.promoted - fault.at:.2f} s; longest stretch without an acknowledged "
+            f"round {gap:.2f} s; served again {serve:.2f} s after the fault"
         )
 
 

@@ -24,12 +24,13 @@ resume every process of a node (SIGSTOP: a host cut off, its sockets still open)
 Process management: etcd and each Patroni run in a session of their own; Patroni starts
 postgres in yet another session, and every postgres child process is a session of its own
 (`postgres_family` finds them under their postmaster).
-`stop()` kills all of them by process group: the groups it started, and the postmaster
-groups it finds by their data directory (the `postmaster.pid` files, and every process whose
-command line names this cluster's directory), resuming frozen ones first, then removes the
-directory. It is idempotent and runs from `__exit__`, so a failing test leaves nothing
-running. As root, Patroni (and so postgres, which refuses root) runs as the `postgres` user
-through `runuser`, in a directory handed over to that user, like `server.py`.
+`stop()` kills all of them: the process groups it started (etcd, each Patroni), and every
+postgres process it finds by its data directory (the `postmaster.pid` files, every process
+whose command line names this cluster's directory, and their children), resuming frozen ones
+first, then removes the directory. It is idempotent and runs from `__exit__`, so a failing
+test leaves nothing running. As root, Patroni (and so postgres, which refuses root) runs as
+the `postgres` user through `runuser`, in a directory handed over to that user, like
+`server.py`.
 
 As a command, `python -m jfsm.stores.postgres.cluster COMMAND...` runs COMMAND while a
 cluster runs, with `JFSM_PG_URL` set to the multi-host URL of its empty database `jfsm` and
@@ -130,6 +131,13 @@ def _signal_group(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
 
 
+def _signal(pids: list[int] | set[int], sig: int) -> None:
+    for pid in pids:
+        if pid > 1 and pid != os.getpid():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+
+
 class TemporaryCluster:
     """A Patroni cluster in a temporary directory; a context manager (`stop` on exit)."""
 
@@ -187,20 +195,24 @@ class TemporaryCluster:
         for process in [node.process for node in self.nodes] + [self._etcd]:
             if process is not None:
                 groups.add(process.pid)  # start_new_session: its pid is its group
+        pids = self._processes_naming_directory()
         for node in self.nodes:
             pid = node.postmaster_pid()
-            if pid is not None:  # Patroni starts postgres with setsid; each child too
-                groups.update(postgres_family(pid))
-        groups.update(self._groups_naming_directory())
+            if pid is not None:
+                pids.add(pid)
+        for pid in list(pids):  # every postgres child is a session of its own
+            pids.update(postgres_family(pid))
         for pgid in groups:
             _signal_group(pgid, signal.SIGCONT)
             _signal_group(pgid, signal.SIGKILL)
+        _signal(pids, signal.SIGCONT)
+        _signal(pids, signal.SIGKILL)
         for process in [node.process for node in self.nodes] + [self._etcd]:
             if process is not None:
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     process.wait(timeout=10)
         deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and self._groups_naming_directory():
+        while time.monotonic() < deadline and self._processes_naming_directory():
             time.sleep(0.05)
         shutil.rmtree(self.directory, ignore_errors=True)
         self.directory = None
@@ -356,8 +368,7 @@ class TemporaryCluster:
             found.process.wait(timeout=10)
             found.process = None
         if pid is not None:
-            for member in postgres_family(pid):
-                _signal_group(member, signal.SIGKILL)
+            _signal(postgres_family(pid), signal.SIGKILL)
 
     def restart_node(self, node: str | ClusterNode) -> None:
         """Start a killed node's Patroni again (it rejoins as a standby)."""
@@ -370,18 +381,19 @@ class TemporaryCluster:
         """SIGSTOP every process of the node: Patroni, the postmaster and every postgres
         process under it (a host cut off: its sockets stay open, nothing answers)."""
         found = self.node(node)
-        groups = [] if found.process is None else [found.process.pid]
+        if found.process is not None:
+            _signal_group(found.process.pid, signal.SIGSTOP)  # runuser and Patroni
         pid = found.postmaster_pid()
-        if pid is not None:
-            groups += postgres_family(pid)
-        self._frozen[found.name] = groups
-        for group in groups:
-            _signal_group(group, signal.SIGSTOP)
+        family = [] if pid is None else postgres_family(pid)
+        _signal(family, signal.SIGSTOP)
+        self._frozen[found.name] = family
 
     def thaw(self, node: str | ClusterNode) -> None:
         """SIGCONT what `freeze` stopped."""
-        for group in self._frozen.pop(self.node(node).name, []):
-            _signal_group(group, signal.SIGCONT)
+        found = self.node(node)
+        _signal(self._frozen.pop(found.name, []), signal.SIGCONT)
+        if found.process is not None:
+            _signal_group(found.process.pid, signal.SIGCONT)
 
     def switchover(self, candidate: str | None = None, timeout: float = 60.0) -> str:
         """A planned switchover through the leader's REST API; returns the new primary's
@@ -406,19 +418,20 @@ class TemporaryCluster:
         return self.wait_primary(timeout, other_than=leader)
 
     # -- internals -----------------------------------------------------------------------
-    def _groups_naming_directory(self) -> set[int]:
-        """The process groups of live processes whose command line names our directory."""
+    def _processes_naming_directory(self) -> set[int]:
+        """The live processes whose command line names our directory (a postmaster, a
+        Patroni, etcd, a pg_rewind...: never one of ours)."""
         assert self.directory is not None
         needle = str(self.directory).encode()
-        groups: set[int] = set()
+        pids: set[int] = set()
         for entry in os.listdir("/proc"):
             if not entry.isdigit():
                 continue
             with contextlib.suppress(OSError), open(f"/proc/{entry}/cmdline", "rb") as cmdline:
                 if needle in cmdline.read() and _alive(int(entry)):
-                    groups.add(os.getpgid(int(entry)))
-        groups.discard(os.getpgrp())
-        return groups
+                    pids.add(int(entry))
+        pids.discard(os.getpid())
+        return pids
 
     def _hand_over(self, path: Path) -> None:
         if os.geteuid() != 0:

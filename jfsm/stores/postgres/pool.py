@@ -22,10 +22,15 @@ found and replaced before a statement is sent on it:
   connection has been idle for more than `VERIFY_IDLE_SECONDS` (1 s), or when the server sent
   anything while it was idle (a server that ends a session sends its error first and closes
   the socket a moment later). A connection reused within the second costs nothing more.
+  The round trip gets 3 s; a server that stays silent that long (frozen, cut off) has every
+  idle connection of the pool dropped at once (`drain`), not one check after the other.
 
 A connection that fails the check is closed and the pool lends another (or connects anew);
 a statement fails only when no connection to the primary can be had within the pool's
-timeout (the database really out of reach), as `StoreUnavailable`.
+timeout (the database really out of reach), as `StoreUnavailable`. While no server of the
+target accepts a connection (a failover under way), a new connection is tried again every
+half second for a minute, then with psycopg_pool's doubling waits: the pool reaches a new
+primary within half a second of its promotion.
 
 # Nothing waits forever on a silent server
 
@@ -53,15 +58,15 @@ import select
 import socket
 import time
 import weakref
-from collections.abc import AsyncIterator, Iterator
-from typing import Any, Protocol
+from collections.abc import AsyncIterator
+from typing import Any, Protocol, Self
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from jfsm.errors import StoreUnavailable
-from jfsm.stores.postgres.conninfo import database_target, describe
+from jfsm.stores.postgres.conninfo import database_target, describe, is_permanent
 from jfsm.stores.postgres.fencing import RENEW
 from jfsm.stores.postgres.schema import connection_error, require_schema_async
 
@@ -82,6 +87,9 @@ _CONNECT_TIMEOUT = 10
 #: a connection idle for longer is verified with a round trip before it is lent (R130)
 VERIFY_IDLE_SECONDS = 1.0
 _MIN_DEADLINE = 10.0  # the least a lent connection may wait on a silent server
+_CHECK_SECONDS = 3.0  # the most the check's round trip may take
+_RETRY_SECONDS = 0.5  # a new connection is tried again this often while none can be had ...
+_RETRY_WINDOW = 60.0  # ... for this long; then psycopg_pool's own doubling waits
 RELEASE_WAIT = 2.0  # how long a store's `close` waits for a connection to end its lease
 
 
@@ -114,6 +122,41 @@ def _cut(conn: psycopg.AsyncConnection[Any]) -> None:
             sock.shutdown(socket.SHUT_RDWR)
         finally:
             sock.close()
+
+
+class _Deadline:
+    """A timer that cuts a connection (`_cut`) unless cancelled first; `fired` says if it did."""
+
+    def __init__(self, conn: psycopg.AsyncConnection[Any], seconds: float) -> None:
+        self.fired = False
+        self._conn = conn
+        self._handle = asyncio.get_running_loop().call_later(seconds, self._fire)
+
+    def _fire(self) -> None:
+        self.fired = True
+        _cut(self._conn)
+
+    def cancel(self) -> None:
+        self._handle.cancel()
+
+
+class _Reconnecting(psycopg.AsyncConnection[Any]):
+    """The pool's connections. `connect` tries again every `_RETRY_SECONDS` while no server
+    of the target accepts it (a failover under way: the old primary gone, the new one not yet
+    promoted), for up to `_RETRY_WINDOW` seconds, so that the pool reaches a new primary
+    within half a second of its promotion rather than after psycopg_pool's doubling waits
+    (1, 2, 4, 8... s). A permanent error (credentials, a missing database) fails at once."""
+
+    @classmethod
+    async def connect(cls, conninfo: str = "", **kwargs: Any) -> Self:
+        give_up = time.monotonic() + _RETRY_WINDOW
+        while True:
+            try:
+                return await super().connect(conninfo, **kwargs)
+            except psycopg.OperationalError as exc:
+                if is_permanent(exc) or time.monotonic() >= give_up:
+                    raise
+            await asyncio.sleep(_RETRY_SECONDS)
 
 
 def _connect_kwargs(conninfo: str) -> dict[str, Any]:
@@ -159,6 +202,7 @@ class PgPool:
             open=False,
             check=self._check,
             configure=self._configure,
+            connection_class=_Reconnecting,
             kwargs=self._kwargs,
             timeout=30,
             name="jfsm",
@@ -166,6 +210,7 @@ class PgPool:
         self._stores: weakref.WeakSet[Any] = weakref.WeakSet()
         self._timer: asyncio.Task[None] | None = None
         self._closing = False
+        self._drains: set[asyncio.Task[None]] = set()  # held until done (not collected)
         # when each connection went back to the pool (or was made)
         self._idle_since: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -177,12 +222,13 @@ class PgPool:
             conn = await psycopg.AsyncConnection.connect(self.conninfo, **self._kwargs)
         except psycopg.Error as exc:
             raise connection_error(exc, self.conninfo) from None
+        deadline = _Deadline(conn, self.deadline_seconds)
         try:
-            with self._deadline(conn, self.deadline_seconds):
-                await require_schema_async(conn)
+            await require_schema_async(conn)
         except psycopg.Error as exc:
             raise connection_error(exc, self.conninfo, "read the schema at") from None
         finally:
+            deadline.cancel()
             await conn.close()
         await self.pool.open(wait=False)
         self.loop = asyncio.get_running_loop()
@@ -198,10 +244,11 @@ class PgPool:
         wait = self.pool.timeout if timeout is None else timeout
         try:
             async with self.pool.connection(timeout=wait) as conn:
+                deadline = _Deadline(conn, self.deadline_seconds)
                 try:
-                    with self._deadline(conn, self.deadline_seconds):
-                        yield conn
+                    yield conn
                 finally:
+                    deadline.cancel()
                     self._idle_since[conn] = time.monotonic()
         except PoolTimeout as exc:
             raise StoreUnavailable(
@@ -217,26 +264,27 @@ class PgPool:
     async def _check(self, conn: psycopg.AsyncConnection[Any]) -> None:
         """The pool's check before lending `conn` (see the module docstring). Raises, with
         the connection closed, so that the pool replaces it."""
+        deadline = None
         try:
             if conn.closed or conn.broken:
                 raise psycopg.OperationalError("the connection is closed")
             unsolicited = _drain(conn)
             idle = time.monotonic() - self._idle_since.get(conn, 0.0)
             if unsolicited or idle > VERIFY_IDLE_SECONDS:
-                with self._deadline(conn, self.deadline_seconds):
-                    await conn.execute("")
+                deadline = _Deadline(conn, min(_CHECK_SECONDS, self.deadline_seconds))
+                await conn.execute("")
         except BaseException:
             await conn.close()
+            if deadline is not None and deadline.fired:
+                # a silent server (frozen, cut off): its other idle connections are as
+                # silent; drop them all now rather than waiting on each in turn
+                task = asyncio.get_running_loop().create_task(self.pool.drain())
+                self._drains.add(task)
+                task.add_done_callback(self._drains.discard)
             raise
-
-    @contextlib.contextmanager
-    def _deadline(self, conn: psycopg.AsyncConnection[Any], seconds: float) -> Iterator[None]:
-        """Cut `conn` (`_cut`) if the block still runs after `seconds`."""
-        handle = asyncio.get_running_loop().call_later(seconds, _cut, conn)
-        try:
-            yield
         finally:
-            handle.cancel()
+            if deadline is not None:
+                deadline.cancel()
 
     # -- leases --------------------------------------------------------------------------
     def register(self, store: Leased) -> None:
@@ -253,10 +301,11 @@ class PgPool:
         stores = [s for s in list(self._stores) if s.token]
         if not stores:
             return 0
+        tokens = [s.token for s in stores]
         params = {
             "lease": self.lease_seconds,
             "games": [s.game_id for s in stores],
-            "tokens": [s.token for s in stores],
+            "tokens": tokens,
         }
         try:
             async with self.connection() as conn:
@@ -264,8 +313,9 @@ class PgPool:
                 renewed = {row[0] for row in await cur.fetchall()}
         except psycopg.Error as exc:
             raise connection_error(exc, self.conninfo, "renew leases at") from None
-        for store in stores:
-            if store.game_id not in renewed:
+        for store, token in zip(stores, tokens, strict=True):
+            # a store that settled a lost write meanwhile has a newer token of its own
+            if store.game_id not in renewed and store.token == token:
                 store.lost_lease()
         return len(renewed)
 

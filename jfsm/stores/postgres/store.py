@@ -328,7 +328,7 @@ class PostgresStore:
                         )
                         row = await cur.fetchone()
             except (psycopg.Error, StoreUnavailable) as exc:
-                if attempt < 3:
+                if attempt < 3 and isinstance(exc, psycopg.Error):  # not after a pool's wait
                     continue
                 raise StoreUnavailable(
                     f"store of game {self.game_id!r}: the server is still unreachable; "
