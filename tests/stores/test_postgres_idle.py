@@ -181,3 +181,38 @@ def test_a_lost_write_that_runs_late_never_lands_after_the_settle(pg_database: s
     assert outcome == "store_unavailable:broken"  # and the store knows: it wrote nothing more
     assert image.get("b") is None
     assert recorded == recount
+
+
+@pytest.mark.req("JF-STORE-041", "JF-STORE-011")
+def test_a_renewal_racing_a_settle_never_fences_the_settled_owner(pg_database: str) -> None:
+    """The settle gives the handle a new token; a renewal sent with the old one just before
+    finds the game on another token, which is the handle's own: it must not fence it (the
+    freeze of the failover campaign did)."""
+    game = game_id()
+
+    async def scenario() -> tuple[str, int, int]:
+        store = await PostgresStore.open(pg_database, game, lease_seconds=300)
+        pool = store._pool
+        assert pool is not None
+        await store.commit(Projection.of({"a": 1}))
+        old = store.token
+        locker = await psycopg.AsyncConnection.connect(pg_database, autocommit=False)
+        await locker.execute("SELECT 1 FROM jfsm_game WHERE game_id = %s FOR UPDATE", (game,))
+        store._broken = store.seq + 1  # a write lost in flight, as after a cut connection
+        loop = asyncio.get_running_loop()
+        settle = loop.create_task(store.commit(Projection.of({"b": 2})))
+        await asyncio.sleep(0.3)  # the settle waits for the row first
+        renewal = loop.create_task(pool.renew())  # then the renewal, with the old token
+        await asyncio.sleep(0.3)
+        await locker.commit()
+        await locker.close()
+        await settle
+        await renewal
+        state = store.state
+        await store.close()
+        return state, old, store.token
+
+    state, old, new = run(scenario)
+    assert new > old
+    assert state == "owner"
+    assert read_image(pg_database, game).get("b") == 2
