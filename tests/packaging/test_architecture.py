@@ -40,6 +40,7 @@ LAYERS: dict[int, tuple[str, ...]] = {
         "stores.file.fsio",
         "stores.offload",
         "stores.postgres.server",
+        "stores.postgres.cluster",
         "stores.postgres.conninfo",
     ),
     # text rules, machine tables, limits

@@ -1,6 +1,9 @@
 """A throwaway Patroni cluster on loopback: three PostgreSQL nodes with synchronous
 replication and automatic failover, for the failover tests and anyone who wants to watch one.
 
+**The one concept: a production-shaped PostgreSQL cluster that a test can start, fail over in
+every way a deployment meets, and stop without leaving a process behind.** (Decision R134.)
+
 `TemporaryCluster` starts, in one fresh temporary directory:
 
 - one etcd (Debian's `etcd-server`) as Patroni's DCS, on two free loopback ports;
