@@ -721,3 +721,53 @@ def test_conformance_coverage_never_breaks_the_build() -> None:
         assert set(coverage.checks) <= known
     else:
         assert coverage.note.startswith("conformance coverage: not yet generated")
+
+
+DECISION_HEADING = re.compile(r"^### ([DR]\d+) (.+?) \{ #([a-z0-9]+) \}$", re.M)
+INDEX_ENTRY = re.compile(r"^    - \[([DR]\d+)\]\(#([a-z0-9]+)\) (.+)$", re.M)
+
+
+def decisions_index_problems(page: str) -> list[str]:
+    """What is wrong with the Decisions page's index by area: a decision missing from it or
+    listed twice, a link to no heading, or a title other than the heading's."""
+    headings = {m.group(1): (m.group(3), m.group(2)) for m in DECISION_HEADING.finditer(page)}
+    start = page.index("## Index by area")
+    index = page[start : page.index("\n## ", start + 1)]
+    entries = INDEX_ENTRY.findall(index)
+    problems = []
+    seen = [number for number, _, _ in entries]
+    problems += [f"{n} is listed twice" for n in sorted(set(seen)) if seen.count(n) > 1]
+    problems += [
+        f"{n} ({title}) is in no area" for n, (_, title) in headings.items() if n not in seen
+    ]
+    for number, anchor, title in entries:
+        if number not in headings:
+            problems.append(f"{number} has no heading")
+        elif headings[number] != (anchor, title):
+            want = f"    - [{number}](#{headings[number][0]}) {headings[number][1]}"
+            problems.append(f"{number}: the index line should read {want!r}")
+    return problems
+
+
+def test_the_decisions_index_lists_every_decision_once_with_its_title() -> None:
+    page = (ROOT / "docs" / "decisions.md").read_text(encoding="utf-8")
+    assert len(DECISION_HEADING.findall(page)) == page.count("\n### ")  # every heading parsed
+    assert decisions_index_problems(page) == []
+
+
+def test_the_decisions_index_check_can_fail() -> None:
+    page = (ROOT / "docs" / "decisions.md").read_text(encoding="utf-8")
+    dropped = page.replace(
+        "    - [R38](#r38) JCS has an independent oracle: the `rfc8785` package\n", ""
+    )
+    assert decisions_index_problems(dropped) == [
+        "R38 (JCS has an independent oracle: the `rfc8785` package) is in no area"
+    ]
+    twice = page.replace(
+        "    - [D1](#d1) ", "    - [D2](#d2) A character is a code point\n    - [D1](#d1) "
+    )
+    assert decisions_index_problems(twice) == ["D2 is listed twice"]
+    renamed = page.replace(
+        "    - [D1](#d1) Texts are exact Unicode strings", "    - [D1](#d1) Texts"
+    )
+    assert len(decisions_index_problems(renamed)) == 1
