@@ -226,7 +226,7 @@ def _file_variants(root: str) -> dict[str, Callable[[str], Callable[[int], Store
     def opener(cls: type[FileStore]) -> Callable[[str], Callable[[int], Store]]:
         def for_run(tag: str) -> Callable[[int], Store]:
             base = tempfile.mkdtemp(prefix=f"{tag}-", dir=root)
-            return lambda i: cls.open(os.path.join(base, f"g{i}"))
+            return lambda i: cls.open_sync(os.path.join(base, f"g{i}"))
 
         return for_run
 

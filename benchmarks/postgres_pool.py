@@ -145,7 +145,7 @@ async def _file_rates(root: str, cfg: dict[str, Any]) -> dict[int, float]:
 
     rates: dict[int, float] = {}
     for n in cfg["games"]:
-        stores = [FileStore.open(os.path.join(root, f"rate-{n}-{i}")) for i in range(n)]
+        stores = [FileStore.open_sync(os.path.join(root, f"rate-{n}-{i}")) for i in range(n)]
         rates[n] = round(await _storm(stores, cfg["seconds"]), 1)
         for store in stores:
             await _call(store.close())

@@ -345,7 +345,7 @@ def test_a_disk_failure_in_the_file_store_reaches_the_engine_as_store_unavailabl
 
     async def scenario() -> None:
         disk = FullDisk()
-        e, _ = engine(store=FileStore.open(tmp_path / "g", fs=disk))
+        e, _ = engine(store=FileStore.open_sync(tmp_path / "g", fs=disk))
         await e.record_round("a" * 20, "b")
         before = canonical_bytes(e.dump())
         disk.full = True

@@ -65,14 +65,14 @@ CHILD = textwrap.dedent(
     from jfsm.stores.offload import run_blocking
 
     async def engine_scenario(root):
-        a = GameEngine(await run_blocking(FileStore.open, os.path.join(root, "a")),
+        a = GameEngine(await FileStore.open(os.path.join(root, "a")),
                        FakeCompressor(), game_id="a", thresholds={"game": 400})
         for n in range(4):
             await a.record_round(f"in {n}", "out " * 40)
         await a.before_generation()
         await a.write({"k": 1})
         await a.checkpoint()
-        target = await run_blocking(FileStore.open, os.path.join(root, "b"))
+        target = await FileStore.open(os.path.join(root, "b"))
         b = await a.duplicate(target, "b")
         await b.reset(1)
         await b.close()

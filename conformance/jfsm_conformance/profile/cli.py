@@ -26,13 +26,21 @@ import sys
 import traceback
 from pathlib import Path
 
+from jfsm_conformance.run.usage import (
+    FolderInUse,
+    FolderUnusable,
+    UsageParser,
+    hold_report_folder,
+    usage_error,
+)
+
 from .adapters import ADAPTERS
 
 __all__ = ["main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="jfsm profile", description=__doc__.split("\n\n")[0])
+    parser = UsageParser(prog="jfsm profile", description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--adapter",
         default="reference",
@@ -81,7 +89,7 @@ def _main(argv: list[str]) -> int:
     if argv[:1] == ["replay"]:
         from .runner import replay
 
-        parser = argparse.ArgumentParser(prog="jfsm profile replay")
+        parser = UsageParser(prog="jfsm profile replay")
         parser.add_argument("trace")
         parser.add_argument("--adapter", help="replay against another adapter than recorded")
         try:
@@ -113,8 +121,12 @@ def _main(argv: list[str]) -> int:
         seed=args.seed,
         shrink=not args.no_shrink,
     )
-    result = run_profile(options)
-    json_path, md_path = write_report(result, Path(args.report_dir))
+    try:
+        with hold_report_folder(Path(args.report_dir)):  # R161: one run a folder
+            result = run_profile(options)
+            json_path, md_path = write_report(result, Path(args.report_dir))
+    except (FolderUnusable, FolderInUse) as exc:
+        return usage_error("jfsm profile", str(exc))
     if args.junit_xml:
         Path(args.junit_xml).parent.mkdir(parents=True, exist_ok=True)
         Path(args.junit_xml).write_text(to_junit(result), encoding="utf-8")
