@@ -18,7 +18,8 @@ sent to another game).
 - `lost`: an acknowledged round that is not in its game, with its text, at the round
   number its reply gave (unless the campaign removed that game after the acknowledgement);
 - `double_owners`: two acknowledgements of one (game, life of the id, round number) with
-  different texts;
+  different texts (an acknowledgement answered while a removal of its game ran is left out:
+  which life it hit is unknown);
 - `fenced_landed`: a round the store refused (`store_fenced`, `store_locked`) whose text is
   in the database all the same;
 - `footprint_mismatches`: a game whose stored rounds the ledger cannot explain (a text never
@@ -140,6 +141,8 @@ class Ledger:
     writes: list[Write] = field(default_factory=list)
     removed: dict[str, list[float]] = field(default_factory=dict)
     copied: dict[str, list[float]] = field(default_factory=dict)
+    mismatches: list[str] = field(default_factory=list)  # why a game failed the audit
+    _removal_starts: dict[str, list[float]] = field(default_factory=dict)
     _texts: int = 0
 
     def text(self, prefix: str) -> str:
@@ -161,17 +164,27 @@ class Ledger:
         write.code = code or "no reply"
         write.outcome = "refused" if code in REFUSED else "unknown"
 
-    def remove(self, game: str) -> None:
+    def remove(self, game: str, started: float) -> None:
+        """The campaign removed `game` by a call started at `started` and ending now."""
         self.removed.setdefault(game, []).append(time.monotonic())
+        self._removal_starts.setdefault(game, []).append(started)
 
     def copy(self, into: str) -> None:
-        """Game `into` was made now as a copy of another game (`duplicate` answered ok)."""
+        """A `duplicate` into game `into` ended now and may have made the game: answered
+        ok, or with an error after it began, or without an answer (its driver died)."""
         self.copied.setdefault(into, []).append(time.monotonic())
 
     def is_copy(self, game: str) -> bool:
-        """Whether the game's current life began as a copy (no removal since a copy)."""
-        last_removal = max(self.removed.get(game, [0.0]))
+        """Whether the game's current life may have begun as a copy: a copy that ended after
+        the last removal started (a removal and a copy that overlap count as a copy)."""
+        last_removal = max(self._removal_starts.get(game, [0.0]))
         return any(t > last_removal for t in self.copied.get(game, []))
+
+    def during_removal(self, write: Write) -> bool:
+        """Whether `write` was answered while a removal of its game was running."""
+        starts, ends = self._removal_starts.get(write.game, []), self.removed.get(write.game, [])
+        spans = zip(starts, ends, strict=True)  # one start and one end a removal
+        return any(start <= (write.answered or 0) <= end for start, end in spans)
 
     @property
     def acked(self) -> list[Write]:
@@ -205,8 +218,13 @@ def audit(target: str, ledger: Ledger) -> dict[str, int]:
     by_slot: dict[tuple[str, int, int], set[str]] = {}
     for write in ledger.acked:
         assert write.round is not None
+        if ledger.during_removal(write):
+            continue  # which life of the id it hit is unknown
         by_slot.setdefault((write.game, ledger.epoch(write), write.round), set()).add(write.text)
-    double += sum(1 for texts in by_slot.values() if len(texts) > 1)
+    for slot, texts in by_slot.items():
+        if len(texts) > 1:
+            double += 1
+            ledger.mismatches.append(f"double owners of {slot}: {sorted(texts)}")
     images: dict[str, Any] = {}
     for game in sorted({w.game for w in ledger.writes}):
         with contextlib.suppress(JfsmError):  # a game removed and never made again
@@ -237,6 +255,9 @@ def audit(target: str, ledger: Ledger) -> dict[str, int]:
                 explained = False
         if recorded.get(game) != image.footprint():
             mismatched += 1
+            ledger.mismatches.append(
+                f"{game}: footprint recorded {recorded.get(game)}, recounted {image.footprint()}"
+            )
         elif ledger.is_copy(game):
             continue
         else:
@@ -244,6 +265,17 @@ def audit(target: str, ledger: Ledger) -> dict[str, int]:
             ledgers = _replayed(game, texts).values_bytes()
             if extra or not explained or ledgers != image.values_bytes():
                 mismatched += 1
+                stored = image.values_bytes()
+                differ = sorted(k for k in {*ledgers, *stored} if ledgers.get(k) != stored.get(k))
+                strangers = [
+                    (w.game, w.text, w.outcome, w.code)
+                    for w in ledger.writes
+                    if w.text in texts and (w.game != game or w.outcome == "refused")
+                ]
+                ledger.mismatches.append(
+                    f"{game}: rounds {texts}, unexplained {strangers}, extra {extra}, "
+                    f"keys unlike the ledger's store {differ[:6]}"
+                )
     return {
         "acked": len(ledger.acked),
         "unknown": sum(1 for w in ledger.writes if w.outcome == "unknown"),
