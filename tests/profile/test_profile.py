@@ -210,7 +210,9 @@ def _installed(module: str) -> bool:
 def test_library_adapter_runs(adapter: str) -> None:
     if not _installed(LIBRARIES[adapter]):
         extra = ADAPTERS[adapter].extra
-        pytest.skip(f"{LIBRARIES[adapter]} is not installed (extra {extra})")
+        pytest.skip(
+            f"{LIBRARIES[adapter]} is not installed (extra {extra}, one of the profile-* extras)"
+        )
     result = _run(adapter, examples=6, steps=10, shrink=False)
     assert result.harness_error is None, result.harness_error
     verdicts = _verdicts(result)
