@@ -80,7 +80,7 @@ from jfsm_conformance.model.replies import hold
 from jfsm_conformance.verify.checks import ConformanceFailure, Ledger
 from jfsm_conformance.verify.ownership import OwnershipHistory
 
-__all__ = ["BUDGET", "OWNERSHIP_IDS", "WorkersOutcome", "phase", "run_workers"]
+__all__ = ["BUDGET", "OWNERSHIP_IDS", "WorkersOutcome", "phase", "run_workers", "unfit"]
 
 # what only this machine judges: not covered (with that reason) without sharedStore
 OWNERSHIP_IDS = frozenset(
@@ -597,6 +597,16 @@ def run_workers(
     return outcome
 
 
+def unfit(spec: str, capabilities: dict[str, Any]) -> str | None:
+    """Why the workers machine cannot run over the driver `spec` with `capabilities`, or
+    None: it needs `sharedStore` and a stdio command to start K processes of."""
+    if not capabilities.get("sharedStore"):
+        return "the driver does not declare capabilities.sharedStore"
+    if not spec.startswith("stdio:"):
+        return "needs a stdio driver (the suite starts K processes of its command)"
+    return None
+
+
 def phase(
     run: Any, capabilities: dict[str, Any], profile: str, workers: int, spec: str | None = None
 ) -> None:
@@ -605,11 +615,9 @@ def phase(
     `sharedStore` or not over stdio, else the machine's verdicts."""
     spec = spec or run.o.driver
     label = f"machine workers (K={workers})"
-    if not capabilities.get("sharedStore"):
-        run.skipped[label] = "the driver does not declare capabilities.sharedStore"
-        return
-    if not spec.startswith("stdio:"):
-        run.skipped[label] = "needs a stdio driver (the suite starts K processes of its command)"
+    reason = unfit(spec, capabilities)
+    if reason is not None:
+        run.skipped[label] = reason
         return
     examples, steps = BUDGET.get(profile, BUDGET["quick"])
     run.o.progress(f"{label}: {examples} random sequences of up to {steps} steps")

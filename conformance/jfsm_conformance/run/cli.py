@@ -3,7 +3,7 @@
 ```
 jfsm conformance [--driver SPEC] [--profile quick|standard|thorough] [--select PREFIX]
                  [--expected-failures FILE] [--report-dir DIR] [--junit-xml PATH]
-                 [--seed N] [--[no-]shrink]
+                 [--seed N] [--[no-]shrink] [--serial]
 jfsm conformance smoke [--driver SPEC]
 jfsm conformance skeleton > jfsm-driver.ts     the TypeScript driver skeleton
 jfsm conformance replay TRACE [--driver SPEC]
@@ -132,6 +132,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="shrink failing random sequences (default: yes, except in the quick profile)",
     )
     parser.add_argument(
+        "--serial",
+        action="store_true",
+        help="run the parts that only wait one after another, not beside the rest (the same "
+        "report, more slowly)",
+    )
+    parser.add_argument(
         "--workers",
         type=int,
         default=2,
@@ -209,6 +215,7 @@ def _run(
         shrink=args.shrink,
         workers=args.workers,
         companions=args.driver == DEFAULT_DRIVER,
+        parallel=not args.serial,
         checkpoint=lambda partial: write_report(partial, report_dir),
         command=" ".join([invoked_as(), "conformance", *(shlex.quote(a) for a in argv)]),
     )

@@ -32,13 +32,13 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from jfsm_conformance.client.driver import HarnessError
 from jfsm_conformance.steps.session import Session
 
-__all__ = ["phase"]
+__all__ = ["lanes"]
 
 START_TIMEOUT = 60.0
 PYTHON = shlex.quote(sys.executable)
@@ -100,49 +100,62 @@ def _announced_url(proc: subprocess.Popen[bytes]) -> str:
     return match[0]
 
 
-def _scenarios_over(run: Any, label: str, spec: str, names: list[str]) -> None:
-    """Run the scenarios `names` against a new session on `spec`, in the run's ledger."""
-    if not names:
-        return
-    run.o.progress(f"companion {label}: {', '.join(names)}")
-    run.companions[label] = ", ".join(names)
-    run.current = f"the start of companion {label}"
-    session = Session(spec, run.ledger)
+def _scenarios_over(lane: Any, label: str, spec: str, names: list[str]) -> None:
+    """Run the scenarios `names` against a new session on `spec`, in the lane's records."""
+    lane.o.progress(f"companion {label}: {', '.join(names)}")
+    lane.companions[label] = ", ".join(names)
+    lane.current = f"the start of companion {label}"
+    session = Session(spec, lane.ledger)
     try:
         for name in names:
-            run.skipped.pop(name, None)
-        run.scenarios(session, only=set(names), label=f"companion {label}")
-        run.unsupported.update(session.world.unsupported)
+            lane.unskip(name)
+        lane.scenarios(session, only=set(names), label=f"companion {label}")
+        lane.unsupported.update(session.world.unsupported)
     finally:
         session.close()
 
 
-def phase(run: Any, profile: str) -> None:
-    """Run over the reference driver's own processes what the in-process run skipped for
-    its transport (module docstring). `run` is the runner's `_Run`."""
-    skipped = dict(run.skipped)
-    needing = {"http": [], "state": []}  # type: dict[str, list[str]]
-    for name, reason in skipped.items():
-        if "needs an HTTP driver" in reason:
-            needing["http"].append(name)
-        elif "names {state}" in reason:
-            needing["state"].append(name)
-    if needing["http"]:
+def _over_http(names: list[str]) -> Callable[[Any], None]:
+    def body(lane: Any) -> None:
+        lane.current = "the start of companion over HTTP (jfsm driver --http)"
         with _http_driver() as url:
-            _scenarios_over(run, "over HTTP (jfsm driver --http)", url, needing["http"])
-    stdio = f"stdio:{PYTHON} -m jfsm.cli driver --state {{state}}"
-    _scenarios_over(run, "over stdio (jfsm driver --state)", stdio, needing["state"])
-    label = f"machine workers (K={run.o.workers})"
-    if label in skipped:
-        shared = tempfile.mkdtemp(prefix="jfsm-companion-shared-")
-        try:
-            run.skipped.pop(label, None)
-            spec = (
-                f"stdio:{PYTHON} -m jfsm.cli driver --state {shlex.quote(shared)} --shared "
-                "--owner main-{worker}"
-            )
-            run.current = f"companion {label}"
-            run.companions[f"{label} (jfsm driver --state DIR --shared)"] = "the workers machine"
-            run.workers({"sharedStore": True}, spec=spec)
-        finally:
-            shutil.rmtree(shared, ignore_errors=True)
+            _scenarios_over(lane, "over HTTP (jfsm driver --http)", url, names)
+
+    return body
+
+
+def _over_state(names: list[str]) -> Callable[[Any], None]:
+    def body(lane: Any) -> None:
+        stdio = f"stdio:{PYTHON} -m jfsm.cli driver --state {{state}}"
+        _scenarios_over(lane, "over stdio (jfsm driver --state)", stdio, names)
+
+    return body
+
+
+def _workers(lane: Any) -> None:
+    label = f"machine workers (K={lane.o.workers})"
+    shared = tempfile.mkdtemp(prefix="jfsm-companion-shared-")
+    try:
+        lane.unskip(label)
+        spec = (
+            f"stdio:{PYTHON} -m jfsm.cli driver --state {shlex.quote(shared)} --shared "
+            "--owner main-{worker}"
+        )
+        lane.current = f"companion {label}"
+        lane.companions[f"{label} (jfsm driver --state DIR --shared)"] = "the workers machine"
+        lane.workers({"sharedStore": True}, spec=spec)
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
+
+
+def lanes(run: Any, needing: dict[str, list[str]], *, workers: bool) -> None:
+    """Add to `run` (the runner's root `_Run`) one lane per companion (decision R170), in
+    the serial order: over HTTP the scenarios `needing["http"]`, over stdio with `{state}`
+    those of `needing["state"]` (each skipped by the run's own driver for its transport),
+    and the workers machine if `workers` (the run's driver cannot run it)."""
+    if needing["http"]:
+        run.lane(_over_http(needing["http"]))
+    if needing["state"]:
+        run.lane(_over_state(needing["state"]))
+    if workers:
+        run.lane(_workers)

@@ -83,6 +83,10 @@ class Options:
     # the default run: then the reference driver's own processes (HTTP, stdio with {state},
     # shared workers) run what the in-process driver skips (`jfsm_conformance.run.companions`)
     companions: bool = False
+    # in the default run, the parts that only wait (the bounded waits, the companions) go on
+    # beside the rest, each on its own driver session; False runs them one after another, in
+    # the same order and with the same verdicts (decision R170)
+    parallel: bool = True
     checkpoint: Callable[[RunResult], object] | None = None  # gets partial results (R55)
     command: str = ""  # the command line as the user typed it (recorded in the report)
 

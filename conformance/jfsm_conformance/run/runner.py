@@ -36,8 +36,10 @@ import io
 import json
 import logging
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -174,25 +176,200 @@ def _needs_met(scenario: Scenario, session: Session) -> tuple[str, str] | None:
     return reasons[0][0], "; ".join(long for _, long in reasons)
 
 
+@dataclass
+class _Fold:
+    """The records of a run and of its lanes, put together in the serial order (R170)."""
+
+    ledger: Ledger
+    failures: list[Failure]
+    skipped: dict[str, str]
+    unsupported: dict[str, str]
+    durations: dict[str, float]
+    judges: dict[str, Judge]
+    companions: dict[str, str]
+    phase: str
+    harness_error: str | None
+    driver_log: str
+    dropped: list[_Run]  # lanes after a harness error: the serial run would not have run them
+
+
 class _Run:
-    def __init__(self, options: Options) -> None:
+    """One run's records; or, with `root`, those of a lane of it (decision R170): a part of
+    the run with its own driver sessions and records, run beside the rest (a thread) or in
+    its turn, whose records `fold` puts after those of the lanes before it. A lane given the
+    root's `ledger` (one that goes on with the root's session) keeps a copy of what the
+    ledger held before it, so that a lane dropped by a harness error credits nothing."""
+
+    def __init__(
+        self,
+        options: Options,
+        *,
+        root: _Run | None = None,
+        ledger: Ledger | None = None,
+        body: Callable[[_Run], None] | None = None,
+    ) -> None:
         self.o = options
-        self.ledger = Ledger()
+        self.root = root
+        self.ledger = ledger if ledger is not None else Ledger()
+        self.shares = ledger is not None  # credits the root's ledger
+        self.ledger_before: Ledger | None = None  # what that ledger held when the lane began
         self.failures: list[Failure] = []
         self.skipped: dict[str, str] = {}
+        self.unskipped: list[str] = []  # skips of earlier parts this lane judged after all
         self.unsupported: dict[str, str] = {}
         self.durations: dict[str, float] = {}
-        self.traces = TraceDir(options.report_dir / "traces")
-        self.shrink = options.shrink if options.shrink is not None else options.profile != "quick"
-        self.catalog = load_catalog()
-        self.implementation: dict[str, Any] = {}
-        self.capabilities: dict[str, Any] = {}
-        self.counts = exercise.Counts()
         self.phase = "starting"
         self.current = "the handshake"  # the scenario or machine running (a harness error names it)
         self.companions: dict[str, str] = {}  # the default run's reference processes (R92)
         # every scenario and machine the selection names, by name, and how it went (R143)
         self.judges: dict[str, Judge] = {}
+        self.lanes: list[_Run] = []
+        self.body = body
+        self.thread: threading.Thread | None = None
+        self.started = False
+        self.done = threading.Event()
+        self.stop = threading.Event()  # the root's: lanes not begun yet need not begin
+        self.harness_error: str | None = None
+        self.driver_log = ""
+        self.bug: BaseException | None = None  # a lane's own exception, raised again at `join`
+        if root is None:
+            self.traces = TraceDir(options.report_dir / "traces")
+            self.shrink = (
+                options.shrink if options.shrink is not None else options.profile != "quick"
+            )
+            self.catalog = load_catalog()
+            self.implementation: dict[str, Any] = {}
+            self.capabilities: dict[str, Any] = {}
+            self.counts = exercise.Counts()
+        else:
+            self.traces = TraceDir(root.traces.path, prefix=f"lane-{len(root.lanes) + 1}-")
+            self.shrink, self.catalog, self.counts = root.shrink, root.catalog, root.counts
+            self.implementation, self.capabilities = root.implementation, root.capabilities
+
+    # -- lanes (R170) ------------------------------------------------------------------
+    def lane(self, body: Callable[[_Run], None], *, ledger: Ledger | None = None) -> _Run:
+        """A new lane of this (root) run whose records fold after those of the lanes before."""
+        lane = _Run(self.o, root=self, ledger=ledger, body=body)
+        self.lanes.append(lane)
+        return lane
+
+    def start(self) -> None:
+        """Run this lane on a thread of its own."""
+        self.started = True
+        self.thread = threading.Thread(target=self.go, name="conformance-lane", daemon=True)
+        self.thread.start()
+
+    def go(self) -> None:
+        """Run this lane's body here, unless it ran or the run stops. A harness error ends
+        the lane (and is its record); another exception is kept for `join`."""
+        assert self.root is not None and self.body is not None
+        if self.done.is_set():
+            return
+        self.started = True
+        if self.shares:
+            self.ledger_before = self.ledger.copy()
+        try:
+            if not self.root.stop.is_set():
+                self.body(self)
+        except (HarnessError, ProtocolViolation) as exc:
+            self.harness_error = f"in {self.current}: {exc}"
+            self.o.progress(f"HARNESS ERROR {self.harness_error}")
+        except Exception as exc:  # a bug of the suite: raised again in the run's thread
+            self.bug = exc
+        finally:
+            self.done.set()
+
+    def join(self, timeout: float | None = None) -> None:
+        """Wait for this lane (at most `timeout` seconds); raise a bug it met."""
+        if self.thread is not None:
+            self.thread.join(timeout)
+        if self.bug is not None:
+            bug, self.bug = self.bug, None
+            raise bug
+
+    def unskip(self, name: str) -> None:
+        """Judge after all `name`, which an earlier part of the run skipped."""
+        self.skipped.pop(name, None)
+        self.unskipped.append(name)
+
+    def failed_before(self) -> bool:
+        """Whether a failure was recorded before this point of the serial order (the lanes
+        before this one waited for)."""
+        if self.failures:
+            return True
+        if self.root is None:
+            return False
+        for lane in self.root.lanes:
+            if lane is self:
+                break
+            lane.join()
+            if lane.failures:
+                return True
+        return bool(self.root.failures)
+
+    def fold(self) -> _Fold:
+        """The root's records, then those of each lane in turn, up to the first harness
+        error; a lane running on a thread of its own counts only once it ended."""
+        failures = list(self.failures)
+        skipped, unsupported = dict(self.skipped), dict(self.unsupported)
+        durations, judges = dict(self.durations), dict(self.judges)
+        companions = dict(self.companions)
+        phase, error, logs = self.phase, self.harness_error, [self.driver_log]
+        ledgers: list[Ledger] = []  # those of the lanes with ledgers of their own
+        dropped: list[_Run] = []
+        for lane in self.lanes:
+            if error is not None:
+                dropped.append(lane)
+                continue
+            if not (lane.done.is_set() or (lane.started and lane.thread is None)):
+                continue
+            if not lane.shares:
+                ledgers.append(lane.ledger)
+            failures += lane.failures
+            for name in lane.unskipped:
+                skipped.pop(name, None)
+            skipped.update(lane.skipped)
+            unsupported.update(lane.unsupported)
+            durations.update(lane.durations)
+            for what, j in lane.judges.items():
+                judges.pop(what, None)
+                judges[what] = j
+            companions.update(lane.companions)
+            logs.append(lane.driver_log)
+            if lane.harness_error is not None:
+                phase, error = lane.phase, lane.harness_error
+        # the root's ledger, without the credits of a lane that shares it and was dropped
+        shared = [lane.ledger_before for lane in dropped if lane.shares and lane.started]
+        ledger = (shared[0] if shared and shared[0] is not None else self.ledger).copy()
+        for other in ledgers:
+            ledger.add(other)
+        return _Fold(
+            ledger,
+            failures,
+            skipped,
+            unsupported,
+            durations,
+            judges,
+            companions,
+            phase,
+            error,
+            "\n".join(filter(None, logs)),
+            dropped,
+        )
+
+    def settle(self) -> _Fold:
+        """Once the lanes ended: number their traces in the serial order after the root's,
+        and remove those of lanes a harness error dropped."""
+        fold = self.fold()
+        for lane in self.lanes:
+            for failure in lane.failures:
+                if failure.trace is None:
+                    continue
+                if lane in fold.dropped:
+                    Path(failure.trace).unlink(missing_ok=True)
+                else:
+                    failure.trace = self.traces.adopt(failure.trace, failure.source)
+        return fold
 
     def result(
         self,
@@ -203,40 +380,46 @@ class _Run:
         running: bool = False,
     ) -> RunResult:
         """The run's result so far; `running`: a checkpoint of a run that goes on."""
+        fold = self.fold()
         verdicts = judge(
             self.catalog,
-            self.ledger,
-            self.failures,
+            fold.ledger,
+            fold.failures,
             self.o,
-            self.unsupported,
-            self.skipped,
+            fold.unsupported,
+            fold.skipped,
             self.capabilities,
-            judges=list(self.judges.values()),
-            stopped=self.phase if partial else None,
+            judges=list(fold.judges.values()),
+            stopped=fold.phase if partial else None,
             running=running,
         )
         return RunResult(
             self.o,
             verdicts,
-            list(self.failures),
+            fold.failures,
             harness_error,
             self.implementation,
             self.capabilities,
-            dict(self.durations),
+            fold.durations,
             driver_log,
             self.counts.table(),
-            dict(self.skipped),
+            fold.skipped,
             partial=partial,
-            phase=self.phase,
-            companions=dict(self.companions),
-            judges=list(self.judges.values()),
+            phase=fold.phase,
+            companions=fold.companions,
+            judges=list(fold.judges.values()),
         )
 
     def reached(self, phase: str) -> None:
-        """Record the phase reached and hand a partial result to `Options.checkpoint`."""
+        """Record the phase reached and, in the run's own thread, hand a partial result to
+        `Options.checkpoint`."""
         self.phase = phase
-        if self.o.checkpoint is not None:
-            self.o.checkpoint(self.result(None, partial=True, running=True))
+        top = self.root or self
+        if self.thread is None:  # the run's own thread: the root's phase too
+            top.phase = phase
+            checkpoint = self.o.checkpoint
+            if checkpoint is not None:
+                checkpoint(top.result(None, partial=True, running=True))
 
     def record_failure(
         self,
@@ -278,12 +461,21 @@ class _Run:
         self.skipped[what] = reason
         return reason
 
-    def scenarios(self, session: Session, only: set[str] | None = None, label: str = "") -> None:
-        """Run the selected scenarios (`only`: just these) against `session`; `label` prefixes
-        the progress lines (a companion's). Each is recorded as a `Judge`."""
+    def scenarios(
+        self,
+        session: Session,
+        only: set[str] | None = None,
+        label: str = "",
+        leave: Iterable[str] = (),
+    ) -> None:
+        """Run the selected scenarios (`only`: just these; never those to `leave` to a lane)
+        against `session`; `label` prefixes the progress lines (a companion's). Each is
+        recorded as a `Judge`."""
         chosen = []
         for s in SCENARIOS:
             if not _selected(s.ids, self.o.select) or (only is not None and s.name not in only):
+                continue
+            if s.name in leave:
                 continue
             if self.o.scenarios is None or s.name in self.o.scenarios:
                 chosen.append(s)
@@ -296,6 +488,8 @@ class _Run:
         prefix = f"{label}: " if label else ""
         total_began = time.monotonic()
         for i, scenario in enumerate(chosen, start=1):
+            if self.root is not None and self.root.stop.is_set():
+                return  # the run stops (R170): what this lane would judge is dropped
             what = f"scenario {scenario.name}"
             need = _needs_met(scenario, session)
             if need:
@@ -374,7 +568,7 @@ class _Run:
         self.current = f"machine {label}"
         self.o.progress(f"machine {label}: {examples} random sequences of up to {steps} steps")
         # a scenario already failed: its trace names the cause; no minutes of shrinking (R80)
-        shrink = self.shrink and not self.failures
+        shrink = self.shrink and not self.failed_before()
         outcome = explore(
             session,
             label,
@@ -407,12 +601,124 @@ class _Run:
         self.reached(f"machine {label}: done")
 
 
+# the scenarios that mostly wait on timers (the attempt deadline of a hostile service): in the
+# default run they go on beside the rest, on a session of their own (R170)
+WAITING = frozenset({"bounded-deadline", "bounded-size", "bounded-identifiers"})
+LANE_JOIN_TIMEOUT = 60.0  # how long an interrupted or stopped run waits for its lanes
+
+
+def _waiting(r: _Run, session: Session) -> list[str]:
+    """The scenarios of the run's tail that only wait and can run (`WAITING`), for a lane."""
+    names: list[str] = []
+    for s in reversed(SCENARIOS):
+        if not _selected(s.ids, r.o.select):
+            continue
+        if s.name not in WAITING:
+            break
+        if (r.o.scenarios is None or s.name in r.o.scenarios) and _needs_met(s, session) is None:
+            names.insert(0, s.name)
+    return names
+
+
+def _companion_needs(r: _Run, session: Session, leave: list[str]) -> dict[str, list[str]]:
+    """The scenarios the run's driver will skip for its transport, by what they need
+    (`http`, `state`): what the companions run instead (R92)."""
+    needing: dict[str, list[str]] = {"http": [], "state": []}
+    for s in SCENARIOS:
+        if not _selected(s.ids, r.o.select) or s.name in leave:
+            continue
+        if r.o.scenarios is not None and s.name not in r.o.scenarios:
+            continue
+        need = _needs_met(s, session)
+        if need and "needs an HTTP driver" in need[1]:
+            needing["http"].append(s.name)
+        elif need and "names {state}" in need[1]:
+            needing["state"].append(s.name)
+    return needing
+
+
+def _rest(r: _Run, session: Session, profile: Profile) -> Callable[[_Run], None]:
+    """The lane after the scenarios, on the run's own session: the machines (R142)."""
+    options = r.o
+
+    def body(lane: _Run) -> None:
+        capabilities = r.capabilities
+        # a machine runs when the selection names what it judges (R142)
+        # (the workers machine's own IDs aside, whatever checks they share)
+        judged = memory.judges(capabilities) - workers.OWNERSHIP_IDS
+        wanted = any(selected(i, options.select) for i in judged)
+        machines = options.machines and wanted
+        try:
+            if machines:
+                lane.machine(session, "at spec thresholds", profile.examples, profile.steps)
+            elif wanted:
+                what = "machine at spec thresholds"
+                lane.judge_as(what, judged, "left out", "left out of this run")
+            lane.unsupported.update(session.world.unsupported)
+        finally:
+            lane.driver_log = session.world.client.stderr_tail()
+            session.close()
+        small = "at small thresholds (" + ", ".join(f"{k} {v}" for k, v in SMALL_THRESHOLDS.items())
+        small += ")"
+        if not wanted:
+            pass
+        elif not capabilities.get("thresholdOverride"):
+            reason = "the driver does not declare thresholdOverride"
+            lane.skipped[f"machine {small}"] = reason
+            why = "needs capability thresholdOverride"
+            lane.judge_as(f"machine {small}", judged, "skipped", why, reason)
+        elif machines and profile.small_examples:
+            lane.current = f"the start of the machine {small}"
+            small_session = Session(options.driver, lane.ledger, thresholds=SMALL_THRESHOLDS)
+            try:
+                lane.machine(small_session, small, profile.small_examples, profile.small_steps)
+                lane.unsupported.update(small_session.world.unsupported)
+            finally:
+                small_session.close()
+        else:
+            lane.judge_as(f"machine {small}", judged, "left out", "left out of this run")
+        if any(selected(i, options.select) for i in workers.OWNERSHIP_IDS):
+            if options.machines:
+                lane.workers(capabilities)  # K processes of a sharedStore driver (R81)
+            else:  # left out; a capability it lacks is still the truer reason
+                label = f"machine workers (K={options.workers})"
+                why, reason = "left out of this run", "the run's options left it out"
+                status = "left out"
+                if not capabilities.get("sharedStore"):
+                    why = "needs capability sharedStore"
+                    reason = "the driver does not declare capabilities.sharedStore"
+                    status = "skipped"
+                lane.judge_as(label, workers.OWNERSHIP_IDS, status, why, reason)
+
+    return body
+
+
+def _waits(names: list[str]) -> Callable[[_Run], None]:
+    """The lane of the scenarios that wait (`WAITING`), on a session of its own."""
+
+    def body(lane: _Run) -> None:
+        lane.current = "the start of the scenarios that wait"
+        session = Session(lane.o.driver, lane.ledger)
+        try:
+            lane.scenarios(session, only=set(names), label="waits")
+            lane.unsupported.update(session.world.unsupported)
+        finally:
+            lane.driver_log = session.world.client.stderr_tail()
+            session.close()
+
+    return body
+
+
 def run(options: Options) -> RunResult:
     """Run the suite against `options.driver`; never raises for a failing implementation.
 
     A `--select` prefix that matches no requirement, or a selection of nothing the suite
     judges, is a harness error (exit 2): nothing would run, and a CI job would pass silently.
-    A selection that judged nothing once run exits 2 too (`RunResult.judged_nothing`)."""
+    A selection that judged nothing once run exits 2 too (`RunResult.judged_nothing`).
+
+    In the default run (`Options.companions`) the parts that only wait run beside the rest
+    (`Options.parallel`), each on its own driver session, and their records are put in the
+    serial order: the result is the same as with `parallel=False` (decision R170)."""
     if options.profile not in PROFILES:
         raise ValueError(f"unknown profile {options.profile!r}; choose from {sorted(PROFILES)}")
     profile = PROFILES[options.profile]
@@ -422,10 +728,9 @@ def run(options: Options) -> RunResult:
     capture = _LogCapture()
     logging.getLogger().addHandler(capture)
     harness_error = select_error(options.select, r.catalog)
-    driver_log = ""
     session = None
+    rest: _Run | None = None
     interrupted = False
-    stopped = False  # a harness error ended the run before it finished
     try:
         with exercise.counting() as r.counts:
             if harness_error is None:
@@ -435,86 +740,71 @@ def run(options: Options) -> RunResult:
                 if options.driver == DEFAULT_DRIVER:
                     options.progress(f"({DEFAULT_DRIVER_NOTE})")
                 session = Session(options.driver, r.ledger)
-                r.implementation, r.capabilities = (
-                    session.world.implementation,
-                    session.world.capabilities,
-                )
-                capabilities = r.capabilities
-                flags = ", ".join(k for k, v in sorted(capabilities.items()) if v) or "none"
+                r.implementation.update(session.world.implementation)
+                r.capabilities.update(session.world.capabilities)
+                flags = ", ".join(k for k, v in sorted(r.capabilities.items()) if v) or "none"
                 options.progress(
                     f"implementation {implementation_label(r.implementation)}; "
                     f"capabilities: {flags}"
                 )
                 r.reached("handshake")
-                r.scenarios(session)
-                # a machine runs when the selection names what it judges (R142)
-                # (the workers machine's own IDs aside, whatever checks they share)
-                judged = memory.judges(capabilities) - workers.OWNERSHIP_IDS
-                wanted = any(selected(i, options.select) for i in judged)
-                machines = options.machines and wanted
-                if machines:
-                    r.machine(session, "at spec thresholds", profile.examples, profile.steps)
-                elif wanted:
-                    what = "machine at spec thresholds"
-                    r.judge_as(what, judged, "left out", "left out of this run")
-                r.unsupported.update(session.world.unsupported)
-                driver_log = session.world.client.stderr_tail()
-                session.close()
-                session = None
-                small = "at small thresholds (" + ", ".join(
-                    f"{k} {v}" for k, v in SMALL_THRESHOLDS.items()
-                )
-                small += ")"
-                if not wanted:
-                    pass
-                elif not capabilities.get("thresholdOverride"):
-                    reason = "the driver does not declare thresholdOverride"
-                    r.skipped[f"machine {small}"] = reason
-                    why = "needs capability thresholdOverride"
-                    r.judge_as(f"machine {small}", judged, "skipped", why, reason)
-                elif machines and profile.small_examples:
-                    r.current = f"the start of the machine {small}"
-                    small_session = Session(options.driver, r.ledger, thresholds=SMALL_THRESHOLDS)
-                    try:
-                        r.machine(small_session, small, profile.small_examples, profile.small_steps)
-                        r.unsupported.update(small_session.world.unsupported)
-                    finally:
-                        small_session.close()
-                else:
-                    r.judge_as(f"machine {small}", judged, "left out", "left out of this run")
-                if any(selected(i, options.select) for i in workers.OWNERSHIP_IDS):
-                    if options.machines:
-                        r.workers(capabilities)  # K processes of a sharedStore driver (R81)
-                    else:  # left out; a capability it lacks is still the truer reason
-                        label = f"machine workers (K={options.workers})"
-                        why, reason = "left out of this run", "the run's options left it out"
-                        status = "left out"
-                        if not capabilities.get("sharedStore"):
-                            why = "needs capability sharedStore"
-                            reason = "the driver does not declare capabilities.sharedStore"
-                            status = "skipped"
-                        r.judge_as(label, workers.OWNERSHIP_IDS, status, why, reason)
+                # the lanes, in the serial order (R170): the waits, the machines, companions
+                own = options.companions and options.driver == DEFAULT_DRIVER
+                waiting = _waiting(r, session) if own else []
+                if waiting:
+                    r.lane(_waits(waiting))
+                rest = r.lane(_rest(r, session, profile), ledger=r.ledger)
                 if options.companions:  # the reference's own processes (R92)
-                    companions.phase(r, profile.name)
+                    machines = options.machines and any(
+                        selected(i, options.select) for i in workers.OWNERSHIP_IDS
+                    )
+                    companions.lanes(
+                        r,
+                        _companion_needs(r, session, waiting),
+                        workers=machines
+                        and workers.unfit(options.driver, r.capabilities) is not None,
+                    )
+                if options.parallel:
+                    for lane in r.lanes:
+                        if lane is not rest:
+                            lane.start()
+                r.scenarios(session, leave=waiting)
+                for lane in r.lanes:
+                    if any(earlier.harness_error for earlier in r.lanes[: r.lanes.index(lane)]):
+                        break  # the serial run would stop there: what follows is dropped
+                    if lane.thread is None:
+                        lane.go()
+                for lane in r.lanes:
+                    lane.join()
+                    if lane.harness_error is not None:
+                        break
     except (HarnessError, ProtocolViolation) as exc:  # a violation here: in the handshake
-        harness_error = f"in {r.current}: {exc}"
-        stopped = True
-        options.progress(f"HARNESS ERROR {harness_error}")
+        r.harness_error = f"in {r.current}: {exc}"
+        options.progress(f"HARNESS ERROR {r.harness_error}")
         if session is not None:
-            driver_log = session.world.client.stderr_tail()
+            r.driver_log = session.world.client.stderr_tail()
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM turned into one by the CLI (R55)
         interrupted = True
-        harness_error = (
-            f"interrupted after {r.phase}: the run did not finish; the verdicts cover only "
-            "what ran before"
-        )
         options.progress(f"INTERRUPTED after {r.phase}")
     finally:
-        if session is not None:
+        r.stop.set()
+        with contextlib.suppress(KeyboardInterrupt):
+            for lane in r.lanes:
+                if lane.thread is not None:
+                    lane.thread.join(LANE_JOIN_TIMEOUT)
+        if session is not None and (rest is None or not rest.started):
             with contextlib.suppress(Exception):
                 session.close()
         logging.getLogger().removeHandler(capture)
-    driver_log = "\n".join(filter(None, [driver_log, "\n".join(capture.lines[-40:])]))
+    fold = r.settle()
+    if interrupted:
+        harness_error = (
+            f"interrupted after {fold.phase}: the run did not finish; the verdicts cover only "
+            "what ran before"
+        )
+    harness_error = harness_error or fold.harness_error
+    stopped = fold.harness_error is not None
+    driver_log = "\n".join(filter(None, [fold.driver_log, "\n".join(capture.lines[-40:])]))
     if not (interrupted or stopped):
         r.phase = "finished"
     return r.result(harness_error, driver_log, partial=interrupted or stopped)

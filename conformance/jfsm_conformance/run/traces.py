@@ -61,7 +61,7 @@ MESSAGE_LIMIT = 400
 TRACE_LIMIT = 1 << 20  # bytes of one trace file
 PACK_OVER = 2048  # code points: a longer string of a step is stored packed
 _PACKED = "$jfsm-packed-text"
-_NAME = re.compile(r"^\d{2,}-[A-Za-z0-9._-]*\.json$")
+_NAME = re.compile(r"^(lane-\d+-)?\d{2,}-[A-Za-z0-9._-]*\.json$")
 
 
 def slug(text: str, limit: int = 60) -> str:
@@ -242,10 +242,15 @@ class Transcript:
 
 
 class TraceDir:
-    """Where one run writes its traces (`REPORT_DIR/traces`)."""
+    """Where one run writes its traces (`REPORT_DIR/traces`), numbered in the order written.
 
-    def __init__(self, path: Path) -> None:
+    A part of the run that goes on beside the rest (a lane, decision R170) writes under a
+    `prefix` (`lane-N-`); `adopt` gives such a trace the run's next number once the lanes
+    are put in order."""
+
+    def __init__(self, path: Path, prefix: str = "") -> None:
         self.path = path
+        self.prefix = prefix
         self.count = 0
 
     def clear(self) -> int:
@@ -272,7 +277,7 @@ class TraceDir:
         """Write one trace; `messages` may be compacted already (compacting is idempotent)."""
         self.path.mkdir(parents=True, exist_ok=True)
         self.count += 1
-        path = self.path / f"{self.count:02d}-{slug(source)}.json"
+        path = self.path / f"{self.prefix}{self.count:02d}-{slug(source)}.json"
         trace = {
             "format": TRACE_FORMAT,
             "driver": driver,
@@ -285,6 +290,14 @@ class TraceDir:
         }
         path.write_text(_capped(trace), encoding="utf-8")
         return path
+
+    def adopt(self, trace: str, source: str) -> str:
+        """Rename `trace` (another `TraceDir`'s file in this folder) to this run's next
+        number; its new path. `OSError` if it cannot be renamed."""
+        self.count += 1
+        path = self.path / f"{self.count:02d}-{slug(source)}.json"
+        Path(trace).replace(path)
+        return str(path)
 
 
 def _capped(trace: dict[str, Any]) -> str:

@@ -297,3 +297,16 @@ class Ledger:
             return
         text = message() if callable(message) else str(message)
         raise ConformanceFailure(check.name, chosen, text, evidence or {})
+
+    def copy(self) -> Ledger:
+        """A copy, which later credits to this ledger leave as it is."""
+        out = Ledger()
+        out.passes = Counter(self.passes)
+        out.checks_by_id = {rid: set(names) for rid, names in self.checks_by_id.items()}
+        return out
+
+    def add(self, other: Ledger) -> None:
+        """Credit here everything `other` credited (a part of the run judged apart)."""
+        self.passes.update(other.passes)
+        for rid, names in other.checks_by_id.items():
+            self.checks_by_id.setdefault(rid, set()).update(names)
