@@ -176,7 +176,7 @@ SUITE_LAYERS: dict[int, tuple[str, ...]] = {
     # a run: its model and its runner
     9: ("run.model", "run.runner"),
     # what reads a run: reports, coverage, the smoke check, the command line
-    10: ("run.report", "run.coverage", "run.smoke", "run.cli"),
+    10: ("run.report", "run.coverage", "run.smoke", "run.cli", "run.lane"),
     # whole subpackages on top: the safety profile and the example implementations
     11: ("profile.*", "examples.*"),
     # the plug-ins into the tools that host the suite: the pytest plugin (the suite's
@@ -214,6 +214,8 @@ ADDED_SINCE_RESHAPE = {
     "commands": "the suite's subcommands of `jfsm`, registered by entry point (R104, issue 34)",
     "run.usage": "what a command refuses before it runs: one-line usage errors, a report "
     "folder another run holds (R160, R161, issue 35)",
+    "run.lane": "the process of a run's lane: the default run's machines beside the "
+    "scenarios (R170, issue 32)",
 }
 
 

@@ -301,3 +301,32 @@ def test_an_owner_frozen_mid_write_delays_the_next_owner_no_longer_than_its_leas
     assert keys in (["k1"], ["k1", "k2"])  # the write in flight: whole or absent
     assert b.ask("commit k3") == {"ok": True}
     assert b.ask("keys")["keys"] == [*keys, "k3"]
+
+
+def test_a_closed_store_is_unlocked_while_a_started_process_holds_copies_of_its_locks(
+    tmp_path: Path,
+) -> None:
+    """A process forked while a store is open (any subprocess being started) holds copies of
+    the lock's descriptors until it execs; closing the store releases the lock all the same
+    (`flock` LOCK_UN), so the store opens again at once instead of `store_locked`."""
+    from jfsm.stores.file import fsio
+
+    fs = fsio.OsFileSystem()
+    directory = str(tmp_path / "store")
+    fs.makedirs(directory)
+    handle = fs.lock(directory)
+    held = [handle, *fsio._COMPANIONS[handle]]  # what a fork copies: every descriptor
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import sys; sys.stdin.read()"],
+        stdin=subprocess.PIPE,
+        pass_fds=held,
+    )
+    try:
+        fs.unlock(handle)
+        again = fs.lock(directory)  # BlockingIOError while the child's copies held it
+        fs.unlock(again)
+    finally:
+        assert child.stdin is not None
+        child.stdin.close()
+        child.wait(10)
+    assert child.returncode == 0

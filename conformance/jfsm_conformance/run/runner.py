@@ -35,7 +35,9 @@ import inspect
 import io
 import json
 import logging
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -66,6 +68,7 @@ __all__ = [
     "load_catalog",
     "replay",
     "run",
+    "serve_lane",
 ]
 
 from jfsm_conformance.run.model import (
@@ -232,6 +235,7 @@ class _Run:
         self.harness_error: str | None = None
         self.driver_log = ""
         self.bug: BaseException | None = None  # a lane's own exception, raised again at `join`
+        self.process: subprocess.Popen[bytes] | None = None  # a lane's own Python process
         if root is None:
             self.traces = TraceDir(options.report_dir / "traces")
             self.shrink = (
@@ -709,6 +713,137 @@ def _waits(names: list[str]) -> Callable[[_Run], None]:
     return body
 
 
+def _machines_apart(r: _Run, profile: Profile) -> Callable[[_Run], None]:
+    """The machines' lane in a Python process of its own (`python -m
+    jfsm_conformance.run.lane`), on a session of its own: the machines are CPU work, which
+    threads of one process cannot share out (R170). Its records come back as JSON."""
+
+    def body(lane: _Run) -> None:
+        o = lane.o
+        request = {
+            "driver": o.driver,
+            "profile": profile.name,
+            "select": o.select,
+            "report_dir": str(o.report_dir),
+            "seed": o.seed,
+            "shrink": r.shrink,
+            "workers": o.workers,
+            "machines": o.machines,
+            "prefix": lane.traces.prefix,
+        }
+        lane.current = "the machines' process (python -m jfsm_conformance.run.lane)"
+        argv = [sys.executable, "-m", "jfsm_conformance.run.lane"]
+        with tempfile.TemporaryFile() as err:
+            proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err)
+            lane.process = proc
+            assert proc.stdin is not None and proc.stdout is not None
+            with proc.stdin:
+                proc.stdin.write(json.dumps(request).encode("utf-8"))
+            records = None
+            for raw in proc.stdout:
+                message = json.loads(raw)
+                if "progress" in message:
+                    o.progress(message["progress"])
+                else:
+                    records = message["records"]
+            status = proc.wait()
+            if records is None:
+                err.seek(0)
+                tail = err.read().decode("utf-8", "replace")[-2000:]
+                raise HarnessError(
+                    f"the machines' process ended with status {status} before its records:\n" + tail
+                )
+        _take(lane, records)
+
+    return body
+
+
+def _records(lane: _Run) -> dict[str, Any]:
+    """A lane's records as JSON (`_take` reads them back)."""
+    return {
+        "passes": dict(lane.ledger.passes),
+        "checks": {rid: sorted(names) for rid, names in lane.ledger.checks_by_id.items()},
+        "failures": [[f.source, f.check, list(f.ids), f.message, f.trace] for f in lane.failures],
+        "skipped": lane.skipped,
+        "unskipped": lane.unskipped,
+        "unsupported": lane.unsupported,
+        "durations": lane.durations,
+        "judges": [
+            [j.what, sorted(j.ids), j.status, j.why, j.reason] for j in lane.judges.values()
+        ],
+        "companions": lane.companions,
+        "phase": lane.phase,
+        "harness_error": lane.harness_error,
+        "driver_log": lane.driver_log,
+        "counts": lane.counts.table(),
+    }
+
+
+def _take(lane: _Run, records: dict[str, Any]) -> None:
+    """Put the records of a lane's process (`_records`) into `lane`."""
+    lane.ledger.passes.update(records["passes"])
+    for rid, names in records["checks"].items():
+        lane.ledger.checks_by_id.setdefault(rid, set()).update(names)
+    for source, check, ids, message, trace in records["failures"]:
+        lane.failures.append(Failure(source, check, tuple(ids), message, trace))
+    lane.skipped.update(records["skipped"])
+    lane.unskipped += records["unskipped"]
+    lane.unsupported.update(records["unsupported"])
+    lane.durations.update(records["durations"])
+    for what, ids, status, why, reason in records["judges"]:
+        lane.judge_as(what, ids, status, why, reason)
+    lane.companions.update(records["companions"])
+    lane.phase, lane.harness_error = records["phase"], records["harness_error"]
+    lane.driver_log = records["driver_log"]
+    for kind, counts in records["counts"].items():
+        for name, n in counts.items():
+            lane.counts.add(kind, name, n)
+
+
+def serve_lane() -> int:
+    """The machines' lane of a run in this process (`python -m jfsm_conformance.run.lane`):
+    its request as JSON on stdin, progress lines and then its records as JSON lines on
+    stdout. Exits 0 with the records (a harness error among them); a bug of the suite ends
+    it with its traceback on stderr and no records, which the run reports as a harness
+    error."""
+    request = json.loads(sys.stdin.read())
+    out, sys.stdout = sys.stdout, sys.stderr  # what else prints goes to stderr
+
+    def say(message: dict[str, Any]) -> None:
+        out.write(json.dumps(message) + "\n")
+        out.flush()
+
+    options = Options(
+        driver=request["driver"],
+        profile=request["profile"],
+        select=request["select"],
+        report_dir=Path(request["report_dir"]),
+        seed=request["seed"],
+        shrink=request["shrink"],
+        workers=request["workers"],
+        machines=request["machines"],
+        progress=lambda line: say({"progress": line}),
+    )
+    r = _Run(options)
+    profile = PROFILES[options.profile]
+
+    def body(lane: _Run) -> None:
+        lane.current = "the handshake of the machines' session"
+        session = Session(options.driver, lane.ledger)
+        r.implementation.update(session.world.implementation)
+        r.capabilities.update(session.world.capabilities)
+        _rest(r, session, profile)(lane)
+
+    with exercise.counting() as r.counts:
+        lane = r.lane(body)
+        lane.counts = r.counts
+        lane.traces.prefix = request["prefix"]
+        lane.go()
+        lane.join()
+    say({"records": _records(lane)})
+    return 0
+
+
 def run(options: Options) -> RunResult:
     """Run the suite against `options.driver`; never raises for a failing implementation.
 
@@ -753,7 +888,13 @@ def run(options: Options) -> RunResult:
                 waiting = _waiting(r, session) if own else []
                 if waiting:
                     r.lane(_waits(waiting))
-                rest = r.lane(_rest(r, session, profile), ledger=r.ledger)
+                # the machines: CPU work, in a process of their own where they can be
+                # (a run that shrinks waits to know whether a scenario failed first: R80)
+                apart = own and not r.shrink
+                if apart:
+                    rest = r.lane(_machines_apart(r, profile))
+                else:
+                    rest = r.lane(_rest(r, session, profile), ledger=r.ledger)
                 if options.companions:  # the reference's own processes (R92)
                     machines = options.machines and any(
                         selected(i, options.select) for i in workers.OWNERSHIP_IDS
@@ -769,6 +910,11 @@ def run(options: Options) -> RunResult:
                         if lane is not rest:
                             lane.start()
                 r.scenarios(session, leave=waiting)
+                if apart:  # the run's own session is done with
+                    r.unsupported.update(session.world.unsupported)
+                    r.driver_log = session.world.client.stderr_tail()
+                    session.close()
+                    session = None
                 for lane in r.lanes:
                     if any(earlier.harness_error for earlier in r.lanes[: r.lanes.index(lane)]):
                         break  # the serial run would stop there: what follows is dropped
@@ -792,7 +938,11 @@ def run(options: Options) -> RunResult:
             for lane in r.lanes:
                 if lane.thread is not None:
                     lane.thread.join(LANE_JOIN_TIMEOUT)
-        if session is not None and (rest is None or not rest.started):
+        for lane in r.lanes:
+            if lane.process is not None and lane.process.poll() is None:
+                lane.process.kill()
+                lane.process.wait(10)
+        if session is not None and (rest is None or not rest.started or not rest.shares):
             with contextlib.suppress(Exception):
                 session.close()
         logging.getLogger().removeHandler(capture)

@@ -347,11 +347,19 @@ class OsFileSystem:
         return fds[0]
 
     def unlock(self, handle: int) -> None:
-        # Closing a descriptor releases its flock; no explicit LOCK_UN needed.
+        # LOCK_UN before closing: a process forked meanwhile (any subprocess this process
+        # starts) holds a copy of each descriptor until it execs, and closing ours alone
+        # would leave the lock held by that copy: the next open would be refused
+        # store_locked.
+        import fcntl
+
         for path, fd in list(self._dirs.items()):
             if fd == handle:
                 del self._dirs[path]
-        for fd in _COMPANIONS.pop(handle, []):
+        for fd in [*_COMPANIONS.pop(handle, []), handle]:
             with contextlib.suppress(OSError):
-                os.close(fd)
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            if fd != handle:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
         os.close(handle)
