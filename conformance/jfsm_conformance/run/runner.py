@@ -16,6 +16,12 @@ had to skip. A `--select` runs every scenario and machine that judges a selected
 each is recorded as a `Judge` with how it went, from which a requirement left not covered
 gets its true reason (`judge`, decision R143).
 
+In the default run the parts that only wait, and the machines, are *lanes* (decision R170):
+each on driver sessions of its own, on a thread (the bounded waits, the companions) or in a
+process (`jfsm_conformance.run.lane`: the machines, CPU work); `_Run.fold` puts their
+records after the root's in the serial order, and up to the first harness error only, so
+the report does not depend on timing. `Options.parallel=False` runs the same lanes in turn.
+
 `run(options)` returns a `RunResult`; `replay(path)` runs a recorded trace again. A failure
 of a check becomes a `Failure` with the requirement IDs it blames and a language-neutral trace
 (the session's steps plus every protocol message) written next to the report. A driver that
