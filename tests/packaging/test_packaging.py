@@ -31,10 +31,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.packaging_helpers import locked_export_command
-
 import jfsm
 import jfsm_conformance.run.runner
+from tests.packaging_helpers import locked_export_command
 
 ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))

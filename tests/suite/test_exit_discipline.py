@@ -130,10 +130,23 @@ def test_restart_and_http_examples_exit_1() -> None:
     assert first["restarts forgets_on_restart (http)"] == ["JF-ATOM-004"]
 
 
+# each broken owner's flaw and the requirement it breaks (every flaw listed: a new one must say)
+FLAW_IDS = {
+    "no_token_check": "JF-STORE-013",
+    "takeover_same_token": "JF-STORE-012",
+    "lease_unchecked": "JF-STORE-011",
+    "fenced_half_write": "JF-STORE-013",
+    "stale_reads": "JF-STORE-030",
+    "renew_any_owner": "JF-STORE-031",
+    "leases_never_expire": "JF-STORE-032",
+}
+assert set(FLAW_IDS) == set(FLAWS), set(FLAWS) ^ set(FLAW_IDS)
+
+
 @pytest.mark.release
 @pytest.mark.parametrize(
     ("flaw", "rid"),
-    list(zip(FLAWS, ["JF-STORE-013", "JF-STORE-012", "JF-STORE-011", "JF-STORE-013"], strict=True)),
+    sorted(FLAW_IDS.items()),
 )
 def test_select_store_fails_every_broken_owner_under_its_id(
     tmp_path: Path, flaw: str, rid: str

@@ -24,6 +24,10 @@ naming its exit status (or signal), and the report carries its stderr tail.
 (`call`, `start` + `wait`), which is what Hypothesis rules need. Every wait is bounded: a
 driver that does not answer in time, or dies, raises `HarnessError` carrying its stderr
 tail (the runner exits 2). A reply that breaks the protocol raises `ProtocolViolation`.
+
+**The one concept:** one connection to the implementation under test, whatever carries it;
+its three transports share the id matching, the bounded waits and the schema checks, so they
+stay one module.
 """
 
 from __future__ import annotations

@@ -29,7 +29,6 @@ first release it, so each rule runs a fair share of the steps (`exercise` counts
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from hypothesis import strategies as st
@@ -39,37 +38,8 @@ from jfsm_conformance.model.canon import EXCHANGE_ENVELOPE
 from jfsm_conformance.model.texts import FLAVOURS, canary, make_text
 from jfsm_conformance.run import exercise
 from jfsm_conformance.steps.session import Session
-from jfsm_conformance.verify import checks as C
 
-__all__ = ["judges", "machine_factory"]
-
-# checks only the probes and the workers machine run (hostile input, HTTP, state directory,
-# bounded waits, ownership): what they alone judge, this machine never does
-_PROBES = (
-    C.HOSTILE,
-    C.HTTP_GUARD,
-    C.STATE_GUARD,
-    C.BOUNDED_WAITS,
-    C.ONE_OWNER,
-    C.FENCED_WRITES,
-    C.FENCED_READS,
-    C.LEASES,
-    C.NOT_HELD,
-    C.ROUNDS_LIST,
-)
-
-
-def judges(capabilities: Mapping[str, Any]) -> frozenset[str]:
-    """The requirement IDs this machine can judge against a driver declaring `capabilities`
-    (a `--select` of any of them runs it): those of the named checks its steps run, less a
-    kill's (JF-ATOM-008, only scenarios kill) and, without `durableRestart` (its `restart`
-    rule), JF-ATOM-004."""
-    steps = {i for check in C.CHECKS.values() if check not in _PROBES for i in check.ids}
-    steps.discard("JF-ATOM-008")
-    if not capabilities.get("durableRestart"):
-        steps.discard("JF-ATOM-004")
-    return frozenset(steps)
-
+__all__ = ["machine_factory"]
 
 PEOPLE = ["p-ana", "p-ben", "p-\U0001f600", "p-zoë", "bot-1", "bot-2"]
 

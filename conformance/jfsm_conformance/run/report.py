@@ -3,6 +3,20 @@ JUnit XML for CI, and GitHub annotations.
 
 Every format says what was exercised (`RunResult.exercised`: how often each machine rule,
 session step, compress.v2 reply and compression outcome happened), so a pass is never empty.
+
+Every format is rendered from the same `RunResult` and its verdict rows: a verdict, its
+`why` and `reason`, and the first failure's blame (`first_failure`) read the same in JSON,
+Markdown, JUnit XML, GitHub annotations and on the terminal. A run still going writes a
+partial report whose not-covered rows say "not reached yet".
+
+- `report.json` (`to_json`): the verdicts, the judges and what was exercised, for machines;
+- `report.md` (`to_markdown`): the same for people, with the rule and workers tables;
+- the terminal (`summary_lines`): the harness error first, then the first failures, the
+  not-covered lines with their reasons, and the counts;
+- JUnit XML (`to_junit`) and GitHub annotations (`github_annotations`) for CI.
+
+**The one concept:** one run's result rendered for its readers; the formats stay together
+so that no format can say something another does not.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ what it needs); the machine at the spec thresholds; the machine at small thresho
 `thresholdOverride`); the workers machine (with `sharedStore`); in the default run only, the
 companions, which run over the reference driver's own processes what the in-process driver
 had to skip. A `--select` runs every scenario and machine that judges a selected requirement
-(`Scenario.ids`, `machines.memory.judges`, `machines.workers.OWNERSHIP_IDS`; decision R142);
+(`Scenario.ids`, `machines.explore.judges`, `machines.workers.OWNERSHIP_IDS`; decision R142);
 each is recorded as a `Judge` with how it went, from which a requirement left not covered
 gets its true reason (`judge`, decision R143).
 
@@ -52,13 +52,14 @@ from pathlib import Path
 from typing import Any
 
 from jfsm_conformance.client.driver import HarnessError, ProtocolViolation
-from jfsm_conformance.machines import memory, workers
+from jfsm_conformance.machines import workers
 from jfsm_conformance.machines.explore import (
     PROTOCOL_ROW,
     Found,
     explore,
     unsupported_in,
 )
+from jfsm_conformance.machines.explore import judges as memory_judges
 from jfsm_conformance.run import companions, exercise
 from jfsm_conformance.run.traces import TraceDir, TraceError, read_trace, unpack
 from jfsm_conformance.scenarios import SCENARIOS, Scenario
@@ -570,7 +571,7 @@ class _Run:
 
     def machine(self, session: Session, label: str, examples: int, steps: int) -> None:
         what = f"machine {label}"
-        ids = memory.judges(session.world.capabilities)
+        ids = memory_judges(session.world.capabilities)
         if examples <= 0:
             self.judge_as(what, ids, "left out", "left out of this run", "no examples asked")
             return
@@ -655,7 +656,7 @@ def _rest(r: _Run, session: Session, profile: Profile) -> Callable[[_Run], None]
         capabilities = r.capabilities
         # a machine runs when the selection names what it judges (R142)
         # (the workers machine's own IDs aside, whatever checks they share)
-        judged = memory.judges(capabilities) - workers.OWNERSHIP_IDS
+        judged = memory_judges(capabilities) - workers.OWNERSHIP_IDS
         wanted = any(selected(i, options.select) for i in judged)
         machines = options.machines and wanted
         try:
