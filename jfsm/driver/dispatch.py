@@ -51,6 +51,7 @@ from jfsm.spec import constants
 from jfsm.stores.file.store import FileStore
 from jfsm.stores.memory import MemoryStore
 from jfsm.stores.offload import run_blocking
+from jfsm.telemetry import TelemetrySink
 
 if TYPE_CHECKING:
     from jfsm.driver.pg import DatabaseGames
@@ -290,13 +291,18 @@ class ReferenceDriver:
             thresholds=self._thresholds,
         )
 
-    def _telemetry_sink(self, game_id: str) -> Callable[[dict[str, Any]], None] | None:
+    def _telemetry_sink(self, game_id: str) -> TelemetrySink | None:
         state = self.state
         if state is None:
             return None
         folder, fs = state.folder(game_id), self._fs
-        # a crashed driver writes nothing more (its telemetry neither)
-        return lambda event: None if fs and fs.dead else state.append_telemetry(folder, event)
+
+        def sink(event: dict[str, Any]) -> Awaitable[None] | None:
+            if fs and fs.dead:  # a crashed driver writes nothing more (its telemetry neither)
+                return None
+            return run_blocking(state.append_telemetry, folder, event)  # off the loop (R150)
+
+        return sink
 
     async def _reopen_all(self, only: list[str] | None = None) -> None:
         if self.state is None:
@@ -322,6 +328,8 @@ class ReferenceDriver:
         open before reopen now, the others when an op names them (R56). After a `crash` op
         the restart is a kill: every engine is abandoned as it is."""
         was_open = list(self.games)
+        for engine in self.games.values():  # events emitted before the kill are written
+            await engine.telemetry_written()
         if self._fs is not None and self._fs.used:
             self._fs.abandon()
             self._fs = CrashSwitch()
@@ -489,6 +497,7 @@ class ReferenceDriver:
 
     async def op_telemetry(self, args: Mapping[str, Any]) -> Any:
         engine = await self._game(args)
+        await engine.telemetry_written()
         if self.db is not None:
             return await self.db.read_telemetry(engine.game_id) or list(engine.telemetry)
         if self.state is not None:

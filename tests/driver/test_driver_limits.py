@@ -138,7 +138,7 @@ def test_forget_games_refuses_ids_out_of_pattern_and_forgets_nothing(tmp_path: P
         replies.append(
             await driver.handle({"id": 5, "op": "forget_games", "args": {"games": ["g", "g"]}})
         )
-        driver.close()
+        await driver.close()
         return replies
 
     *refused, dump, duplicates = asyncio.run(run())
