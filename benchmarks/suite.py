@@ -8,6 +8,9 @@
   over a `Session`, at the spec thresholds and at the small thresholds the quick profile
   also uses, in process and over stdio, interleaved run by run. A step is one `Session`
   operation (each verifies the whole observable state against the oracle).
+- The main job (`jfsm conformance`: the quick profile, its default driver and companions)
+  is the quick profile's "after" run below: its wall time and peak RSS (the suite's process,
+  and the largest of the processes it started) are a row of the Goals table (issue 32).
 - The quick and standard profiles before and after issue 14's speed and memory round, one
   after the other in the same run: `jfsm conformance --profile P` in a fresh subprocess (the
   suite's process: suite, fake compress.v2 and the in-process reference driver) with the
@@ -269,9 +272,11 @@ try:
         peak = next(int(l.split()[1]) for l in f if l.startswith("VmHWM:"))
 except (OSError, StopIteration):
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+# the largest child the suite waited for (the reference driver's own processes, R92)
+children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
 with open(os.environ["JFSM_BENCH_OUT"], "w") as f:
     json.dump({"code": code, "wall": wall, "peak_kib": peak, "messages": messages[0],
-               "rss": samples}, f)
+               "rss": samples, "children_peak_kib": children}, f)
 os._exit(code)
 """
 
@@ -340,6 +345,7 @@ def _profile_run(
             "exit_code": int(got["code"]),
             "wall_s": round(wall, 2),
             "peak_rss_mib": round(int(got["peak_kib"]) / 1024, 1),
+            "children_peak_rss_mib": round(int(got.get("children_peak_kib", 0)) / 1024, 1),
             "steps": steps,
             "messages": got["messages"],
             "steps_per_s": round(steps / wall, 1) if steps else None,

@@ -247,7 +247,7 @@ def _snapshot(cfg: dict[str, Any]) -> dict[str, Any]:
         built = build_store(int(cfg["snapshot_mib"] * MiB), 10_000, seed=5)
         directory = os.path.join(root, "s")
         with FileStore.open(directory) as store:
-            store.seed(built.store.image.values_bytes())
+            store.seed_sync(built.store.image.values_bytes())
         name = next(n for n in os.listdir(directory) if n.startswith("snapshot."))
         crc = int(name.split(".")[2], 16)
         path = os.path.join(directory, name)

@@ -103,7 +103,7 @@ from jfsm.stores.file.manifest import (
     snapshot_name,
 )
 from jfsm.stores.file.snapshot import object_bytes
-from jfsm.stores.offload import Steps, run_steps, run_steps_sync
+from jfsm.stores.offload import Steps, run_blocking, run_steps, run_steps_sync
 
 T = TypeVar("T")
 
@@ -217,6 +217,23 @@ class FileStore:
             if isinstance(exc, OSError):
                 raise fs_unavailable(path, "open", exc, "closed") from exc
             raise
+
+    @classmethod
+    async def open_async(
+        cls,
+        directory: str | os.PathLike[str],
+        *,
+        quota: int = QUOTA_BYTES,
+        fs: FileSystem | None = None,
+        verify: bool = False,
+    ) -> FileStore:
+        """`open`, run off the event loop (its reads, creations and fsyncs block): what a
+        coroutine opening games should call. Same arguments and errors as `open`. Once
+        started the open runs to its end; a cancellation reaches the caller at its next
+        await, with the store returned (close it)."""
+        return await run_blocking(
+            functools.partial(cls.open, directory, quota=quota, fs=fs, verify=verify)
+        )
 
     @classmethod
     def open_shared(
