@@ -2,8 +2,9 @@
 writes, every game of a process on one shared pool of connections (native async).
 
 The tables and their migrations are `schema`'s, leases and fenced writes
-`fencing`'s, the pool and the lease timer `pool`'s, reading and
-removing games without owning them `games`'s (modules of this package).
+`fencing`'s, the pool and the lease timer `pool`'s, the grouping of concurrent commits into
+one statement `group`'s (decision R152), reading and removing games without owning them
+`games`'s (modules of this package).
 
 # Errors
 
@@ -38,7 +39,6 @@ from jfsm.image import QUOTA_BYTES, StoreImage, seeded_image
 from jfsm.projection import Projection
 from jfsm.stores.postgres.fencing import (
     CHECKPOINT,
-    COMMIT,
     RELEASE,
     SEED,
     take_many,
@@ -52,6 +52,7 @@ from jfsm.stores.postgres.games import (
     read_image,
     remove_game,
 )
+from jfsm.stores.postgres.group import Lost, group_commit_default, grouped
 from jfsm.stores.postgres.pool import PgPool, close_pools, shared_pool
 from jfsm.stores.postgres.schema import SCHEMA_VERSION, connection_error, migrate, schema_version
 
@@ -82,10 +83,19 @@ class PostgresStore:
     durable = True
 
     def __init__(
-        self, pool: PgPool, game_id: str, token: int, seq: int, image: StoreImage, created: bool
+        self,
+        pool: PgPool,
+        game_id: str,
+        token: int,
+        seq: int,
+        image: StoreImage,
+        created: bool,
+        group_commit: bool | None = None,
     ) -> None:
         # Use `PostgresStore.open`; this only assembles what it loaded.
         self._pool: PgPool | None = pool
+        #: commits join the pool's batches (R152); False: each is a batch of its own
+        self.group_commit = group_commit_default() if group_commit is None else group_commit
         self.game_id = game_id
         self.token = token
         self._seq = seq
@@ -111,6 +121,7 @@ class PostgresStore:
         lease_seconds: float | None = None,
         pool_size: int | None = None,
         owner: str | None = None,
+        group_commit: bool | None = None,
     ) -> PostgresStore:
         """Own game `game_id` in the database at `conninfo` (URL or keyword string) and load
         its rows once, in one transaction on the process's shared pool.
@@ -120,8 +131,9 @@ class PostgresStore:
         `JFSM_PG_LEASE_SECONDS` or 30) picks the process's pool (one per lease length);
         `pool_size` sizes it when this open creates it. `owner` is the lease's owner id
         (default: unique to this open); a given owner id reclaims its own live lease at once
-        (a restarted worker, R61). Other errors: see the module docstring; nothing
-        changes on error.
+        (a restarted worker, R61). `group_commit` (default `JFSM_PG_GROUP_COMMIT`, on):
+        this game's commits share statements with the pool's other games' (R152, module
+        `group`). Other errors: see the module docstring; nothing changes on error.
         """
         check_game_id(game_id)
         pool = await shared_pool(conninfo, max_size=pool_size, lease_seconds=lease_seconds)
@@ -139,7 +151,7 @@ class PostgresStore:
                 image = await load_image(conn, game_id, quota)
         except psycopg.Error as exc:
             raise connection_error(exc, conninfo, f"open game {game_id!r} at") from None
-        return cls(pool, game_id, token, seq, image, created)
+        return cls(pool, game_id, token, seq, image, created, group_commit)
 
     @classmethod
     async def open_many(
@@ -152,6 +164,7 @@ class PostgresStore:
         lease_seconds: float | None = None,
         pool_size: int | None = None,
         owner: str | None = None,
+        group_commit: bool | None = None,
     ) -> tuple[dict[str, PostgresStore], dict[str, str]]:
         """Own many games at once (a worker starting up): `open` of each (created if
         missing), in one transaction of a few statements whatever their number. Returns
@@ -171,7 +184,7 @@ class PostgresStore:
         except psycopg.Error as exc:
             raise connection_error(exc, conninfo, "open games at") from None
         stores = {
-            game: cls(pool, game, token, seq, images[game], created)
+            game: cls(pool, game, token, seq, images[game], created, group_commit)
             for game, (token, seq, created) in taken.items()
         }
         return stores, refused
@@ -188,20 +201,37 @@ class PostgresStore:
         return self._seq
 
     async def commit(self, projection: Projection) -> None:
-        """Write `projection` in one statement fenced by this owner's token (renewing the
-        lease), then apply it. Raises `QuotaExceeded` (nothing sent), `StoreFenced`, or
-        `StoreUnavailable` (see the module docstring for what each leaves)."""
+        """Write `projection` fenced by this owner's token (renewing the lease), in one
+        statement shared with the concurrent commits of the pool's other games (R152), then
+        apply it. Raises `QuotaExceeded` (nothing sent), `StoreFenced`, or
+        `StoreUnavailable` (see the module docstring for what each leaves); another game's
+        refusal in the same statement is never this one's."""
         await self._require_writable()
         footprint = self._image.check(projection)
         if projection.is_empty():
             return
-        params = {
-            "footprint": footprint,
-            "keys": _encode_keys(projection.sets),
-            "values": list(projection.sets.values()),
-            "deletes": _encode_keys(projection.deletes),
-        }
-        await self._write(COMMIT, params, "commit")
+        pool = self._pool
+        assert pool is not None
+        expected = self._seq + 1
+        try:
+            seq = await grouped(pool).commit(
+                self.game_id,
+                self.token,
+                footprint,
+                _encode_keys(projection.sets),
+                list(projection.sets.values()),
+                _encode_keys(projection.deletes),
+                alone=not self.group_commit,
+            )
+        except Lost:
+            self._broken = expected
+            raise self._lost("commit", expected) from None
+        except psycopg.Error as exc:
+            raise self._refused(exc, "commit", expected) from None
+        if seq is None:
+            self._fenced = True
+            raise self.fenced_error()
+        self._seq = seq
         self._image.apply_unchecked(projection)
         self._dirty.update(projection.touched())
 
@@ -355,18 +385,23 @@ class PostgresStore:
         except psycopg.Error as exc:
             if lost:
                 self._broken = expected
-                raise StoreUnavailable(
-                    f"{what} of game {self.game_id!r}: the connection was lost, so it may or "
-                    f"may not have landed: the next call asks the database (compare a "
-                    f"reopened store's seq with {expected})",
-                    state="broken",
-                    seq=expected,
-                ) from None
-            error = connection_error(exc, pool.conninfo, f"{what} game {self.game_id!r} at")
-            raise type(error)(
-                f"{error.message}; nothing was written", state="open", seq=expected
-            ) from None
+                raise self._lost(what, expected) from None
+            raise self._refused(exc, what, expected) from None
         if row is None:
             self._fenced = True
             raise self.fenced_error()
         self._seq = int(row[0])
+
+    def _lost(self, what: str, expected: int) -> StoreUnavailable:
+        return StoreUnavailable(
+            f"{what} of game {self.game_id!r}: the connection was lost, so it may or "
+            f"may not have landed: the next call asks the database (compare a "
+            f"reopened store's seq with {expected})",
+            state="broken",
+            seq=expected,
+        )
+
+    def _refused(self, exc: psycopg.Error, what: str, expected: int) -> StoreUnavailable:
+        assert self._pool is not None
+        error = connection_error(exc, self._pool.conninfo, f"{what} game {self.game_id!r} at")
+        return type(error)(f"{error.message}; nothing was written", state="open", seq=expected)
