@@ -6,8 +6,8 @@ so one round trip, one transaction and one WAL flush serve many games (decision 
 A commit joins the pool's forming batch. A batch leaves when the event loop has run the
 callbacks that were ready with its first member (so everything that commits in the same
 pass of the loop rides along; there is no timer unless `JFSM_PG_GROUP_WAIT_MS` asks for
-one), provided fewer than `max_batches` batches of the pool are in flight; otherwise it
-leaves as soon as one of them is done. A batch holds at most `max_members` members
+one), provided fewer than `max_batches` batches of the pool are in flight (default: one a
+connection of the pool); otherwise it leaves as soon as one of them is done. A batch holds at most `max_members` members
 (`JFSM_PG_GROUP_MAX`, default 64) and never two commits of one game (a later one waits for
 the next batch). A commit thus waits for company at most one pass of the loop (plus the
 configured wait), and for a free slot at most until a batch in flight ends.
@@ -90,7 +90,6 @@ SELECT game_id, seq FROM owner
 """
 
 DEFAULT_MAX_MEMBERS = 64
-DEFAULT_MAX_BATCHES = 2
 
 
 class Lost(Exception):
@@ -132,9 +131,11 @@ class GroupCommit:
         pool: PgPool,
         *,
         max_members: int = DEFAULT_MAX_MEMBERS,
-        max_batches: int = DEFAULT_MAX_BATCHES,
+        max_batches: int | None = None,
         wait: float = 0.0,
     ) -> None:
+        if max_batches is None:
+            max_batches = pool.pool.max_size  # a batch a connection
         if max_members < 1 or max_batches < 1 or wait < 0:
             raise ValueError("a batch needs room for a member, a slot and a wait >= 0")
         self.pool = pool
@@ -295,15 +296,16 @@ _groups: weakref.WeakKeyDictionary[PgPool, GroupCommit] = weakref.WeakKeyDiction
 
 def grouped(pool: PgPool) -> GroupCommit:
     """The pool's `GroupCommit`, made on first use with `JFSM_PG_GROUP_MAX` members a batch
-    at most (default 64), `JFSM_PG_GROUP_BATCHES` batches in flight (default 2) and
-    `JFSM_PG_GROUP_WAIT_MS` of waiting for company (default 0). `ValueError` for a setting
-    that is not a number in range."""
+    at most (default 64), `JFSM_PG_GROUP_BATCHES` batches in flight (default: the pool's
+    connections) and `JFSM_PG_GROUP_WAIT_MS` of waiting for company (default 0).
+    `ValueError` for a setting that is not a number in range."""
     group = _groups.get(pool)
     if group is None:
+        batches = os.environ.get("JFSM_PG_GROUP_BATCHES")
         group = _groups[pool] = GroupCommit(
             pool,
             max_members=int(os.environ.get("JFSM_PG_GROUP_MAX", DEFAULT_MAX_MEMBERS)),
-            max_batches=int(os.environ.get("JFSM_PG_GROUP_BATCHES", DEFAULT_MAX_BATCHES)),
+            max_batches=int(batches) if batches else None,
             wait=float(os.environ.get("JFSM_PG_GROUP_WAIT_MS", 0)) / 1000,
         )
     return group
