@@ -7,10 +7,11 @@ A commit joins the pool's forming batch. A batch leaves when the event loop has 
 callbacks that were ready with its first member (so everything that commits in the same
 pass of the loop rides along; there is no timer unless `JFSM_PG_GROUP_WAIT_MS` asks for
 one), provided fewer than `max_batches` batches of the pool are in flight (default: one a
-connection of the pool); otherwise it leaves as soon as one of them is done. A batch holds at most `max_members` members
-(`JFSM_PG_GROUP_MAX`, default 64) and never two commits of one game (a later one waits for
-the next batch). A commit thus waits for company at most one pass of the loop (plus the
-configured wait), and for a free slot at most until a batch in flight ends.
+connection of the pool); otherwise it leaves as soon as one of them is done. A batch holds
+at most `max_members` members (`JFSM_PG_GROUP_MAX`, default 64) and never two commits of
+one game (a later one waits for the next batch). A commit thus waits for company at most
+one pass of the loop (plus the configured wait), and for a free slot at most until a batch
+in flight ends.
 
 A batch is one statement (`GROUP_COMMIT`) in its own transaction, with
 `synchronous_commit = on` like every write of the store. Each member is fenced by its own
