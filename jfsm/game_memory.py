@@ -62,7 +62,7 @@ class GameMemory:
         self.telemetry: list[dict[str, Any]] = []
         self.telemetry_failures = 0  # events the sink could not take (`status`, R75)
         self._sink = telemetry
-        self._outbox: deque[Awaitable[Any]] = deque()  # an async sink's writes, in order
+        self._outbox: deque[Awaitable[Any]] | None = None  # an async sink's writes, in order
         self._writer: asyncio.Task[None] | None = None
 
     async def commit(
@@ -113,6 +113,8 @@ class GameMemory:
             self._sink_failed(exc)
             return
         if inspect.isawaitable(pending):
+            if self._outbox is None:
+                self._outbox = deque()
             self._outbox.append(pending)
             if self._writer is None or self._writer.done():
                 self._writer = asyncio.get_running_loop().create_task(self._write_out())

@@ -42,6 +42,7 @@ __all__ = [
     "CompressionState",
     "ForcedEvent",
     "ForcedState",
+    "Handlers",
     "MachineTable",
     "SceneEvent",
     "SceneState",
@@ -143,9 +144,40 @@ def effect_names(owner: type) -> frozenset[str]:
     )
 
 
-def handlers(owner: object) -> dict[str, Callable[..., Any]]:
-    """The effect handlers of `owner`: effect name -> its bound `on_<effect>` method."""
-    return {name: getattr(owner, _HANDLER_PREFIX + name) for name in effect_names(type(owner))}
+_EFFECT_NAMES: dict[type, frozenset[str]] = {}  # effect_names by class, found once
+
+
+class Handlers(Mapping[str, Callable[..., Any]]):
+    """The effect handlers of one owner: effect name -> its `on_<effect>` method, looked
+    up when it is taken. It holds the owner only, not a bound method per effect: an open
+    game keeps its machines' handlers as two objects, not sixteen (decision R150)."""
+
+    __slots__ = ("_names", "_owner")
+
+    def __init__(self, owner: object) -> None:
+        self._owner = owner
+        kind = type(owner)
+        names = _EFFECT_NAMES.get(kind)
+        if names is None:
+            names = _EFFECT_NAMES[kind] = effect_names(kind)
+        self._names = names
+
+    def __getitem__(self, name: str) -> Callable[..., Any]:
+        if name not in self._names:
+            raise KeyError(name)
+        handler: Callable[..., Any] = getattr(self._owner, _HANDLER_PREFIX + name)
+        return handler
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+
+def handlers(owner: object) -> Handlers:
+    """The effect handlers of `owner`: effect name -> its `on_<effect>` method."""
+    return Handlers(owner)
 
 
 @dataclass(frozen=True, slots=True)
@@ -322,7 +354,9 @@ class StateMachine:
                 f"machine {name}: effects without handler {unbound}, handlers "
                 f"without effect {extra}"
             )
-        self._effects = None if effects is None else dict(effects)
+        self._effects: Mapping[str, Callable[..., Any]] | None = (
+            effects if effects is None or isinstance(effects, Handlers) else dict(effects)
+        )
         self._fired: Transition | None = None
         start = self.table.initial if state is None else str(state)
         if start not in self.table.states:

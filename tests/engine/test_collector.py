@@ -67,10 +67,10 @@ CHILD = textwrap.dedent(
     """
 )
 
-#: Tracked objects an open game may keep (54 today: the engine, its memory, index, stores,
-#: locks, two machines and the bound handlers they call; a machine built per instance was
+#: Tracked objects an open game may keep (38 today: the engine, its memory, index, stores,
+#: locks, two machines and their handlers, looked up by name; a machine built per instance was
 #: about 330 each).
-PER_ENGINE = 120
+PER_ENGINE = 80
 
 
 def _count(kind: str) -> dict[str, float]:
