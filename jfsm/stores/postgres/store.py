@@ -102,8 +102,10 @@ class PostgresStore:
         self._image = image
         self.created = created  # this open created the game's row
         base = image.base_bytes()
-        self._dirty: set[str] = {
-            key for key in set(image.keys()).union(base) if image.raw(key) != base.get(key)
+        # the keys written since the checkpoint: a dict's keys, which the garbage collector
+        # does not walk, as it would a set's (R150)
+        self._dirty: dict[str, None] = {
+            key: None for key in set(image.keys()).union(base) if image.raw(key) != base.get(key)
         }
         self._broken: int | None = None  # the seq of a write whose outcome is unknown
         self._fenced = False
@@ -233,7 +235,7 @@ class PostgresStore:
             raise self.fenced_error()
         self._seq = seq
         self._image.apply_unchecked(projection)
-        self._dirty.update(projection.touched())
+        self._dirty.update(dict.fromkeys(projection.touched()))
 
     async def checkpoint(self) -> None:
         """Make the current store the change log's base, in one fenced statement.
@@ -243,7 +245,7 @@ class PostgresStore:
         params = {"footprint": image.footprint(), "keys": _encode_keys(self._dirty)}
         await self._write(CHECKPOINT, params, "checkpoint")
         self._image = image
-        self._dirty = set()
+        self._dirty = {}
 
     async def seed(self, values: Mapping[str, bytes]) -> None:
         """Fill this *empty* store with `values` as its checkpointed base (empty change log).
