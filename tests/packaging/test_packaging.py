@@ -45,7 +45,7 @@ import importlib.abc, sys
 class Block(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
         if name.split(".")[0] in {SUITE_ONLY!r}:
-            raise ImportError("blocked on a slim install: " + name)
+            raise ModuleNotFoundError("No module named " + repr(name) + " (blocked)", name=name)
         return None
 sys.meta_path.insert(0, Block())
 """
@@ -98,6 +98,23 @@ def test_profile_on_a_slim_install_says_what_to_install_in_one_line() -> None:
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, lines
     assert "jfsm profile needs the extra jfsm[conformance]" in lines[0]
+
+
+@pytest.mark.parametrize("command", [["conformance"], ["profile", "--adapter", "toy"]])
+def test_a_command_whose_dependencies_are_missing_says_what_to_install(command: list[str]) -> None:
+    """As on a real slim install: the suite's package is there (the wheel ships it), its
+    dependencies are not; the entry point's loader meets that before any work (R104)."""
+    blocked = BLOCKED_IMPORTS.replace(repr(SUITE_ONLY), repr(("hypothesis", "pytest", "_pytest")))
+    done = subprocess.run(
+        [sys.executable, "-c", blocked + f"from jfsm.cli import main\nsys.exit(main({command!r}))"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert f"jfsm {command[0]} needs the extra jfsm[conformance] (missing: hypothesis)" in lines[0]
 
 
 def test_metadata_version_license_and_typing() -> None:
