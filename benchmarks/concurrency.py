@@ -498,6 +498,19 @@ def _goals(result: dict[str, Any], cfg: dict[str, Any]) -> list[dict[str, Any]]:
                     "met": worst is not None and worst <= CALLBACK_GOAL_MS,
                 }
             )
+    low, high = min(cfg["goal_games"]), max(cfg["goal_games"])
+    for store in stores if low != high else []:
+        a, b = _row(result, store, low) or {}, _row(result, store, high) or {}
+        lag = ratio(b.get("lag_max_ms"), a.get("lag_max_ms"))
+        cpu = ratio(b.get("ready_cpu_ms"), a.get("ready_cpu_ms"))
+        goals.append(
+            {
+                "goal": f"the loop's latency, {store}, {low} to {high} games",
+                "target": "grows no faster than N × the CPU of a round",
+                "measured": f"latency ×{lag}, N × CPU ×{cpu}",
+                "met": lag is not None and cpu is not None and lag <= cpu,
+            }
+        )
     job = result.get("main_job") or {}
     if job.get("run"):
         goals.append(
