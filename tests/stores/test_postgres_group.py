@@ -76,21 +76,28 @@ def test_concurrent_commits_of_different_games_share_one_statement(pg_target: st
 
 
 @pytest.mark.req("JF-STORE-050")
-def test_a_batch_holds_at_most_its_bound_and_one_commit_of_a_game(pg_database: str) -> None:
-    """`max_members` splits ten commits into batches of four; two commits of one game sent
-    at once go into two batches, in order, and both land."""
+@pytest.mark.parametrize("slots", [1, 4])
+def test_a_batch_holds_at_most_its_bound_and_one_commit_of_a_game(
+    pg_database: str, slots: int
+) -> None:
+    """`max_members` splits ten commits into batches of four; three commits of one game sent
+    at once go into three batches, one after another (never two in flight at once, whatever
+    the slots), in order, and all land."""
 
     async def scenario() -> None:
         stores = await _open(pg_database, 10)
         assert stores[0]._pool is not None
-        group = GroupCommit(stores[0]._pool, max_members=4, max_batches=1)
+        group = GroupCommit(stores[0]._pool, max_members=4, max_batches=slots)
         store = stores[0]
         sizes: list[int] = []
+        events: list[tuple[str, int]] = []
         sent = group._send
 
         async def spy(batch: list[Any]) -> None:
             sizes.append(len(batch))
+            events.append(("start", len(sizes)))
             await sent(batch)
+            events.append(("end", len(sizes)))
 
         group._send = spy  # type: ignore[method-assign]
         results = await asyncio.gather(
@@ -99,13 +106,22 @@ def test_a_batch_holds_at_most_its_bound_and_one_commit_of_a_game(pg_database: s
         assert sizes == [4, 4, 2]
         assert all(r == s.seq + 1 for r, s in zip(results, stores, strict=True))
         sizes.clear()
-        first, second = await asyncio.gather(
-            group.commit(store.game_id, store.token, 10, [b"k"], [b"2"], []),
-            group.commit(store.game_id, store.token, 10, [b"k"], [b"3"], []),
+        events.clear()
+        game, token = store.game_id, store.token
+        results = await asyncio.gather(
+            *(group.commit(game, token, 10, [b"k"], [v], []) for v in (b"2", b"3", b"4"))
         )
-        assert sizes == [1, 1] and (first, second) == (store.seq + 2, store.seq + 3)
+        assert sizes == [1, 1, 1] and results == [store.seq + 2, store.seq + 3, store.seq + 4]
+        assert events == [
+            ("start", 1),
+            ("end", 1),
+            ("start", 2),
+            ("end", 2),
+            ("start", 3),
+            ("end", 3),
+        ]
         image = await asyncio.to_thread(read_image, pg_database, store.game_id)
-        assert image.get("k") == 3
+        assert image.raw("k") == b"4"
         for s in stores:
             s.lost_lease()  # their seq is behind the database now: never write again
             await s.close()

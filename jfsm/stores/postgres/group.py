@@ -9,9 +9,9 @@ pass of the loop rides along; there is no timer unless `JFSM_PG_GROUP_WAIT_MS` a
 one), provided fewer than `max_batches` batches of the pool are in flight (default: one a
 connection of the pool); otherwise it leaves as soon as one of them is done. A batch holds
 at most `max_members` members (`JFSM_PG_GROUP_MAX`, default 64) and never two commits of
-one game (a later one waits for the next batch). A commit thus waits for company at most
-one pass of the loop (plus the configured wait), and for a free slot at most until a batch
-in flight ends.
+one game; a game's commit waits while one of its game is in flight, so a game's commits
+land one after another, in order. A commit thus waits for company at most one pass of the
+loop (plus the configured wait), and for a free slot at most until a batch in flight ends.
 
 A batch is one statement (`GROUP_COMMIT`) in its own transaction, with
 `synchronous_commit = on` like every write of the store. Each member is fenced by its own
@@ -148,6 +148,7 @@ class GroupCommit:
         self.largest = 0
         self._queue: deque[Member] = deque()
         self._in_flight: set[asyncio.Task[None]] = set()
+        self._sending: set[str] = set()  # the games of the batches in flight
         self._scheduled = False
 
     async def commit(
@@ -187,27 +188,33 @@ class GroupCommit:
         self._scheduled = False
         while self._queue and len(self._in_flight) < self.max_batches:
             batch: list[Member] = []
-            games: set[str] = set()
-            later: list[Member] = []
-            while self._queue and len(batch) < self.max_members:
-                member = self._queue.popleft()
-                if member.game in games:  # one commit a game a batch, in order
-                    later.append(member)
-                else:
-                    games.add(member.game)
+            kept: deque[Member] = deque()
+            for member in self._queue:
+                # one commit a game a batch, and none while its game has one in flight:
+                # a game's commits land one after another, in order
+                if len(batch) < self.max_members and member.game not in self._sending:
+                    self._sending.add(member.game)
                     batch.append(member)
-            self._queue.extendleft(reversed(later))
-            self._launch(batch)
+                else:
+                    kept.append(member)
+            self._queue = kept
+            if not batch:
+                return  # what waits is for games in flight: `_done` dispatches it
+            self._launch(batch, marked=True)
 
-    def _launch(self, batch: list[Member]) -> None:
+    def _launch(self, batch: list[Member], *, marked: bool = False) -> None:
+        games = {member.game for member in batch}
+        if not marked:
+            self._sending.update(games)
         task = asyncio.get_running_loop().create_task(self._send(batch))
         self._in_flight.add(task)
-        task.add_done_callback(self._done)
+        task.add_done_callback(lambda done: self._done(done, games))
 
-    def _done(self, task: asyncio.Task[None]) -> None:
+    def _done(self, task: asyncio.Task[None], games: set[str]) -> None:
         self._in_flight.discard(task)
+        self._sending.difference_update(games)
         if self._queue and not self._scheduled:
-            self._dispatch()  # the members that waited for a slot, at once
+            self._dispatch()  # the members that waited for a slot or their game, at once
 
     async def _send(self, batch: list[Member]) -> None:
         try:
