@@ -247,7 +247,7 @@ def _file_opener(root: str) -> Callable[[str, int, dict[str, Any]], Awaitable[Op
     async def open_games(tag: str, n: int, cfg: dict[str, Any]) -> Opened:
         base = tempfile.mkdtemp(prefix=f"{tag}-", dir=root)
         stores = await asyncio.gather(
-            *(FileStore.open_async(os.path.join(base, f"g{i}")) for i in range(n))
+            *(FileStore.open(os.path.join(base, f"g{i}")) for i in range(n))
         )
         return _engines_over(list(stores))
 

@@ -150,7 +150,7 @@ def _throughput(cfg: dict[str, Any], root: str) -> dict[str, Any]:
     prefill = _prefill(cfg["prefill_keys"], 3)
     sequence = projection_sequence(cfg["projections"], cfg["prefill_keys"])
     fs_dir = os.path.join(root, "filestore")
-    store = FileStore.open(fs_dir)  # its blocking surface: the commit's own latency
+    store = FileStore.open_sync(fs_dir)  # its blocking surface: the commit's own latency
     store.commit_sync(prefill)
     store.checkpoint_sync()  # a game checkpoints; the prefill becomes the snapshot
     kv = SqliteKV(os.path.join(root, "kv.sqlite3"))
@@ -312,14 +312,14 @@ def _reopen(cfg: dict[str, Any], root: str) -> list[dict[str, Any]]:
     # A: snapshot only.
     built = build_store(int(cfg["reopen_mib"] * MiB), 10_000, seed=5)
     a_dir = os.path.join(root, "reopen-snapshot")
-    with FileStore.open(a_dir) as store:
+    with FileStore.open_sync(a_dir) as store:
         store.seed_sync(built.store.image.values_bytes())
         a_fp = store.image.footprint()
     variants.append(("snapshot only", a_dir, a_fp))
     # B: a snapshot plus a log of rounds-like projections.
     base = build_store(int(cfg["reopen_base_mib"] * MiB), 10_000, seed=6)
     b_dir = os.path.join(root, "reopen-log")
-    with FileStore.open(b_dir) as store:
+    with FileStore.open_sync(b_dir) as store:
         store.seed_sync(base.store.image.values_bytes())
         logged = 0
         for _, projection in iter_projections(1_000_000, 0, seed=11):
@@ -338,7 +338,7 @@ def _reopen(cfg: dict[str, Any], root: str) -> list[dict[str, Any]]:
             for what in order:
                 t0 = now_ns()
                 if what == "open":
-                    FileStore.open(directory).close_sync()
+                    FileStore.open_sync(directory).close_sync()
                 else:
                     _plain_load(directory)
                 samples.add(f"{label}:{what}", now_ns() - t0)

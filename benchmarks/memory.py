@@ -79,14 +79,14 @@ def _child(argv: list[str]) -> dict[str, Any]:
         engine = GameEngine(built.store, FakeCompressor(), game_id="bench")
     elif mode == "prepare":
         built = build_store(int(float(argv[2]) * MiB), 10_000)
-        with FileStore.open(argv[1]) as store:
+        with FileStore.open_sync(argv[1]) as store:
             store.seed_sync(built.store.image.values_bytes())
             footprint = store.image.footprint()
         return {"mode": mode, "footprint": footprint}
     elif mode == "read":
         return _read(argv[1])
     elif mode == "reopen":
-        engine = GameEngine(FileStore.open(argv[1]), FakeCompressor(), game_id="bench")
+        engine = GameEngine(FileStore.open_sync(argv[1]), FakeCompressor(), game_id="bench")
     elif mode != "baseline":
         raise SystemExit(f"unknown mode {mode!r}")
     if engine is not None:

@@ -100,7 +100,7 @@ def _commit(conninfo: str, root: str, cfg: dict[str, Any]) -> dict[str, Any]:
 
     prefill = _prefill(cfg["prefill_keys"], 3)
     sequence = projection_sequence(cfg["projections"], cfg["prefill_keys"])
-    file = FileStore.open(os.path.join(root, "filestore"))
+    file = FileStore.open_sync(os.path.join(root, "filestore"))
     sqlite = SqliteKV(os.path.join(root, "kv.sqlite3"))
     pg = PostgresStore.open(conninfo, "bench-commit")
     # each store's blocking commit (today's PostgresStore; the FileStore's sync surface)

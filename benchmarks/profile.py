@@ -90,7 +90,7 @@ def filestore_commit(out: Path) -> None:
     root = tempfile.mkdtemp(prefix="jfsm-prof-")
 
     def setup() -> tuple[FileStore, list[Any]]:
-        store = FileStore.open(os.path.join(root, "s"))
+        store = FileStore.open_sync(os.path.join(root, "s"))
         store.commit_sync(_prefill(1500, 3))
         store.checkpoint_sync()
         return store, projection_sequence(2000, 1500)
@@ -113,13 +113,13 @@ def filestore_open(out: Path) -> None:
     def setup() -> str:
         built = build_store(int(29.5 * MiB), 10_000, seed=5)
         directory = os.path.join(root, "s")
-        with FileStore.open(directory) as store:
+        with FileStore.open_sync(directory) as store:
             store.seed_sync(built.store.image.values_bytes())
         return directory
 
     def body(directory: str) -> None:
         for _ in range(3):
-            FileStore.open(directory).close_sync()
+            FileStore.open_sync(directory).close_sync()
 
     try:
         _profile("filestore_open_29.5MiB", out, setup, body)

@@ -45,6 +45,7 @@ class Cell:
 
 
 _LANGCHAIN = ("langchain", "langchain-sync", "langchain-trim")
+_AUTOGEN = ("autogen-unbounded", "autogen-buffered", "autogen-head-tail", "autogen-token-limited")
 MATRIX: tuple[Cell, ...] = (
     Cell("langchain", "langchain", "1.3.14", _LANGCHAIN, "before #38867's fix"),
     Cell("langchain", "langchain", "1.3.15", _LANGCHAIN, "#38867 fixed (PR #39268)"),
@@ -63,6 +64,12 @@ MATRIX: tuple[Cell, ...] = (
         "current",
     ),
     Cell("google-adk", "google-adk", "2.13.0", ("adk",), "current"),
+    Cell("semantic-kernel", "semantic-kernel", "1.45.0", ("semantic-kernel",), "current"),
+    Cell("strands-agents", "strands-agents", "1.62.0", ("strands",), "current"),
+    # Agno stores compaction records in SQLite or PostgreSQL: its sqlite extra
+    Cell("agno", "agno[sqlite]", "3.1.10", ("agno",), "current"),
+    Cell("autogen-core", "autogen-agentchat", "0.7.5", _AUTOGEN, "current"),
+    Cell("pydantic-ai-slim", "pydantic-ai-slim", "2.68.0", ("pydantic-ai",), "current"),
 )
 
 # (library, property ID) -> [(issue, versions it affects ("" while unfixed), a text the
@@ -95,6 +102,16 @@ FINDINGS: dict[tuple[str, str], str] = {
     # one defect (a delete, then a separate write), two observations: one page
     ("llamaindex-summary", "JF-SAFE-010"): "findings/llamaindex-delete-then-set.md",
     ("llamaindex-summary", "JF-SAFE-011"): "findings/llamaindex-delete-then-set.md",
+    ("semantic-kernel", "JF-SAFE-004"): "findings/semantic-kernel-empty-summary.md",
+    # one defect (the count raised before the summary call), seen at the failed call and after
+    **{
+        ("strands-agents", rid): "findings/strands-failed-summary-count.md"
+        for rid in ("JF-SAFE-001", "JF-SAFE-002", "JF-SAFE-003", "JF-SAFE-004", "JF-SAFE-006")
+    },
+    ("strands-agents", "JF-SAFE-013"): "findings/strands-resummarize-summary.md",
+    ("agno", "JF-SAFE-004"): "findings/agno-blank-summary.md",
+    ("pydantic-ai-slim", "JF-SAFE-006"): "findings/pydantic-ai-docs-processor-window.md",
+    ("pydantic-ai-slim", "JF-SAFE-004"): "findings/pydantic-ai-blank-summary.md",
 }
 
 
@@ -211,14 +228,34 @@ def _confirmation(report: dict[str, Any], rid: str) -> str:
     return "no known issue"
 
 
+def _links(report: dict[str, Any]) -> dict[str, str]:
+    """Property ID -> where its failing or by-design cell links: the findings page (as a link
+    from the results page), else the known issue it matches, else the page's findings table
+    (`#findings`)."""
+    lib, version = report["matrix"]["library"], report["matrix"]["version"]
+    links = {}
+    for v in report["verdicts"]:
+        if v["verdict"] not in ("fail", "by design"):
+            continue
+        issue = known_issue(lib, v["id"], version, v.get("message") or "")
+        page = _findings_page(report, v["id"])
+        if v["verdict"] == "fail" and issue:
+            ref, _, _ = issue.partition(" ")
+            repo, _, number = ref.partition("#")
+            links[v["id"]] = f"https://github.com/{repo}/issues/{number}"
+        elif page:
+            links[v["id"]] = page
+        else:
+            links[v["id"]] = "#findings"
+    return links
+
+
 def _cell(text: object) -> str:
     return str(text or "").replace("|", "\\|").replace("\n", "<br>")
 
 
 def write_results(reports: list[dict[str, Any]], path: Path) -> str:
     """Write the results page for `reports` (profile JSON reports with a `matrix` key)."""
-    ids = [v["id"] for v in reports[0]["verdicts"]] if reports else []
-    short = {"pass": "✓", "fail": "✗", "by design": "by design", "not applicable": "n/a"}
     lines = [
         "# Results: the safety matrix",
         "",
@@ -226,23 +263,22 @@ def write_results(reports: list[dict[str, Any]], path: Path) -> str:
         "",
         "Each release was installed into its own throwaway environment and run through "
         "`jfsm profile` with faithful offline fakes (see [the adapters](adapters.md)). "
-        "✓ pass, ✗ fail, *by design* a documented behaviour (reason below), n/a outside the "
-        "adapter's declared scope. The known issue is the one the failure matches. How often "
+        "✓ pass, ✗ fail, ◐ *by design* a documented behaviour (reason below), · not "
+        "applicable: outside the adapter's declared scope (the report gives the reason). The "
+        "known issue is the one the failure matches. How often "
         "a fresh random search at the default budget finds each ✗ and *by design* cell: "
         "[Detection rates](detection.md).",
         "",
         "## Verdicts",
         "",
-        "| adapter | version | release | " + " | ".join(i.removeprefix("JF-") for i in ids) + " |",
-        "|---|---|---|" + "---|" * len(ids),
+        "One row per adapter and release, grouped by library; one cell per property "
+        "(the column's number is its JF-SAFE ID; hover for its title). A ✗ or *by design* "
+        "cell links to its finding.",
+        "",
+        "<!-- jfsm:safety-matrix -->",
     ]
     for rep in reports:
-        row = {v["id"]: v["verdict"] for v in rep["verdicts"]}
-        lines.append(
-            f"| {rep['adapter']} | {rep['matrix']['version']} | {rep['matrix']['why']} | "
-            + " | ".join(short.get(row[i], row[i]) for i in ids)
-            + " |"
-        )
+        rep["matrix"]["links"] = _links(rep)
     lines += [
         "",
         "## Findings",
@@ -255,9 +291,15 @@ def write_results(reports: list[dict[str, Any]], path: Path) -> str:
         "run_compaction`, `asummarize_messages`, `ChatSummaryMemoryBuffer.get`); "
         "`llamaindex-memory` runs `Memory._manage_queue` (the step `aput_messages` runs after "
         "its write) and `adk` the runner's own post-invocation compaction step, and their "
-        "findings scripts confirm through `Memory.put` and `Runner.run_async`. The ones ready "
-        "to file upstream have a page with a reproduction script under "
-        "[findings](findings/index.md).",
+        "findings scripts confirm through `Memory.put` and `Runner.run_async`. Of this round's "
+        "adapters, `semantic-kernel` calls `ChatHistorySummarizationReducer.reduce` and "
+        "`agno` `Agent.acompact`, both public; `strands` runs the agent's overflow recovery "
+        "step (`reduce_context`, then the session sync) and `pydantic-ai` the docs' processor "
+        "as `ProcessHistory` runs it, and their findings scripts confirm through "
+        "`Agent.invoke_async` with a `FileSessionManager` and `Agent.run` with "
+        "`ProcessHistory`. The AutoGen contexts have no summarizer: their rows show what each "
+        "view keeps. The ones ready to file upstream have a page with a reproduction script "
+        "under [findings](findings/index.md).",
         "",
         "| library | version | adapter | property | verdict | minimal example | known issue |",
         "|---|---|---|---|---|---|---|",

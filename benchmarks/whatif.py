@@ -246,7 +246,7 @@ def _snapshot(cfg: dict[str, Any]) -> dict[str, Any]:
     try:
         built = build_store(int(cfg["snapshot_mib"] * MiB), 10_000, seed=5)
         directory = os.path.join(root, "s")
-        with FileStore.open(directory) as store:
+        with FileStore.open_sync(directory) as store:
             store.seed_sync(built.store.image.values_bytes())
         name = next(n for n in os.listdir(directory) if n.startswith("snapshot."))
         crc = int(name.split(".")[2], 16)

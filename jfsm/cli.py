@@ -12,6 +12,7 @@ jfsm fake-compress [--port N] serve the fake compress.v2 on 127.0.0.1 until inte
 jfsm inspect PATH [--json]    a durable store's stacks, lengths, footprint and flags
 jfsm inspect URL --game ID    the same for a game in PostgreSQL (read without taking it over)
 jfsm pg-migrate URL           create or upgrade the PostgreSQL store's tables
+jfsm pg-server [COMMAND...]   a throwaway PostgreSQL server: print its URL (or run COMMAND)
 jfsm profile --adapter NAME   the compaction safety profile against an agent-memory adapter
 ```
 
@@ -23,6 +24,13 @@ an install command that resolves where this copy of jfsm came from (the wheel fi
 checkout it was installed from, else the package index), and exit 2. A closed stdout
 (`jfsm inspect ... | head`) ends the command quietly. Exit codes: 0 success, 1 failure
 (conformance: a requirement failed), 2 usage or harness error.
+
+Every usage error is one line on stderr and exit 2, never a traceback (decision R160): a
+bad option or argument (`jfsm CMD: error: ... (see jfsm CMD --help)`), a file, folder or
+connection string that cannot be used. Ctrl-C (or SIGTERM) stops a serving command
+(`driver`, `pg-server`, `fake-compress`) with exit 0; any other command it interrupts ends
+with one line and exit 130. An exception nothing expected is a bug of jfsm: its traceback,
+then one line saying so, and exit 2, so that exit 1 keeps meaning "a requirement failed".
 """
 
 from __future__ import annotations
@@ -35,6 +43,8 @@ import shlex
 import sys
 from typing import TYPE_CHECKING
 
+from jfsm.usage import UsageParser
+
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoint
 
@@ -43,7 +53,7 @@ __all__ = ["COMMANDS_GROUP", "install_hint", "main", "plugin_commands"]
 #: The entry-point group through which other packages add `jfsm` subcommands: each entry is
 #: a loader `() -> main(argv) -> int`, and may name the extra it needs (`module:attr [extra]`).
 COMMANDS_GROUP = "jfsm.commands"
-_ENGINE_COMMANDS = ("driver", "inspect", "pg-migrate")
+_ENGINE_COMMANDS = ("driver", "inspect", "pg-migrate", "pg-server")
 
 
 def plugin_commands() -> dict[str, EntryPoint]:
@@ -107,6 +117,13 @@ def _plugin_help(entry: EntryPoint) -> str:
     return line[:1].lower() + line[1:]
 
 
+def _port(text: str) -> int:
+    """A TCP port number, 0 to 65535 (argparse's type: a bad one is a usage error)."""
+    if not text.isdigit() or not 0 <= int(text) <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (0 to 65535)")
+    return int(text)
+
+
 def _version() -> str:
     from jfsm import __version__
 
@@ -115,7 +132,7 @@ def _version() -> str:
 
 def build_parser(plugins: dict[str, EntryPoint] | None = None) -> argparse.ArgumentParser:
     """The engine's commands, and each registered command (by name, with its help line)."""
-    parser = argparse.ArgumentParser(
+    parser = UsageParser(
         prog="jfsm",
         description="Jump Forward agent memory: reference engine and conformance suite.",
     )
@@ -133,7 +150,9 @@ def build_parser(plugins: dict[str, EntryPoint] | None = None) -> argparse.Argum
         help="accept a --state directory of another user or writable by group or others "
         "(they can then change your games); links are refused all the same",
     )
-    driver.add_argument("--http", type=int, metavar="PORT", help="serve HTTP on 127.0.0.1:PORT")
+    driver.add_argument(
+        "--http", type=_port, metavar="PORT", help="serve HTTP on 127.0.0.1:PORT (0: a free one)"
+    )
     driver.add_argument(
         "--token",
         help="bearer token the HTTP driver requires; prefer the environment variable "
@@ -164,6 +183,12 @@ def build_parser(plugins: dict[str, EntryPoint] | None = None) -> argparse.Argum
     inspect.add_argument("--game", help="the game id, when PATH is a postgresql:// URL")
     migrate = sub.add_parser("pg-migrate", help="create or upgrade the PostgreSQL store's tables")
     migrate.add_argument("url", help="the database, a postgresql:// URL or libpq key=value string")
+    sub.add_parser(
+        "pg-server",
+        help="a throwaway PostgreSQL server from this machine's binaries: print its URL, "
+        "or run COMMAND with JFSM_PG_URL set (see jfsm pg-server --help)",
+        add_help=False,
+    )
     for name, entry in sorted((plugin_commands() if plugins is None else plugins).items()):
         sub.add_parser(name, help=_plugin_help(entry), add_help=False)
     return parser
@@ -172,11 +197,26 @@ def build_parser(plugins: dict[str, EntryPoint] | None = None) -> argparse.Argum
 def main(argv: list[str] | None = None) -> int:
     """Run one `jfsm` command; returns its exit code. A closed stdout ends it quietly: the
     code is then 0 (nothing more was wanted; the `head` convention, cf. `sys.stdout` docs)."""
+    argv = sys.argv[1:] if argv is None else argv
+    name = f"jfsm {argv[0]}" if argv[:1] and not argv[0].startswith("-") else "jfsm"
     try:
-        return _main(sys.argv[1:] if argv is None else argv)
+        return _main(argv)
     except BrokenPipeError:
         _quiet_closed_stdout()
         return 0
+    except KeyboardInterrupt:
+        print(f"{name}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # a bug: its traceback, then one line; never exit 1 (R160)
+        import traceback
+
+        traceback.print_exc()
+        print(
+            f"{name}: internal error (a bug of jfsm, not a failed requirement): "
+            f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
+            file=sys.stderr,
+        )
+        return 2
 
 
 def _quiet_closed_stdout() -> None:
@@ -191,13 +231,32 @@ def _main(argv: list[str]) -> int:
     plugins = {} if argv[:1] and argv[0] in _ENGINE_COMMANDS else plugin_commands()
     if argv[:1] and argv[0] in plugins:
         return _run_plugin(argv[0], plugins[argv[0]], argv[1:])
-    args = build_parser(plugins).parse_args(argv)
+    if argv[:1] == ["pg-server"]:
+        from jfsm.stores.postgres.server import main as pg_server
+
+        return pg_server(argv[1:], prog="jfsm pg-server")
+    parser = build_parser(plugins)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # named by the subcommand's parser: `jfsm driver: error: ...`
+        commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        commands.choices[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
     if args.command == "driver":
         import asyncio
 
         from jfsm.driver import ReferenceDriver, serve_http, serve_stdio
         from jfsm.errors import JfsmError
 
+        if args.owner is not None or os.environ.get("JFSM_OWNER"):
+            from jfsm.limits import validate_owner
+
+            given = "--owner" if args.owner is not None else "JFSM_OWNER"
+            try:  # one line, never the whole value (R125)
+                os.environ["JFSM_OWNER"] = validate_owner(
+                    args.owner if args.owner is not None else os.environ["JFSM_OWNER"]
+                )
+            except JfsmError as exc:
+                print(f"jfsm driver: {given}: {exc.message}", file=sys.stderr)
+                return 2
         if args.store is not None:  # checked before serving: hello never meets a bad store
             from jfsm.driver.pg import check_target
 
@@ -206,8 +265,6 @@ def _main(argv: list[str]) -> int:
             except JfsmError as exc:
                 print(f"jfsm driver: {exc.code}: {exc.message}", file=sys.stderr)
                 return 2
-        if args.owner:
-            os.environ["JFSM_OWNER"] = args.owner
         if args.shared and (args.state is None or args.store is not None):
             print("jfsm driver: --shared needs --state DIR (and no --store)", file=sys.stderr)
             return 2
@@ -228,14 +285,26 @@ def _main(argv: list[str]) -> int:
             if directory is not None:
                 directory.trusted = args.trust_state
                 directory.claim()
+                driver.claim_directory()  # a plain and a shared driver never mix (R120)
         except OSError as exc:  # one line: a link, another user's, group- or other-writable
             print(f"jfsm driver: --state {args.state}: {exc.strerror or exc}", file=sys.stderr)
             return 2
+        except JfsmError as exc:
+            print(f"jfsm driver: {exc.code}: {exc.message}", file=sys.stderr)
+            return 2
         if args.http is not None:
             token = args.token or os.environ.get("JFSM_DRIVER_TOKEN") or None
-            serve_http(driver, args.http, token=token)
+            try:
+                serve_http(driver, args.http, token=token)
+            except OSError as exc:  # the port is taken, or not ours to bind (R160)
+                reason = exc.strerror or str(exc)
+                print(
+                    f"jfsm driver: cannot serve on 127.0.0.1:{args.http}: {reason}", file=sys.stderr
+                )
+                return 2
         else:
-            asyncio.run(serve_stdio(driver))
+            with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C: the way to stop it
+                asyncio.run(serve_stdio(driver))
         return 0
     if args.command == "inspect":
         from jfsm.inspection import inspect_store

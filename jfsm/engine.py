@@ -47,7 +47,7 @@ from jfsm.records import ArchiveRecord, Participant, Round, SceneMeta, parse_rec
 from jfsm.scene import Scene
 from jfsm.spec import constants
 from jfsm.stack_compression import CompressionReport, StackCompression
-from jfsm.stores.base import Store
+from jfsm.stores.base import Store, require_store
 from jfsm.telemetry import TelemetrySink
 from jfsm.text import require_text
 
@@ -64,7 +64,8 @@ class GameEngine:
     """One game's agent memory. Creating an engine writes nothing (game creation, D15).
 
     `thresholds` overrides the spec's `{"game": 300000, "catalyst": 150000}` for embedding;
-    conformance runs at the spec values.
+    conformance runs at the spec values. A `store` that is a coroutine (a forgotten `await`
+    on `FileStore.open`) is refused with `TypeError` saying to await it.
 
     Seams (class attributes; a subclass replaces one): `stack_compression` (the class of
     each stack's compression), `forced_compression`, `scene`, and `plan_rebuild` (the pure
@@ -86,6 +87,7 @@ class GameEngine:
         telemetry: TelemetrySink | None = None,
         thresholds: Mapping[str, int] | None = None,
     ) -> None:
+        require_store(store)
         check_thresholds(thresholds)
         spec = constants()
         self.store = store
@@ -386,6 +388,7 @@ class GameEngine:
         class), which reports its own compressions to `telemetry` (never to this game's
         sink)."""
         validate_id(game_id, "game id")
+        require_store(target, "target")
         async with self.memory.lock:
             await target.seed(self.store.image.values_bytes())
         return type(self)(
@@ -479,7 +482,7 @@ class GameEngine:
 
     async def telemetry_written(self) -> None:
         """Wait until the telemetry sink has taken every event emitted so far (a sink that
-        returns an awaitable is awaited in the background, in order: decision R150). A
+        returns an awaitable is awaited in the background, in order: decision R151). A
         failed write is counted in `status()["telemetryFailures"]`, never raised."""
         await self.memory.telemetry_written()
 

@@ -12,6 +12,7 @@ JfsmError
 ├── QuotaExceeded         quota_exceeded
 ├── CompressionPending    compression_pending   (retryable)
 ├── InvalidTransition     invalid_transition
+│   └── BlockingCallInLoop invalid_transition (a RuntimeError too: await the async API)
 ├── StoreLocked           store_locked
 │   └── StoreFenced       store_fenced
 ├── StoreCorrupted        store_corrupted
@@ -27,6 +28,7 @@ from typing import Any, ClassVar
 
 __all__ = [
     "ERROR_CODES",
+    "BlockingCallInLoop",
     "CompressionPending",
     "InvalidInput",
     "InvalidTransition",
@@ -94,6 +96,12 @@ class InvalidTransition(JfsmError):
     """The event is not allowed in the machine's current state; the state is unchanged."""
 
     code = "invalid_transition"
+
+
+class BlockingCallInLoop(InvalidTransition, RuntimeError):
+    """A blocking call (`SyncGameEngine`'s methods, `PostgresStore.open_sync`) was made from
+    a running event loop, which it would stall; nothing ran. The message names the async
+    call to await instead (decision R162)."""
 
 
 class StoreLocked(JfsmError):

@@ -6,7 +6,7 @@ happens while it is held, a compress.v2 call never) and the telemetry outlet.
 
 A telemetry sink that returns an awaitable (one that writes a file or a row) is awaited in
 the background, one event at a time in the order they were emitted, so its I/O never runs
-on the event loop's callback that emitted it (decision R150); `telemetry_written` waits for
+on the event loop's callback that emitted it (decision R151); `telemetry_written` waits for
 those handed over so far, and a failure is counted as a synchronous sink's is (R75).
 
 A commit is given *records* (decision R34): each is encoded to its JCS bytes exactly once,

@@ -4,6 +4,9 @@ Pure checks, no I/O. Each raises `InvalidInput` (nothing is written) when its bo
 broken:
 
 - `validate_id`: a game id or a scene id matches `limits.id_pattern` in full (JF-ERR-006);
+- `validate_owner`: a lease's owner id given by the user (`jfsm driver --owner`,
+  `JFSM_OWNER`, a store's `owner=`) matches `OWNER_PATTERN`: 1 to 128 characters, letters,
+  digits and `._:@-`, a letter or digit first (the reference's own rule, decision R125);
 - `check_value_depth`: a value set by a write or a cheat nests at most
   `limits.value_max_depth` arrays and objects (JF-ERR-007);
 - `depth`: the nesting depth of any parsed JSON value, computed without recursion, so a
@@ -24,7 +27,11 @@ from jfsm.errors import InvalidInput
 from jfsm.spec import constants
 from jfsm.text import require_text
 
-__all__ = ["check_value_depth", "depth", "validate_id"]
+__all__ = ["OWNER_PATTERN", "check_value_depth", "depth", "validate_id", "validate_owner"]
+
+#: an owner id: what a pod name, a host name, a worker number or `host:pid` needs, and nothing
+#: that could break a line, a log or a lease record (R125)
+OWNER_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}"
 
 
 @cache
@@ -42,6 +49,24 @@ def validate_id(value: object, field: str) -> str:
             field=field,
         )
     return text
+
+
+def validate_owner(value: object) -> str:
+    """Return `value` if it is a usable owner id (`OWNER_PATTERN`); else `InvalidInput`, one
+    line that shows at most 40 characters of it (escaped)."""
+    if isinstance(value, str) and re.fullmatch(OWNER_PATTERN, value):
+        return value
+    shown = repr(value) if not isinstance(value, str) else ascii(value[:40])
+    more = (
+        f" (and {len(value) - 40} more characters)"
+        if isinstance(value, str) and len(value) > 40
+        else ""
+    )
+    raise InvalidInput(
+        f"owner id {shown}{more} must be 1 to 128 letters, digits or ._:@- (a letter or a "
+        "digit first)",
+        field="owner",
+    )
 
 
 def depth(value: Any, stop: int | None = None) -> int:

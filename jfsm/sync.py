@@ -2,9 +2,13 @@
 
 Every coroutine method of the engine is a blocking method of the same name and signature,
 declared here with the engine's types (so a type checker rejects `record_round(1, None)` as
-it does on the engine), run on the wrapper's own event loop; the engine's reading methods
-are declared too. Other attributes still pass through at run time, untyped. Errors are the
-engine's own. Not for use from inside a running event loop (that raises `RuntimeError`).
+it does on the engine), run on the process's private event loop (`jfsm.private_loop`, a
+daemon thread), the loop every store opened with `open_sync` lives on, so one blocking
+world serves every backend (decision R162); the engine's reading methods are declared too.
+Other attributes still pass through at run time, untyped. Errors are the engine's own,
+raised in the caller's thread; telemetry sinks are called on the loop's thread. Called from
+a running event loop, a blocking method would stall it: it raises `BlockingCallInLoop` (a
+`RuntimeError`) naming the engine's coroutine to await instead, and nothing runs.
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from jfsm.engine import GameEngine
+from jfsm.errors import BlockingCallInLoop
+from jfsm.private_loop import run as run_on_private_loop
 
 if TYPE_CHECKING:
     from jfsm.memory_index import MemoryIndex
@@ -28,14 +34,27 @@ _T = TypeVar("_T")
 
 
 class SyncGameEngine:
-    """`GameEngine` with blocking methods; use as a context manager to close the loop."""
+    """`GameEngine` with blocking methods; use as a context manager to close the store.
+
+    `TypeError` if `engine` is not a `GameEngine` (a coroutine: await it first)."""
 
     def __init__(self, engine: GameEngine) -> None:
+        if not isinstance(engine, GameEngine):
+            what = "a coroutine" if asyncio.iscoroutine(engine) else type(engine).__name__
+            raise TypeError(f"SyncGameEngine wraps a GameEngine, not {what}")
         self.engine = engine
-        self._runner = asyncio.Runner()
 
     def _run(self, coroutine: Coroutine[Any, Any, _T]) -> _T:
-        return self._runner.run(coroutine)
+        if asyncio._get_running_loop() is not None:
+            name = str(getattr(coroutine, "__qualname__", "call")).rsplit(".", 1)[-1]
+            coroutine.close()
+            raise BlockingCallInLoop(
+                f"SyncGameEngine.{name} blocks, and was called from a running event loop; "
+                f"nothing ran: in async code, `await engine.{name}(...)` on the GameEngine "
+                "itself (SyncGameEngine is for code without an event loop)",
+                state="unchanged",
+            )
+        return run_on_private_loop(coroutine)
 
     if not TYPE_CHECKING:  # the rest of the engine, untyped, for callers that reach it
 
@@ -127,11 +146,8 @@ class SyncGameEngine:
         )
 
     def close(self) -> None:
-        """Close the store and the event loop (the store's close is awaited on that loop)."""
-        try:
-            self._runner.run(self.engine.close())
-        finally:
-            self._runner.close()
+        """Close the engine and its store (awaited on the private loop)."""
+        self._run(self.engine.close())
 
     def __enter__(self) -> SyncGameEngine:
         return self

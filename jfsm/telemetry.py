@@ -18,7 +18,7 @@ __all__ = ["FINAL_OUTCOMES", "TelemetrySink", "attempt_events"]
 
 #: Takes one event. It may return an awaitable (a write that does I/O): the engine then
 #: awaits it in the background, in the order of the events, never on the callback that
-#: emitted it (decision R150). An error, raised or awaited, is counted, never the caller's.
+#: emitted it (decision R151). An error, raised or awaited, is counted, never the caller's.
 TelemetrySink = Callable[[dict[str, Any]], Awaitable[None] | None]
 
 FINAL_OUTCOMES = (

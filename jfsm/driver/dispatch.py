@@ -33,7 +33,7 @@ import tempfile
 from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from jfsm._version import __version__
 from jfsm.compressor import Compressor
@@ -44,10 +44,11 @@ from jfsm.driver.shared_dir import SharedDirectoryGames
 from jfsm.driver.state import GameFolder, Skipped, StateDamaged, StateDirectory
 from jfsm.driver.wire import Refusal, decode, error_reply, refusal_reply
 from jfsm.engine import GameEngine
-from jfsm.errors import InvalidInput, JfsmError, StoreUnavailable
+from jfsm.errors import InvalidInput, JfsmError, StoreLocked, StoreUnavailable
 from jfsm.limits import depth, validate_id
 from jfsm.records import Participant, parse_record
 from jfsm.spec import constants
+from jfsm.stores.base import OwnedStore
 from jfsm.stores.file.store import FileStore
 from jfsm.stores.memory import MemoryStore
 from jfsm.stores.offload import run_blocking
@@ -65,6 +66,12 @@ __all__ = [
 
 PROTOCOL_VERSION = 1
 MAX_OPEN = 8  # open games of a driver with a state directory (R56)
+# ops that never answer from a game's memory (or prove ownership themselves: participants
+# are written fenced by the token), so no ownership check follows them (R121)
+_NOT_ANSWERED_FROM_MEMORY = frozenset(
+    {"hello", "create_game", "open_game", "release_game", "set_participants"}
+    | {"forget_games", "restart", "crash", "shutdown"}
+)
 
 Handler = Callable[[Mapping[str, Any]], Awaitable[Any]]
 
@@ -167,7 +174,10 @@ class ReferenceDriver:
             names = [v for k in ("game", "into") if isinstance(v := args.get(k), str)]
             self._busy.update(names)
             try:
+                watch = self._owned_before(str(op), args)
                 result = await handler(args)
+                if watch is not None:  # answered from this process's memory of the game
+                    await self._confirm_owner(*watch)
             finally:
                 self._busy -= Counter(names)  # keeps positive counts only
                 if self._fs is None or not self._fs.dead:  # a dead driver closes nothing
@@ -184,6 +194,25 @@ class ReferenceDriver:
         """Answer one message as the wire brings it (stdio, HTTP); never raises."""
         msg = decode(data)
         return refusal_reply(msg) if isinstance(msg, Refusal) else await self.handle(msg)
+
+    def _owned_before(self, op: str, args: Mapping[str, Any]) -> tuple[str, GameEngine, int] | None:
+        """For an op on a game this process serves from a shared store: (game, engine, the
+        store's count of landed writes), so that `_confirm_owner` can tell whether the op
+        proved its ownership at the store (decision R121); None otherwise."""
+        game = args.get("game")
+        if self.db is None or op in _NOT_ANSWERED_FROM_MEMORY or not isinstance(game, str):
+            return None
+        engine = self.games.get(game)
+        return None if engine is None else (game, engine, _owned(engine).writes)
+
+    async def _confirm_owner(self, game: str, engine: GameEngine, writes: int) -> None:
+        """After an op that landed no write on a game it served (a dump, a generate with
+        nothing to compress, a repeated publication...): the store checks that this process
+        still owns the game, `StoreFenced` otherwise, so that a superseded owner never
+        answers from its memory as if it were current (JF-STORE-030). A game opened by the
+        op itself, or one whose write landed (token checked with it), is current already."""
+        if self.games.get(game) is engine and _owned(engine).writes == writes:
+            await _owned(engine).confirm()
 
     async def _game(self, args: Mapping[str, Any]) -> GameEngine:
         game_id = validate_id(_arg(args, "game"), "game")  # before any path is built of it
@@ -225,6 +254,8 @@ class ReferenceDriver:
         try:
             participants = await run_blocking(self.state.load_participants, folder)
             store = await self._open_store(folder)
+        except StoreLocked:  # another process holds its store (R120): said, not hidden
+            raise
         except (JfsmError, OSError, StateDamaged):  # listed in hello's skipped: not served
             return None
         return await self._serve(game_id, store, participants)
@@ -275,7 +306,7 @@ class ReferenceDriver:
 
     async def _open_store(self, folder: GameFolder) -> Any:  # off the event loop (R65)
         return await run_blocking(
-            lambda: FileStore.open(folder.store, fs=self._fs or folder.store_fs())
+            lambda: FileStore.open_sync(folder.store, fs=self._fs or folder.store_fs())
         )
 
     def _engine(
@@ -300,9 +331,20 @@ class ReferenceDriver:
         def sink(event: dict[str, Any]) -> Awaitable[None] | None:
             if fs and fs.dead:  # a crashed driver writes nothing more (its telemetry neither)
                 return None
-            return run_blocking(state.append_telemetry, folder, event)  # off the loop (R150)
+            return run_blocking(state.append_telemetry, folder, event)  # off the loop (R151)
 
         return sink
+
+    def claim_directory(self) -> None:
+        """Hold the state directory as served plainly or shared (R120; `StoreLocked` while a
+        driver of the other mode serves it) and, shared, sweep the `.new-...` folders of
+        creators that died (R124). Nothing without a state directory. Blocking; raises
+        `OSError` for the directory itself."""
+        directory = self.state or getattr(self.db, "directory", None)
+        if isinstance(directory, StateDirectory):
+            directory.hold_mode(shared=self.db is not None)
+            if self.db is not None:
+                directory.sweep_unfinished()
 
     async def _reopen_all(self, only: list[str] | None = None) -> None:
         if self.state is None:
@@ -358,11 +400,14 @@ class ReferenceDriver:
                 compressor = HttpCompressor(url, **hello.compressor)
         except (ValueError, TypeError) as exc:
             raise InvalidInput(f"compressUrl {_shown(url)} is not usable: {exc}") from exc
+        if self.db is not None:  # the lease length asked for, or the driver's own (R122)
+            self.db.use_lease(hello.lease)
         before = (self._thresholds, self._compressor, self._compress_url)
         self._thresholds = thresholds
         self._compressor = compressor
         self._compress_url = url
         try:
+            await run_blocking(self.claim_directory)
             await self._reopen_all()
         except OSError as exc:  # the state directory itself: nothing changes
             self._thresholds, self._compressor, self._compress_url = before
@@ -372,7 +417,8 @@ class ReferenceDriver:
             ) from exc
         for engine in self.games.values():
             engine.compressor = compressor
-        return {
+        lease = {} if self.db is None else {"leaseSeconds": self.db.lease_seconds}
+        return lease | {
             "protocol": PROTOCOL_VERSION,
             "implementation": {"name": "jfsm", "version": __version__, "language": "python"},
             "capabilities": {
@@ -543,6 +589,11 @@ class ReferenceDriver:
     async def op_shutdown(self, args: Mapping[str, Any]) -> Any:
         await self.close()
         return {}
+
+
+def _owned(engine: GameEngine) -> OwnedStore:
+    """The store of a game of a shared store (a `PostgresStore` or a shared `FileStore`)."""
+    return cast(OwnedStore, engine.store)
 
 
 def reference_driver() -> ReferenceDriver:

@@ -1,6 +1,7 @@
 """The arguments of the driver protocol's `hello`, checked: the compress.v2 base URL, the
-threshold override, and the shorter compress.v2 attempt deadline the suite may ask for
-(`compressDeadlineSeconds`, capability `deadlineOverride`, decision R79)."""
+threshold override, the shorter compress.v2 attempt deadline the suite may ask for
+(`compressDeadlineSeconds`, capability `deadlineOverride`, decision R79) and the lease
+length it may ask a shared store's process for (`leaseSeconds`, decision R122)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 from jfsm.errors import InvalidInput
 from jfsm.spec import load_json
 
-__all__ = ["HelloArgs", "parse_hello"]
+__all__ = ["LEASE_MAX", "HelloArgs", "parse_hello"]
 
 
 @dataclass(frozen=True)
@@ -20,6 +21,11 @@ class HelloArgs:
     thresholds: dict[str, int] | None
     # keyword arguments for the compressor factory: {"timeout": seconds} when asked
     compressor: dict[str, Any] = field(default_factory=dict)
+    lease: float | None = None  # leaseSeconds: the lease length asked for, if any
+
+
+#: the longest lease hello may ask for (`spec/driver/ops.schema.json`, hello_args)
+LEASE_MAX = 3600.0
 
 
 def _deadline_max() -> float:
@@ -55,8 +61,17 @@ def parse_hello(args: Mapping[str, Any], protocol: int) -> HelloArgs:
             f"compressDeadlineSeconds must be a number above 0 and at most {_deadline_max()}",
             field="compressDeadlineSeconds",
         )
+    lease = args.get("leaseSeconds")
+    if lease is not None and not (
+        isinstance(lease, (int, float)) and not isinstance(lease, bool) and 0 < lease <= LEASE_MAX
+    ):
+        raise InvalidInput(
+            f"leaseSeconds must be a number above 0 and at most {LEASE_MAX:g}",
+            field="leaseSeconds",
+        )
     return HelloArgs(
         url,
         None if thresholds is None else dict(thresholds),
         {} if deadline is None else {"timeout": float(deadline)},
+        None if lease is None else float(lease),
     )

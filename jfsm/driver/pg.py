@@ -28,11 +28,12 @@ from typing import Any
 
 from jfsm.engine import GameEngine
 from jfsm.errors import InvalidInput
+from jfsm.limits import validate_owner
 from jfsm.records import Participant, parse_record
 from jfsm.stores.postgres.conninfo import database_target, describe
 from jfsm.stores.postgres.games import append_telemetry, load_participants, read_telemetry
 from jfsm.stores.postgres.games import save_participants as save_participants_sql
-from jfsm.stores.postgres.pool import shared_pool
+from jfsm.stores.postgres.pool import DEFAULT_LEASE_SECONDS, shared_pool
 from jfsm.stores.postgres.schema import connect, require_schema
 from jfsm.stores.postgres.store import PostgresStore
 
@@ -65,17 +66,36 @@ class DatabaseGames:
         #: the owner id of this driver's leases: `JFSM_OWNER` (`jfsm driver --owner`), stable
         #: across restarts so a restarted driver reclaims its games at once (R61); else unique
         self.owner = owner or os.environ.get("JFSM_OWNER") or None
+        if self.owner is not None:
+            validate_owner(self.owner)
+        self.own_seconds = self.lease_seconds = float(
+            os.environ.get("JFSM_PG_LEASE_SECONDS", DEFAULT_LEASE_SECONDS)
+        )
         self._pending: dict[str, list[asyncio.Task[None]]] = {}
+
+    def use_lease(self, seconds: float | None) -> None:
+        """Take leases of `seconds` from now on (hello's `leaseSeconds`, R122); None: the
+        process's own length (`JFSM_PG_LEASE_SECONDS`, default 30). Each length has its
+        pool of the process (`shared_pool`); games opened before keep their length."""
+        self.lease_seconds = self.own_seconds if seconds is None else seconds
+
+    async def _pool(self) -> Any:
+        return await shared_pool(self.target, lease_seconds=self.lease_seconds)
 
     async def open(
         self, game_id: str, *, create: bool | None, takeover: bool = False
     ) -> tuple[PostgresStore, list[Participant]]:
         """Own `game_id`'s store and read its participants. Errors: the store's `open`."""
         store = await PostgresStore.open(
-            self.target, game_id, create=create, takeover=takeover, owner=self.owner
+            self.target,
+            game_id,
+            create=create,
+            takeover=takeover,
+            owner=self.owner,
+            lease_seconds=self.lease_seconds,
         )
         try:
-            pool = await shared_pool(self.target)
+            pool = await self._pool()
             async with pool.connection() as conn:
                 items = await load_participants(conn, game_id)
             return store, [parse_record(Participant, p) for p in items]
@@ -116,7 +136,7 @@ class DatabaseGames:
     ) -> None:
         """Replace the game's participants, fenced by the store's token (`StoreFenced`)."""
         data = [p.to_json() for p in participants]
-        pool = await shared_pool(self.target)
+        pool = await self._pool()
         async with pool.connection() as conn:
             saved = await save_participants_sql(conn, store.game_id, store.token, data)
         if not saved:
@@ -146,7 +166,7 @@ class DatabaseGames:
                 for earlier in before:  # keep the order of the game's events
                     with contextlib.suppress(Exception):
                         await earlier
-                pool = await shared_pool(self.target)
+                pool = await self._pool()
                 async with pool.connection() as conn:
                     await append_telemetry(conn, game_id, json.loads(json.dumps(event)))
 
@@ -159,6 +179,6 @@ class DatabaseGames:
         for task in self._pending.pop(game_id, []):
             with contextlib.suppress(Exception):
                 await task
-        pool = await shared_pool(self.target)
+        pool = await self._pool()
         async with pool.connection() as conn:
             return await read_telemetry(conn, game_id)

@@ -41,7 +41,7 @@ from typing import Any
 from jfsm.driver.state import GameFolder, StateDamaged, StateDirectory
 from jfsm.engine import GameEngine
 from jfsm.errors import InvalidInput, StoreCorrupted
-from jfsm.limits import validate_id
+from jfsm.limits import validate_id, validate_owner
 from jfsm.records import Participant
 from jfsm.stores.file.lease import LeaseKeeper, lease_seconds, next_token, write_new_lease
 from jfsm.stores.file.store import FileStore, fs_unavailable
@@ -63,10 +63,23 @@ class SharedDirectoryGames:
     ) -> None:
         self.directory = StateDirectory(root, trusted=trusted)
         self.owner = owner or os.environ.get("JFSM_OWNER") or None
-        self.seconds = lease_seconds()
+        if self.owner is not None:
+            validate_owner(self.owner)
+        self.own_seconds = self.seconds = lease_seconds()
         self._keeper = LeaseKeeper(self.seconds)
         self._unique = f"{os.uname().nodename}:{os.getpid()}:{secrets.token_hex(4)}"
         self._opens = 0
+
+    @property
+    def lease_seconds(self) -> float:
+        """The length of the leases this process takes now."""
+        return self.seconds
+
+    def use_lease(self, seconds: float | None) -> None:
+        """Take leases of `seconds` from now on (hello's `leaseSeconds`, R122); None: the
+        process's own length (`JFSM_LEASE_SECONDS`, default 30). Leases taken before keep
+        their length."""
+        self.seconds = self.own_seconds if seconds is None else seconds
 
     def _who(self) -> str:
         if self.owner:
@@ -143,7 +156,9 @@ class SharedDirectoryGames:
         try:
             who = self._who()
             async with self.directory.new_game(into) as fresh:
-                made = await run_blocking(lambda: FileStore.open(fresh.store, fs=fresh.store_fs()))
+                made = await run_blocking(
+                    lambda: FileStore.open_sync(fresh.store, fs=fresh.store_fs())
+                )
                 try:
                     participants: list[Participant] = []
                     if source is not None:

@@ -9,13 +9,24 @@ DIR/
     lease                              shared mode only: the game's owner (R95)
   .new-<hex>-<random>/                 a game being created or duplicated (never a game)
   tokens                               shared mode only: the fencing token counter (R95)
+  lock.shared                          shared mode only: held by every shared driver (R120)
 ```
+
+A directory is served one way at a time (decision R120): a driver without `--shared` holds
+the root directory itself (an `flock` shared among plain drivers) for its life, a shared
+driver `lock.shared`; each, as it starts, checks that nobody holds the other's
+(`hold_mode`), so a plain and a shared driver never serve one directory at once, in either
+order (`StoreLocked` for the later one). Every store of a shared driver also holds its
+store's lock shared, and a plain one exclusively (`jfsm.stores.file.fsio`), so an embedded
+`FileStore` cannot mix them either.
 
 Every write survives a `kill -9` at any instant (decision R25):
 
 - a game folder appears whole or not at all: it is built under `.new-...` (store,
-  participants), flushed, renamed into place and the directory flushed; a `.new-...` folder
-  found at startup is an unfinished creation that was never acknowledged and is removed;
+  participants), flushed, renamed into place and the directory flushed; its creator holds
+  an `flock` on the `.new-...` folder until then. A `.new-...` folder found at startup is an
+  unfinished creation that was never acknowledged and is removed (by a shared driver: only
+  one that nobody holds and that has not changed for `UNFINISHED_AGE` seconds, R124);
 - `participants.json` is replaced atomically (temporary file, fsync, rename, directory fsync),
   so it holds the old or the new list, never a torn one;
 - `telemetry.jsonl` is append-only, one `write` and one fsync per event; a torn last line
@@ -46,12 +57,14 @@ import json
 import os
 import secrets
 import shutil
+import time
+import weakref
 from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from jfsm.errors import InvalidInput, JfsmError
+from jfsm.errors import InvalidInput, JfsmError, StoreLocked
 from jfsm.limits import validate_id
 from jfsm.records import Participant, parse_record
 from jfsm.stores.file.fsio import OsFileSystem, open_file, owned_directory
@@ -65,6 +78,33 @@ TELEMETRY = "telemetry.jsonl"
 STORE = "store"
 _GAME = "game-"
 _NEW = ".new-"
+SHARED_LOCK = "lock.shared"
+#: seconds a `.new-...` folder nobody holds must have stayed unchanged before a shared
+#: driver sweeps it (its creator, between making it and locking it, is that young, R124)
+UNFINISHED_AGE = 10.0
+_MODE_WAIT = 1.0  # seconds a starting driver retries the other mode's file (a peer checking)
+
+
+def _try_lock(fd: int, exclusive: bool) -> bool:
+    import fcntl  # POSIX only
+
+    try:
+        fcntl.flock(fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+def _mode_conflict(root: Path, shared: bool) -> str:
+    if shared:
+        return (
+            f"state directory {root} is served by a driver without --shared now: stop it "
+            "first (a directory is served plainly or shared, never both at once)"
+        )
+    return (
+        f"state directory {root} is served by shared drivers (--shared) now: add --shared, "
+        "or stop them first"
+    )
 
 
 class StateDamaged(ValueError):
@@ -186,6 +226,49 @@ class StateDirectory:
         self.root = Path(root)
         self.trusted = trusted
         self._tails_closed: set[str] = set()
+        self._mode: int | None = None  # the held root (plain) or `lock.shared` (R120)
+        self._creating: dict[Path, int] = {}  # `.new-...` folder -> its held descriptor
+
+    def hold_mode(self, shared: bool) -> None:
+        """Hold the directory as served plainly or shared for this object's life (R120):
+        refused with `StoreLocked` (one line) while a driver of the other mode serves it.
+        A plain driver holds the root directory itself (a lock shared by plain drivers), a
+        shared one the file `lock.shared`; each takes its own first, then checks that nobody
+        holds the other's. Idempotent. Raises `OSError` if they cannot be opened."""
+        if self._mode is not None:
+            return
+        self.claim()
+        with _opened_dir(self.root) as root:
+            if shared:
+                fd = open_file(SHARED_LOCK, "update", dir_fd=root, create=True, mode=0o600)
+            else:
+                fd = open_file(".", "dir", dir_fd=root)
+            try:
+                if shared:
+                    other: int | None = open_file(".", "dir", dir_fd=root)
+                else:
+                    try:  # no such file: no shared driver ever served the directory
+                        other = open_file(SHARED_LOCK, "read", dir_fd=root)
+                    except FileNotFoundError:
+                        other = None
+                try:
+                    deadline = time.monotonic() + _MODE_WAIT
+                    # mine first, then the other's: of two drivers starting at once, at least
+                    # one sees the other (both may refuse, never both serve)
+                    while not (_try_lock(fd, False) and (other is None or _try_lock(other, True))):
+                        if time.monotonic() > deadline:
+                            raise StoreLocked(
+                                _mode_conflict(self.root, shared), directory=str(self.root)
+                            )
+                        time.sleep(0.02)
+                finally:
+                    if other is not None:
+                        os.close(other)  # the other's: checked, never held
+            except BaseException:
+                os.close(fd)
+                raise
+        self._mode = fd
+        weakref.finalize(self, os.close, fd)
 
     def claim(self) -> None:
         """Create the root (mode 0700) if missing and check it is ours (R74).
@@ -250,6 +333,33 @@ class StateDirectory:
                 skipped.append(Skipped(printable_name(name), problem))
         return games, skipped
 
+    def sweep_unfinished(self, age: float = UNFINISHED_AGE) -> list[str]:
+        """Remove the `.new-...` folders whose creator is gone: nobody holds their lock and
+        they have not changed for `age` seconds (R124); returns their names. A folder being
+        filled (its creator holds it) is never touched. Never raises for one folder."""
+        swept: list[str] = []
+        try:
+            with os.scandir(self.root) as entries:
+                names = sorted(e.name for e in entries if e.name.startswith(_NEW))
+        except OSError:
+            return swept
+        for name in names:
+            path = self.root / name
+            try:
+                fd = open_file(path, "dir")
+            except OSError:
+                continue
+            try:
+                if not _try_lock(fd, True):
+                    continue  # its creator is filling it
+                if time.time() - os.fstat(fd).st_mtime < age:
+                    continue  # perhaps made a moment ago, its creator about to lock it
+                shutil.rmtree(path, ignore_errors=True)
+                swept.append(name)
+            finally:
+                os.close(fd)
+        return swept
+
     # -- creating ------------------------------------------------------------------------
     @contextlib.asynccontextmanager
     async def new_game(self, game_id: str) -> AsyncIterator[GameFolder]:
@@ -270,6 +380,9 @@ class StateDirectory:
         except BaseException:
             await run_blocking(shutil.rmtree, tmp, True)
             raise
+        finally:  # the folder's lock, held while it was filled (R124)
+            with contextlib.suppress(OSError):
+                os.close(self._creating.pop(tmp))
 
     def _begin_game(self, final: GameFolder) -> Path:
         """Make the temporary folder of `final` (blocking)."""
@@ -279,6 +392,13 @@ class StateDirectory:
             self.claim()
             tmp = self.root / f"{_NEW}{final.path.name[len(_GAME) :]}-{secrets.token_hex(4)}"
             tmp.mkdir(mode=0o755)
+            try:  # held until published or removed: a sweeper leaves it alone (R124)
+                fd = open_file(tmp, "dir")
+            except BaseException:
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise
+            _try_lock(fd, True)
+            self._creating[tmp] = fd
             return tmp
 
     def _publish_game(self, tmp: Path, final: GameFolder) -> None:

@@ -6,15 +6,19 @@ whatever arrives: a line longer than the spec's `message_max_bytes` is answered 
 discarded up to the next newline (JF-ERR-009). Every other non-blank line gets exactly one
 reply, in whatever order the messages finish (JF-ERR-008); at most 1024 are in flight, and
 reading waits while they are. The server stops at EOF or after
-answering `shutdown`, then closes the driver.
+answering `shutdown`, then closes the driver. Stdin may be a pipe, a socket, a terminal, a
+regular file (`jfsm driver < requests.jsonl`) or a device (`< /dev/null`); the last two are
+read in a thread.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
+import os
+import stat
 import sys
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any, BinaryIO, Protocol
 
 from jfsm.driver.wire import Refusal, decode, encode, refusal_reply
@@ -88,6 +92,21 @@ class LineSplitter:
         return line
 
 
+async def _chunks(stdin: Any) -> Callable[[], Coroutine[Any, Any, bytes]]:
+    """How to read the next chunk of `stdin` (b"" at EOF) without blocking the loop: a pipe,
+    socket or terminal through the loop's pipe transport; anything else, which the event
+    loop cannot watch (a regular file: `jfsm driver < requests.jsonl`; a device such as
+    `/dev/null`), by reads in a thread."""
+    fd = stdin.fileno()
+    mode = os.fstat(fd).st_mode
+    if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or (stat.S_ISCHR(mode) and os.isatty(fd)):
+        reader = asyncio.StreamReader(limit=2 * CHUNK)
+        loop = asyncio.get_running_loop()
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), stdin)
+        return lambda: reader.read(CHUNK)
+    return lambda: asyncio.to_thread(os.read, fd, CHUNK)
+
+
 async def serve_stdio(
     driver: MessageHandler,
     *,
@@ -95,11 +114,7 @@ async def serve_stdio(
     stdout: BinaryIO | None = None,
 ) -> None:
     """Serve JSON lines on stdin/stdout until EOF or `shutdown`; messages run concurrently."""
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=2 * CHUNK)
-    await loop.connect_read_pipe(
-        lambda: asyncio.StreamReaderProtocol(reader), stdin if stdin is not None else sys.stdin
-    )
+    read = await _chunks(stdin if stdin is not None else sys.stdin)
     out = stdout if stdout is not None else sys.stdout.buffer
     out_lock = asyncio.Lock()
     tasks: set[asyncio.Task[None]] = set()
@@ -147,12 +162,12 @@ async def serve_stdio(
     stopped = asyncio.create_task(stop.wait())
     try:
         while not stop.is_set():
-            read = asyncio.create_task(reader.read(CHUNK))
-            await asyncio.wait({read, stopped}, return_when=asyncio.FIRST_COMPLETED)
-            if not read.done():
-                read.cancel()
+            reading = asyncio.create_task(read())
+            await asyncio.wait({reading, stopped}, return_when=asyncio.FIRST_COMPLETED)
+            if not reading.done():
+                reading.cancel()
                 break
-            chunk = read.result()
+            chunk = reading.result()
             if not chunk:
                 last = splitter.end()
                 if last is not None:

@@ -17,13 +17,14 @@ await), so the image never disagrees with what was written.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping
 from typing import Protocol
 
 from jfsm.image import StoreImage
 from jfsm.projection import Projection
 
-__all__ = ["Store"]
+__all__ = ["OwnedStore", "Store", "require_store"]
 
 
 class Store(Protocol):
@@ -58,3 +59,40 @@ class Store(Protocol):
     async def close(self) -> None:
         """Release the store (its lock, for a durable store). Idempotent."""
         ...
+
+
+class OwnedStore(Store, Protocol):
+    """A store of one game of a store several processes share (a database, a shared state
+    directory): this handle's ownership (machine `spec/machines/store_ownership.json`)."""
+
+    @property
+    def token(self) -> int | None:
+        """This handle's fencing token."""
+        ...
+
+    @property
+    def writes(self) -> int:
+        """How many writes this handle landed (each checked its token at the store)."""
+        ...
+
+    async def confirm(self) -> None:
+        """Check at the store, now, that this handle still owns the game (renewing its
+        lease). Raises `StoreFenced` once another owner took it, `StoreUnavailable` when
+        it cannot tell (decision R121)."""
+        ...
+
+
+def require_store(store: object, what: str = "store") -> None:
+    """Raise `TypeError` if `store` is an awaitable rather than a store: a forgotten `await`
+    on `FileStore.open(...)` or `PostgresStore.open(...)` (decision R162). A coroutine is
+    closed first, so Python adds no "never awaited" warning to the error."""
+    if inspect.isawaitable(store):
+        kind = "a coroutine" if inspect.iscoroutine(store) else "an awaitable"
+        if inspect.iscoroutine(store):
+            store.close()
+        raise TypeError(
+            f"the {what} is {kind}, not a store: await it "
+            "(`store = await FileStore.open(...)`, `await PostgresStore.open(...)`), or in "
+            "code without an event loop open it with `FileStore.open_sync(...)` or "
+            "`PostgresStore.open_sync(...)`"
+        )

@@ -71,4 +71,4 @@ async def open_store(
                 await asyncio.sleep(0.05)
     from jfsm.stores.file.store import FileStore
 
-    return FileStore.open(location, quota=quota)
+    return await FileStore.open(location, quota=quota)

@@ -128,7 +128,7 @@ def test_create_and_duplicate_never_adopt_another_process_game(
     leftovers = [p.name for p in (tmp_path / "state").iterdir() if p.name.startswith(".new-")]
     assert leftovers == []
     assert sorted(p.name for p in (tmp_path / "state").iterdir()) == sorted(
-        ["tokens"] + ["game-" + g.encode().hex() for g in ("g", "h", "h2")]
+        ["lock.shared", "tokens"] + ["game-" + g.encode().hex() for g in ("g", "h", "h2")]
     )
 
 
@@ -184,3 +184,182 @@ def test_a_damaged_participants_file_is_store_corrupted_and_owns_nothing(
     (tmp_path / "state" / ("game-" + b"g".hex()) / "participants.json").write_bytes(b"{oops")
     assert _code(b.call("open_game", {"game": "g"})) == "store_corrupted"
     assert _code(a.call("open_game", {"game": "g"})) == "store_corrupted"  # b owns nothing
+
+
+# -- issue 30: the edges ------------------------------------------------------------------------
+def _start_cli(state: Path, *extra: str, env: dict[str, str] | None = None) -> Any:
+    """`jfsm driver --state STATE EXTRA...` with nothing on stdin: it either refuses at once
+    (exit 2, one line) or serves until the end of its input (exit 0)."""
+    return subprocess.run(
+        [sys.executable, "-m", "jfsm.cli", "driver", "--state", str(state), *extra],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        input="",  # a pipe at its end (a /dev/null stdin cannot be polled by the event loop)
+        env={**os.environ, **(env or {})},
+    )
+
+
+@pytest.mark.req("JF-STORE-034")
+@pytest.mark.parametrize("idle", [False, True], ids=["open", "closed-as-idle"])
+def test_a_shared_driver_is_refused_on_a_directory_a_plain_driver_serves(
+    tmp_path: Path, idle: bool
+) -> None:
+    state = tmp_path / "state"
+    plain = StdioDriver(state)
+    try:
+        assert plain.call("hello", HELLO)["ok"]
+        assert plain.call("create_game", {"game": "g"})["ok"]
+        assert _record(plain, "g", "r1")["ok"]
+        for n in range(9 if idle else 0):  # past max_open (8): g is closed as idle
+            assert plain.call("create_game", {"game": f"other{n}"})["ok"]
+        run = _start_cli(state, "--shared", "--owner", "s")
+        assert run.returncode == 2, run
+        assert len(run.stderr.splitlines()) == 1 and "without --shared" in run.stderr
+        assert _record(plain, "g", "r2")["result"]["round"] == 2
+        assert _rounds(plain, "g") == ["r1", "r2"]
+    finally:
+        plain.kill()
+
+
+@pytest.mark.req("JF-STORE-034")
+def test_a_plain_driver_is_refused_on_a_directory_a_shared_driver_serves(
+    tmp_path: Path, drivers: Any
+) -> None:
+    drivers("a")  # serving, no game made yet: no token counter
+    run = _start_cli(tmp_path / "state")
+    assert run.returncode == 2, run
+    assert len(run.stderr.splitlines()) == 1 and "served by shared drivers" in run.stderr
+
+
+@pytest.mark.req("JF-STORE-034")
+def test_plain_and_shared_stores_of_one_game_exclude_each_other_in_either_order(
+    tmp_path: Path,
+) -> None:
+    """Below the drivers: a store of one process (exclusive lock for its life) and a store of
+    a shared directory (its lock held shared for its life) never write one game together,
+    whichever opened first, including after the plain one closed it as idle."""
+    from jfsm.errors import StoreLocked
+    from jfsm.projection import Projection
+    from jfsm.stores.file.store import FileStore
+
+    folder = tmp_path / "g"
+    folder.mkdir()
+    kwargs: dict[str, Any] = {"game": "g", "lease_folder": folder, "root": tmp_path, "owner": "s"}
+    plain = FileStore.open_sync(folder / "store")
+    with pytest.raises(StoreLocked):
+        FileStore.open_shared(folder / "store", **kwargs)
+    plain.commit_sync(Projection.of({"k1": 1}))
+    plain.close_sync()  # closed as idle by a plain driver
+    shared = FileStore.open_shared(folder / "store", **kwargs)
+    with pytest.raises(StoreLocked):  # the plain driver reopening it
+        FileStore.open_sync(folder / "store")
+    shared.commit_sync(Projection.of({"k2": 2}))
+    shared.close_sync()
+    again = FileStore.open_sync(folder / "store")
+    assert sorted(again.image.keys()) == ["k1", "k2"]
+    again.close_sync()
+
+
+@pytest.mark.req("JF-STORE-030")
+def test_a_superseded_owner_answers_store_fenced_to_reads(tmp_path: Path, drivers: Any) -> None:
+    a, b = drivers("a"), drivers("b")
+    assert a.call("create_game", {"game": "g"})["ok"]
+    assert _record(a, "g", "r1")["ok"]
+    assert b.call("open_game", {"game": "g", "takeover": True})["ok"]
+    assert _record(b, "g", "r2")["ok"]
+    for op in ("dump", "telemetry", "generate", "checkpoint"):
+        reply = a.call(op, {"game": "g"})
+        assert _code(reply) == "store_fenced", (op, reply)
+        assert "result" not in reply
+    assert _code(a.call("write", {"game": "g", "sets": {}})) == "store_fenced"  # writes nothing
+    assert _rounds(b, "g") == ["r1", "r2"]
+    assert a.call("release_game", {"game": "g"})["ok"]
+    assert _code(a.call("dump", {"game": "g"})) == "store_locked"  # not held: a plain open
+
+
+@pytest.mark.req("JF-STORE-036")
+def test_an_op_on_a_game_not_held_opens_it_plainly(tmp_path: Path, drivers: Any) -> None:
+    a, b = drivers("a"), drivers("b")
+    assert a.call("create_game", {"game": "g"})["ok"]
+    assert a.call("release_game", {"game": "g"})["ok"]
+    released = b.call("release_game", {"game": "g"})  # not held: {} all the same
+    assert released["ok"] and released["result"] == {}
+    assert _rounds(b, "g") == []  # b now owns it
+    assert _code(a.call("dump", {"game": "g"})) == "store_locked"
+    assert _code(_record(a, "g", "x")) == "store_locked"  # doing nothing
+    assert b.call("release_game", {"game": "g"})["ok"]
+    assert _record(a, "g", "r1")["result"]["round"] == 1  # released: opened and run
+    assert _rounds(a, "g") == ["r1"]
+
+
+@pytest.mark.parametrize(
+    "owner",
+    ["", " ", "a b", "a\nb", "tab\there", "x" * 65536, "é", "-leading", "a/b"],
+    ids=["empty", "blank", "space", "newline", "tab", "64KiB", "non-ascii", "dash", "slash"],
+)
+@pytest.mark.parametrize("how", ["--owner", "JFSM_OWNER"])
+def test_an_owner_id_is_checked_at_start(tmp_path: Path, owner: str, how: str) -> None:
+    if how == "--owner":
+        run = _start_cli(tmp_path / "state", "--shared", f"--owner={owner}")
+    else:
+        if owner == "":
+            pytest.skip("an empty JFSM_OWNER is an unset one: each process an id of its own")
+        run = _start_cli(tmp_path / "state", "--shared", env={"JFSM_OWNER": owner})
+    assert run.returncode == 2, run
+    assert len(run.stderr.splitlines()) == 1 and how in run.stderr, run.stderr
+    assert len(run.stderr) < 300  # never the whole value
+    assert not (tmp_path / "state").exists()  # refused before anything was made
+
+
+def test_a_usable_owner_id_is_accepted(tmp_path: Path) -> None:
+    run = _start_cli(tmp_path / "state", "--shared", "--owner", "pod-7.worker_2:host@az-1")
+    assert run.returncode == 0, run
+
+
+@pytest.mark.req("JF-STORE-035")
+def test_a_killed_creators_folders_are_swept_and_live_ones_kept(tmp_path: Path) -> None:
+    import fcntl
+
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    dead, held, young = (state / f".new-{n}-0000" for n in ("dead", "held", "young"))
+    for folder in (dead, held, young):
+        (folder / "store").mkdir(parents=True)
+        (folder / "participants.json").write_text("[]")
+    old = time.time() - 3600
+    for folder in (dead, held):
+        os.utime(folder, (old, old))
+    fd = os.open(held, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # its creator is filling it
+        driver = StdioDriver(state, extra=("--shared", "--owner", "a"))
+        try:
+            assert driver.call("hello", HELLO)["ok"]
+            assert driver.call("create_game", {"game": "g"})["ok"]
+        finally:
+            driver.kill()
+        assert not dead.exists()
+        assert held.exists() and young.exists()
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.req("JF-STORE-036")
+def test_a_game_never_opened_shared_is_opened_plainly_by_the_first_op(
+    tmp_path: Path, drivers: Any
+) -> None:
+    """A game a plain driver made (no lease file) has no owner that lives: the first op of a
+    shared driver naming it opens it plainly, and a second shared driver is then refused."""
+    state = tmp_path / "state"
+    plain = StdioDriver(state)
+    try:
+        assert plain.call("hello", HELLO)["ok"]
+        assert plain.call("create_game", {"game": "g"})["ok"]
+        assert _record(plain, "g", "r1")["ok"]
+    finally:
+        plain.kill()
+    a, b = drivers("a"), drivers("b")
+    assert _rounds(a, "g") == ["r1"]
+    assert _code(b.call("dump", {"game": "g"})) == "store_locked"
+    assert _record(a, "g", "r2")["result"]["round"] == 2

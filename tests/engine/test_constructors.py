@@ -38,5 +38,5 @@ def test_engine_takes_positive_integer_thresholds() -> None:
 @pytest.mark.parametrize("quota", [-1, 0, "5", 1.5, True])
 def test_file_store_refuses_a_bad_quota_and_creates_nothing(tmp_path: Path, quota: Any) -> None:
     with pytest.raises(InvalidInput):
-        FileStore.open(tmp_path / "store", quota=quota)
+        FileStore.open_sync(tmp_path / "store", quota=quota)
     assert not (tmp_path / "store").exists()

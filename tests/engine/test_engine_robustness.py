@@ -170,7 +170,7 @@ def test_a_failing_telemetry_sink_does_not_fail_a_committed_operation() -> None:
 
 @pytest.mark.req("JF-CALL-011", "JF-CONC-006")
 def test_an_async_sink_is_awaited_off_the_emitting_call_in_order_and_its_failures_counted() -> None:
-    """A sink returning an awaitable (the driver's file append run off the loop, R150):
+    """A sink returning an awaitable (the driver's file append run off the loop, R151):
     the operation that emitted does not wait for it; the writes land one at a time in the
     order emitted, whatever each one's duration; a failed write is counted as a raising
     sink's is (R75); `telemetry_written` and `close` wait for all of them."""
@@ -390,7 +390,7 @@ def test_a_disk_failure_in_the_file_store_reaches_the_engine_as_store_unavailabl
 
     async def scenario() -> None:
         disk = FullDisk()
-        e, _ = engine(store=FileStore.open(tmp_path / "g", fs=disk))
+        e, _ = engine(store=FileStore.open_sync(tmp_path / "g", fs=disk))
         await e.record_round("a" * 20, "b")
         before = canonical_bytes(e.dump())
         disk.full = True

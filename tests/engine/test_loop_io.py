@@ -7,7 +7,7 @@ creations, truncation, `flock`, socket connects and binds, `time.sleep`, subproc
 Each scenario runs twice and only the second run is recorded, so the imports of the first
 (which open files) are not counted. The engine over file stores must raise none, and so
 must the reference driver with a state directory, plain or shared: its telemetry appends
-too run off the loop (decision R150; they were the last I/O on it). `fsync`, `write` and
+too run off the loop (decision R151; they were the last I/O on it). `fsync`, `write` and
 `pwrite` are not audited by Python; the file store's calls of those are checked by thread
 in `test_store_async.py`.
 """
@@ -67,14 +67,14 @@ CHILD = textwrap.dedent(
     from jfsm.stores.offload import run_blocking
 
     async def engine_scenario(root):
-        a = GameEngine(await run_blocking(FileStore.open, os.path.join(root, "a")),
+        a = GameEngine(await FileStore.open(os.path.join(root, "a")),
                        FakeCompressor(), game_id="a", thresholds={"game": 400})
         for n in range(4):
             await a.record_round(f"in {n}", "out " * 40)
         await a.before_generation()
         await a.write({"k": 1})
         await a.checkpoint()
-        target = await run_blocking(FileStore.open, os.path.join(root, "b"))
+        target = await FileStore.open(os.path.join(root, "b"))
         b = await a.duplicate(target, "b")
         await b.reset(1)
         await b.close()

@@ -38,7 +38,7 @@ def test_mypy_rejects_wrong_arguments_on_the_facade_as_on_the_engine(tmp_path: P
     program = tmp_path / "embed.py"
     program.write_text(
         "from jfsm import FileStore, HttpCompressor, GameEngine, SyncGameEngine\n"
-        "engine = GameEngine(FileStore.open('g'), HttpCompressor('http://x'), game_id='g')\n"
+        "engine = GameEngine(FileStore.open_sync('g'), HttpCompressor('http://x'), game_id='g')\n"
         "with SyncGameEngine(engine) as game:\n"
         "    ok: dict[str, int] = game.record_round('in', 'out')\n"
         "    report = game.before_generation()\n"

@@ -509,6 +509,95 @@ def test_machine_diagrams_render_in_headless_chromium(site: Path, tmp_path: Path
         shutil.copyfile(shot, keep)
 
 
+class _Matrix(HTMLParser):
+    """The safety matrix of a page: its wrapper's attributes, group rows, and per body row
+    its name and cells (class, title, link); the legend's items."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.wrap: dict[str, str | None] = {}
+        self.groups: list[str] = []
+        self.rows: list[dict[str, Any]] = []
+        self.legend = 0
+        self._where = ""  # "body", "group", "name", "legend" or ""
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        classes = (a.get("class") or "").split()
+        if tag == "div" and "jf-matrix-wrap" in classes:
+            self.wrap = a
+        elif tag == "tbody" and not self.rows:
+            self._where = "body"
+        elif tag == "ul" and "jf-matrix-legend" in classes:
+            self._where = "legend"
+        elif tag == "li" and self._where == "legend":
+            self.legend += 1
+        elif self._where in ("body", "group") and tag == "tr":
+            self._where = "group" if "jf-matrix-group" in classes else "body"
+            if self._where == "group":
+                self.groups.append("")
+            else:
+                self.rows.append({"name": "", "cells": []})
+        elif self._where == "body" and tag == "th":
+            self._where = "name"
+        elif self._where == "body" and tag == "td":
+            self.rows[-1]["cells"].append(
+                {"class": classes[0] if classes else "", "href": None, "title": a.get("title")}
+            )
+        elif self._where == "body" and tag == "a":
+            self.rows[-1]["cells"][-1]["href"] = a.get("href")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "tbody" or (tag == "ul" and self._where == "legend"):
+            self._where = ""
+        elif tag == "th" and self._where == "name":
+            self._where = "body"
+
+    def handle_data(self, data: str) -> None:
+        if self._where == "group":
+            self.groups[-1] += data
+        elif self._where == "name":
+            self.rows[-1]["name"] += data
+
+
+@pytest.mark.skipif(
+    not CHROMIUM.exists(),
+    reason="/usr/bin/chromium is not installed (CI: apt-get install -y chromium)",
+)
+def test_safety_matrix_renders_compact_in_headless_chromium(site: Path, tmp_path: Path) -> None:
+    """The results page's matrix is drawn from `docs/safety/results.json` at build time: one
+    row per row of the JSON, grouped by library, one coloured cell per property that says
+    its verdict, failing and by-design cells linking to their finding, a legend; and in a
+    1280-pixel window it fits the page (the page's script finds no sideways scroll)."""
+    reports = json.loads((DOCS / "safety" / "results.json").read_text("utf-8"))
+    page = site / "safety" / "results.html"
+    done = _chromium("--dump-dom", page.as_uri(), user_data=tmp_path / "profile-matrix")
+    assert done.returncode == 0, done.stderr[-2000:]
+    matrix = _Matrix()
+    matrix.feed(done.stdout)
+    assert matrix.wrap.get("data-overflow") == "none", matrix.wrap  # the script ran; it fits
+    assert len(matrix.rows) == len(reports) >= 18
+    libraries = [r["matrix"]["library"] for r in reports]
+    runs = [lib for i, lib in enumerate(libraries) if i == 0 or libraries[i - 1] != lib]
+    assert [g.strip() for g in matrix.groups] == runs
+    kinds = {"pass": "pass", "fail": "fail", "by design": "design", "not applicable": "na"}
+    for row, report in zip(matrix.rows, reports, strict=True):
+        assert report["adapter"] in row["name"] and report["matrix"]["version"] in row["name"]
+        assert report["matrix"]["why"] in row["name"]
+        assert len(row["cells"]) == len(report["verdicts"]) == 14
+        for cell, verdict in zip(row["cells"], report["verdicts"], strict=True):
+            assert cell["class"] == "jf-v-" + kinds.get(verdict["verdict"], "other")
+            assert cell["title"] == f"{verdict['id']}: {verdict['verdict']}"
+            if verdict["verdict"] in ("fail", "by design"):
+                link = report["matrix"]["links"][verdict["id"]]
+                want = link[:-3] + ".html" if link.endswith(".md") else link
+                assert cell["href"] == want, (report["adapter"], verdict["id"])
+            else:
+                assert cell["href"] is None
+    assert matrix.legend == 5
+    assert "<table>" not in page.read_text("utf-8").split('id="findings"')[0].split("Verdicts")[1]
+
+
 # ------------------------------------------------------------------------------------------
 # code on the site runs
 # ------------------------------------------------------------------------------------------

@@ -15,6 +15,8 @@ FINDINGS = ROOT / "docs" / "safety" / "findings"
 # one venv for langmem 0.0.30 and langchain 1.5.2 (langmem runs on it): shared with
 # test_matrix_cell.py, whose langmem cell asks for the same first pin
 LANGMEM = ("langmem", "0.0.30", ("langchain==1.5.2",))
+STRANDS = ("strands-agents", "1.62.0", ("strands-agents", "1.62.0", ()))
+PYDANTIC_AI = ("pydantic-ai-slim", "2.68.0", ("pydantic-ai-slim", "2.68.0", ()))
 # script -> (the distribution it targets, its pinned release, the venv that holds it)
 SCRIPTS = {
     "langchain_empty_summary.py": ("langchain", "1.5.2", LANGMEM),
@@ -42,6 +44,16 @@ SCRIPTS = {
         "0.14.25",
         ("llama-index-core", "0.14.25", ()),
     ),
+    "semantic_kernel_empty_summary.py": (
+        "semantic-kernel",
+        "1.45.0",
+        ("semantic-kernel", "1.45.0", ()),
+    ),
+    "strands_failed_summary_count.py": STRANDS,
+    "strands_resummarize_summary.py": STRANDS,
+    "agno_blank_summary.py": ("agno", "3.1.10", ("agno[sqlite]", "3.1.10", ())),
+    "pydantic_ai_docs_processor_window.py": PYDANTIC_AI,
+    "pydantic_ai_blank_summary.py": PYDANTIC_AI,
 }
 _VERSION = "import sys, importlib.metadata as m; print(m.version(sys.argv[1]))"
 
@@ -55,7 +67,13 @@ def test_every_findings_page_has_a_tested_script() -> None:
 
 
 @pytest.mark.req(
-    "JF-SAFE-002", "JF-SAFE-004", "JF-SAFE-005", "JF-SAFE-006", "JF-SAFE-010", "JF-SAFE-011"
+    "JF-SAFE-002",
+    "JF-SAFE-004",
+    "JF-SAFE-005",
+    "JF-SAFE-006",
+    "JF-SAFE-010",
+    "JF-SAFE-011",
+    "JF-SAFE-013",
 )
 @pytest.mark.parametrize("script", sorted(SCRIPTS))
 def test_script_reproduces_against_the_pinned_release(

@@ -110,17 +110,23 @@ def test_llamaindex_adapter_finds_the_page_defects(
 NEW_ROWS = {
     "adk": (("google-adk", "2.13.0"), "JF-SAFE-004"),
     "llamaindex-memory": (("llama-index-core", "0.14.25"), "JF-SAFE-002"),
+    "semantic-kernel": (("semantic-kernel", "1.45.0"), "JF-SAFE-004"),
+    "strands": (("strands-agents", "1.62.0"), "JF-SAFE-002"),
+    "agno": (("agno[sqlite]", "3.1.10"), "JF-SAFE-004"),
+    "pydantic-ai": (("pydantic-ai-slim", "2.68.0"), "JF-SAFE-006"),
 }
 
 
-@pytest.mark.req("JF-SAFE-002", "JF-SAFE-004", "JF-SAFE-011")
+@pytest.mark.req("JF-SAFE-002", "JF-SAFE-004", "JF-SAFE-006", "JF-SAFE-011")
 @pytest.mark.parametrize("adapter", sorted(NEW_ROWS))
 def test_new_adapter_rows_reproduce(
     adapter: str, release_venvs: ReleaseVenvs, tmp_path: Path
 ) -> None:
-    """The ADK and LlamaIndex `Memory` adapters, in the venvs the findings test made, at
-    a small budget without shrinking (about 10 s each): no verdict fails that passes on the
-    page, and each makes its findings page's failure. A page failure this short search
+    """The adapters with a findings page added since the first rows (ADK, LlamaIndex
+    `Memory`, Semantic Kernel, Strands, Agno, pydantic-ai), in the venvs the findings test
+    made, at a small budget without shrinking: no verdict fails that passes on the page
+    (one the short search never reached is *not exercised*), and each makes its findings
+    page's failure. A page failure this short search
     misses may pass here (the page's row is the default budget's)."""
     (package, version), finding = NEW_ROWS[adapter]
     python = release_venvs.get(package, version)
@@ -144,5 +150,15 @@ def test_new_adapter_rows_reproduce(
     }
     assert set(got) == set(want)
     for rid, verdict in got.items():
-        assert verdict == want[rid] or (want[rid], verdict) == ("fail", "pass"), rid
+        # a short search may miss a failure or never reach a check (Hypothesis draws on the
+        # code's own constants, so a derandomized search moves with any change to the code)
+        assert (
+            verdict == want[rid]
+            or verdict == "not exercised"
+            or (want[rid], verdict)
+            == (
+                "fail",
+                "pass",
+            )
+        ), rid
     assert got[finding] == "fail"

@@ -7,6 +7,8 @@ stdin and answers one JSON line each on stdout:
 - `commit KEY`: commit `{KEY: KEY}`; `{"ok": true}` or the error's code;
 - `commits N`: commit keys `n0` ... `n{N-1}` one after the other, answering
   `{"ack": i}` after each (what a kill may interrupt);
+- `freeze KEY`: commit `{KEY: KEY}`, but stop this process with `SIGSTOP` once the record
+  is written and before it is synced, holding the game's lock (a frozen owner mid-write);
 - `keys`: `{"keys": [...]}`, the store's keys as this handle sees them;
 - `close`: close the store, `{"ok": true}`.
 """
@@ -14,12 +16,25 @@ stdin and answers one JSON line each on stdout:
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from jfsm.errors import JfsmError
 from jfsm.projection import Projection
 from jfsm.stores.file.store import FileStore
+
+
+def _stopping(sync: Callable[[int], None]) -> Callable[[int], None]:
+    """`sync`, after this process stops itself with `SIGSTOP` (a frozen owner)."""
+
+    def frozen(handle: int) -> None:
+        os.kill(os.getpid(), signal.SIGSTOP)
+        sync(handle)
+
+    return frozen
 
 
 def main() -> None:
@@ -49,6 +64,12 @@ def main() -> None:
                 say({"ok": True, "token": store.token})
             elif words[0] == "commit":
                 assert store is not None
+                store.commit_sync(Projection.of({words[1]: words[1]}))
+                say({"ok": True})
+            elif words[0] == "freeze":
+                assert store is not None
+                fs = store._fs
+                fs.fdatasync = _stopping(fs.fdatasync)  # type: ignore[method-assign]
                 store.commit_sync(Projection.of({words[1]: words[1]}))
                 say({"ok": True})
             elif words[0] == "commits":

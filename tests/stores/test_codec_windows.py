@@ -308,12 +308,12 @@ def test_reopening_a_multi_mib_store_peaks_under_three_times_its_snapshot(
 ) -> None:
     """The whole reopen (the file's bytes, its members, the image): under 2.6x the snapshot
     file; with a text copy of the file it was over 3x."""
-    with FileStore.open(tmp_path) as store:
+    with FileStore.open_sync(tmp_path) as store:
         store.seed_sync(_multi_mib_store(6))
     size = sum(p.stat().st_size for p in tmp_path.glob("snapshot.*.json"))
 
     def reopen() -> object:
-        store = FileStore.open(tmp_path)
+        store = FileStore.open_sync(tmp_path)
         store.close_sync()
         return store
 

@@ -265,3 +265,39 @@ def test_a_failed_takeover_changes_no_owner(tmp_path: Path) -> None:
     again = FileStore.open_shared(folder / "store", owner="b", **kwargs)
     assert sorted(again.image.keys()) == ["k1", "k2"]
     again.close_sync()
+
+
+def _stopped(pid: int) -> bool:
+    with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+        return stat.read().rsplit(")", 1)[1].split()[0] == "T"
+
+
+@pytest.mark.req("JF-STORE-033")
+@pytest.mark.parametrize("takeover", [True, False], ids=["takeover", "plain-open"])
+def test_an_owner_frozen_mid_write_delays_the_next_owner_no_longer_than_its_lease(
+    tmp_path: Path, workers: Any, takeover: bool
+) -> None:
+    """An owner stopped (SIGSTOP) inside its write, holding the game's lock: the next open
+    does not wait for it to resume (it never does here); once the frozen owner's lease is over
+    the lock's holder is ended, and its write in flight counts as landed whole or not."""
+    a = workers(tmp_path, "g", "a", 1.0)
+    token = a.ask("open")["token"]
+    assert a.ask("commit k1") == {"ok": True}
+    a.send("freeze k2")
+    deadline = time.monotonic() + WAIT
+    while not _stopped(a.proc.pid):
+        assert time.monotonic() < deadline, "the owner never stopped"
+        time.sleep(0.01)
+    b = workers(tmp_path, "g", "b", 1.0)
+    while True:  # answered while `a` is still stopped (Worker.next bounds each wait)
+        opened = b.ask("takeover" if takeover else "open")
+        if opened["ok"]:
+            break
+        assert not takeover and opened["code"] == "store_locked", opened
+        time.sleep(0.1)
+    assert opened["token"] > token
+    assert a.proc.wait(WAIT) == -signal.SIGKILL  # ended, never resumed
+    keys = b.ask("keys")["keys"]
+    assert keys in (["k1"], ["k1", "k2"])  # the write in flight: whole or absent
+    assert b.ask("commit k3") == {"ok": True}
+    assert b.ask("keys")["keys"] == [*keys, "k3"]

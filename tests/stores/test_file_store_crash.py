@@ -301,7 +301,7 @@ def run_workload(
     for index, (kind, projection) in enumerate(ops):
         try:
             if kind == "open":
-                store = store_cls.open(directory, quota=QUOTA, fs=fs)
+                store = store_cls.open_sync(directory, quota=QUOTA, fs=fs)
             elif kind == "close":
                 assert store is not None
                 store.close_sync()
@@ -329,7 +329,7 @@ def check_reopen(
     On a simulated disk, a second power loss right after the first commit of the reopened
     store must keep that commit: recovery left nothing unsynced that the commit relies on.
     """
-    store = store_cls.open(directory, quota=QUOTA, fs=fs)
+    store = store_cls.open_sync(directory, quota=QUOTA, fs=fs)
     state = state_of(store.image)
     assert state in allowed
     names = sorted(fs.listdir(directory))
@@ -339,7 +339,7 @@ def check_reopen(
     views = [fs.after_power_loss("synced", "durable")] if isinstance(fs, SimulatedDisk) else []
     store.close_sync()
     for view in [fs, *views]:
-        with store_cls.open(directory, quota=QUOTA, fs=view) as again:
+        with store_cls.open_sync(directory, quota=QUOTA, fs=view) as again:
             values, base = state_of(again.image)
             assert values.pop("marker", None) == str(marker).encode()
             assert (values, base) == state
@@ -369,7 +369,7 @@ def test_every_crash_point_on_disk_reopens_to_before_or_after(
     states = expected_states(ops)
     counter = CrashingFileSystem(UnsyncedOsFileSystem(), keep_labels=True)
     assert run_workload(str(tmp_path / "full"), counter, ops, store_cls) is None
-    with store_cls.open(tmp_path / "full", quota=QUOTA) as store:
+    with store_cls.open_sync(tmp_path / "full", quota=QUOTA) as store:
         assert state_of(store.image) == states[-1]
     total = counter.boundaries
     outcomes = [0, 0]
@@ -409,13 +409,15 @@ def crash_during_recovery(
     unused preallocation, removal of leftovers), on copies of `directory`; each must reopen
     to what a clean one finds."""
     probe = CrashingFileSystem(UnsyncedOsFileSystem())
-    with store_cls.open(shutil.copytree(directory, directory + "-probe"), fs=probe) as store:
+    with store_cls.open_sync(shutil.copytree(directory, directory + "-probe"), fs=probe) as store:
         recovered = state_of(store.image)
     assert recovered in allowed
     for j in range(probe.boundaries):
         copy = shutil.copytree(directory, f"{directory}-{j}")
         with pytest.raises(SimulatedCrash):
-            store_cls.open(copy, quota=QUOTA, fs=CrashingFileSystem(OsFileSystem(), crash_at=j))
+            store_cls.open_sync(
+                copy, quota=QUOTA, fs=CrashingFileSystem(OsFileSystem(), crash_at=j)
+            )
         check_reopen(copy, OsFileSystem(), [recovered], marker, store_cls)
         shutil.rmtree(copy)
     shutil.rmtree(directory + "-probe")
@@ -428,7 +430,7 @@ def test_every_crash_point_of_a_migration_reopens_to_the_same_store(tmp_path: Pa
     each boundary of the open that truncates, writes the manifest and removes leftovers
     reopens to the same store."""
     directory = tmp_path / "legacy"
-    with FileStore.open(directory, quota=QUOTA) as store:
+    with FileStore.open_sync(directory, quota=QUOTA) as store:
         for projection in PROJECTIONS:
             store.commit_sync(projection)
         store.checkpoint_sync()
@@ -443,7 +445,7 @@ def test_every_crash_point_of_a_migration_reopens_to_the_same_store(tmp_path: Pa
     assert boundaries >= 10
     labels = CrashingFileSystem(UnsyncedOsFileSystem(), keep_labels=True)
     copy = shutil.copytree(directory, tmp_path / "probe")
-    FileStore.open(copy, quota=QUOTA, fs=labels).close_sync()
+    FileStore.open_sync(copy, quota=QUOTA, fs=labels).close_sync()
     assert {"before rename to manifest", "before truncate"} <= set(labels.labels)
 
 
@@ -509,7 +511,7 @@ def _committer() -> str:
         from jfsm.projection import Projection
         from jfsm.stores import FileStore
 
-        with FileStore.open(sys.argv[1]) as store:
+        with FileStore.open_sync(sys.argv[1]) as store:
             n = store.image.get("counter") or 0
             while True:
                 n += 1
@@ -543,7 +545,7 @@ def test_sigkilled_committer_reopens_to_a_committed_prefix(tmp_path: Path) -> No
         child.wait()
         assert child.returncode == -signal.SIGKILL
         returned = printed[-1]
-        with FileStore.open(tmp_path) as store:
+        with FileStore.open_sync(tmp_path) as store:
             counter = store.image.get("counter")
             assert returned <= counter <= returned + 1
             assert store.image.store_json() == counter_state(counter)
@@ -555,16 +557,16 @@ def test_sigkilled_committer_reopens_to_a_committed_prefix(tmp_path: Path) -> No
 # -- the lock ------------------------------------------------------------------------------
 @pytest.mark.req("JF-ATOM-007")
 def test_second_writer_in_process_is_refused(tmp_path: Path) -> None:
-    store = FileStore.open(tmp_path)
+    store = FileStore.open_sync(tmp_path)
     with pytest.raises(StoreLocked) as refused:
-        FileStore.open(tmp_path)
+        FileStore.open_sync(tmp_path)
     assert str(tmp_path) in str(refused.value)
     assert refused.value.details == {"directory": str(tmp_path)}
     store.close_sync()
     store.close_sync()  # idempotent
     with pytest.raises(StoreUnavailable):
         store.commit_sync(Projection.of({"a": 1}))
-    with FileStore.open(tmp_path) as again:
+    with FileStore.open_sync(tmp_path) as again:
         assert again.durable
 
 
@@ -572,7 +574,7 @@ HOLDER = textwrap.dedent(
     """
     import sys
     from jfsm.stores import FileStore
-    with FileStore.open(sys.argv[1]):
+    with FileStore.open_sync(sys.argv[1]):
         print("locked", flush=True)
         sys.stdin.read()
     """
@@ -583,7 +585,7 @@ OPENER = textwrap.dedent(
     from jfsm.errors import StoreLocked
     from jfsm.stores import FileStore
     try:
-        FileStore.open(sys.argv[1]).close_sync()
+        FileStore.open_sync(sys.argv[1]).close_sync()
     except StoreLocked as exc:
         print(exc.code, exc.details["directory"])
         sys.exit(3)
@@ -597,10 +599,10 @@ def test_second_writer_in_another_process_is_refused(tmp_path: Path) -> None:
     assert holder.stdout is not None and holder.stdin is not None
     assert holder.stdout.readline() == "locked\n"
     with pytest.raises(StoreLocked, match=str(tmp_path)):
-        FileStore.open(tmp_path)
+        FileStore.open_sync(tmp_path)
     holder.stdin.close()
     assert holder.wait() == 0
-    with FileStore.open(tmp_path):
+    with FileStore.open_sync(tmp_path):
         opener = _python(OPENER, str(tmp_path), stdout=subprocess.PIPE)
         out, _ = opener.communicate()
         assert opener.returncode == 3
@@ -617,7 +619,7 @@ PROJECTIONS = [
 
 def _three_commits(directory: Path, checkpoint_first: bool = False) -> tuple[Path, list[int]]:
     """A store with three committed records; its log and the records' offsets."""
-    with FileStore.open(directory) as store:
+    with FileStore.open_sync(directory) as store:
         if checkpoint_first:
             store.commit_sync(Projection.of({"base": True}))
             store.checkpoint_sync()
@@ -660,11 +662,11 @@ def test_torn_tail_is_dropped_and_truncated(tmp_path: Path, cut: int) -> None:
     log, offsets = _three_commits(tmp_path)
     end = offsets[3] + cut if cut < 0 else offsets[2] + cut
     os.truncate(log, end)
-    with FileStore.open(tmp_path) as store:
+    with FileStore.open_sync(tmp_path) as store:
         assert store.image.store_json() == _state_after(2)
         assert log.stat().st_size == offsets[2]
         store.commit_sync(Projection.of({"d": 4}))
-    with FileStore.open(tmp_path) as store:
+    with FileStore.open_sync(tmp_path) as store:
         assert store.image.store_json() == {**_state_after(2), "d": 4}
 
 
@@ -695,11 +697,11 @@ def test_whatever_follows_the_last_record_without_a_valid_one_is_dropped(
     log, offsets = _three_commits(tmp_path)
     with log.open("ab") as file:
         file.write(garbage)
-    with FileStore.open(tmp_path) as store:
+    with FileStore.open_sync(tmp_path) as store:
         assert store.image.store_json() == _state_after(3)
         assert log.stat().st_size == offsets[3]
         store.commit_sync(Projection.of({"d": 4}))
-    with FileStore.open(tmp_path) as store:
+    with FileStore.open_sync(tmp_path) as store:
         assert store.image.store_json() == {**_state_after(3), "d": 4}
 
 
@@ -725,7 +727,7 @@ def test_damage_before_the_last_record_is_refused_with_file_and_offset(
     damaged = log.read_bytes()
     for _ in range(2):  # refused every time, and the lock is released after each refusal
         with pytest.raises(StoreCorrupted) as refused:
-            FileStore.open(tmp_path)
+            FileStore.open_sync(tmp_path)
         error = refused.value
         assert error.details["file"] == str(log)
         assert error.details["offset"] == offsets[record]
@@ -740,12 +742,12 @@ def test_damage_in_the_last_record_reads_as_a_torn_write(tmp_path: Path) -> None
     """Indistinguishable from a write torn by power loss: documented, and dropped."""
     log, offsets = _three_commits(tmp_path)
     _flip(log, offsets[2] + HEADER_SIZE + 3)
-    with FileStore.open(tmp_path) as store:
+    with FileStore.open_sync(tmp_path) as store:
         assert store.image.store_json() == _state_after(2)
 
 
 def _snapshot_store(directory: Path) -> Path:
-    with FileStore.open(directory) as store:
+    with FileStore.open_sync(directory) as store:
         store.commit_sync(Projection.of({"a": "𝄞" * 10, "b": [1, {"c": None}]}))
         store.checkpoint_sync()
         store.commit_sync(Projection.of({"d": 1}))
@@ -766,7 +768,7 @@ def test_damaged_snapshot_is_refused(tmp_path: Path, damage: str) -> None:
         snapshot = _replace_snapshot(tmp_path, b'{"a":1,"b":}')
         offset = 11
     with pytest.raises(StoreCorrupted) as refused:
-        FileStore.open(tmp_path)
+        FileStore.open_sync(tmp_path)
     assert refused.value.details["file"] == str(snapshot)
     assert refused.value.details["offset"] == offset
     assert str(snapshot) in str(refused.value)
@@ -777,10 +779,10 @@ def test_a_log_without_its_snapshot_is_refused(tmp_path: Path) -> None:
     snapshot = _snapshot_store(tmp_path)
     snapshot.unlink()
     with pytest.raises(StoreCorrupted, match=r"snapshot\.00000001\.[0-9a-f]{8}\.json: missing"):
-        FileStore.open(tmp_path)
+        FileStore.open_sync(tmp_path)
     (tmp_path / MANIFEST_NAME).unlink()  # a store without a manifest: the legacy rules
     with pytest.raises(StoreCorrupted, match=r"log\.00000001\.jfl"):
-        FileStore.open(tmp_path)
+        FileStore.open_sync(tmp_path)
 
 
 # -- the preallocated log ----------------------------------------------------------------------
@@ -823,7 +825,7 @@ def test_no_record_header_is_all_zeros() -> None:
 @pytest.mark.req("JF-ATOM-001")
 def test_commits_write_into_a_synced_zero_extent_and_only_fdatasync(tmp_path: Path) -> None:
     fs = RecordingFileSystem()
-    store = FileStore.open(tmp_path, fs=fs)
+    store = FileStore.open_sync(tmp_path, fs=fs)
     (log,) = tmp_path.glob("log.*.jfl")
     start = _log_start(log)
     records = [encode_record(projection) for projection in PROJECTIONS]
@@ -854,7 +856,7 @@ def test_commits_write_into_a_synced_zero_extent_and_only_fdatasync(tmp_path: Pa
     store.close_sync()
     assert fs.calls == [("truncate", ends[2])]  # the preallocation given back, unsynced
     assert log.read_bytes()[start:] == b"".join(records)
-    with FileStore.open(tmp_path, fs=fs) as again:
+    with FileStore.open_sync(tmp_path, fs=fs) as again:
         assert again.image.store_json() == _state_after(3)
         fs.calls.clear()
         again.commit_sync(Projection.of({"d": 4}))
@@ -864,7 +866,7 @@ def test_commits_write_into_a_synced_zero_extent_and_only_fdatasync(tmp_path: Pa
 def test_extents_double_up_to_the_cap_and_make_room_for_a_large_record(tmp_path: Path) -> None:
     fs = RecordingFileSystem()
     sizes = []
-    with TinyExtents.open(tmp_path, fs=fs) as store:  # extents of 2 KiB, doubling to 8 KiB
+    with TinyExtents.open_sync(tmp_path, fs=fs) as store:  # extents of 2 KiB, doubling to 8 KiB
         for i in range(60):
             projection = Projection.of({"k": f"{i:03d}" + "x" * 251})
             sizes.append(len(encode_record(projection)))
@@ -886,7 +888,7 @@ def test_extents_double_up_to_the_cap_and_make_room_for_a_large_record(tmp_path:
         ]
         assert log.stat().st_size == 38912
     assert log.stat().st_size == start + sum(sizes)
-    with TinyExtents.open(tmp_path) as store:
+    with TinyExtents.open_sync(tmp_path) as store:
         assert store.image.get("big") == "y" * 20_000 and store.image.get("k") == "059" + "x" * 251
 
 
@@ -895,7 +897,7 @@ def test_a_store_left_open_reopens_through_its_zero_tail(tmp_path: Path) -> None
     """What a killed process leaves: the log with the zeros after its records. Reopen reads
     up to the zeros and cuts them off (synced), so the new session extends for itself."""
     live = tmp_path / "live"
-    store = FileStore.open(live)
+    store = FileStore.open_sync(live)
     for projection in PROJECTIONS:
         store.commit_sync(projection)
     left = Path(shutil.copytree(live, tmp_path / "left"))
@@ -903,13 +905,13 @@ def test_a_store_left_open_reopens_through_its_zero_tail(tmp_path: Path) -> None
     (log,) = left.glob("log.*.jfl")
     assert log.stat().st_size == FileStore.extent_min
     fs = RecordingFileSystem()
-    with FileStore.open(left, fs=fs) as store:
+    with FileStore.open_sync(left, fs=fs) as store:
         assert store.image.store_json() == _state_after(3)
         end = _log_start(log) + len(b"".join(encode_record(p) for p in PROJECTIONS))
         assert fs.calls == [("truncate", end), ("fsync",)]
         assert log.stat().st_size == end
         store.commit_sync(Projection.of({"d": 4}))
-    with FileStore.open(left) as store:
+    with FileStore.open_sync(left) as store:
         assert store.image.store_json() == {**_state_after(3), "d": 4}
 
 
@@ -960,7 +962,7 @@ def test_a_snapshot_with_the_right_crc_but_malformed_content_is_refused(
 ) -> None:
     snapshot = _replace_snapshot(_snapshot_store(tmp_path).parent, text)
     with pytest.raises(StoreCorrupted) as refused:
-        FileStore.open(tmp_path, verify=verify)
+        FileStore.open_sync(tmp_path, verify=verify)
     assert refused.value.details["file"] == str(snapshot)
     assert refused.value.details["offset"] == offset
 
@@ -983,10 +985,10 @@ def test_verify_refuses_a_snapshot_that_is_valid_json_but_not_canonical(
 ) -> None:
     """The fast path keeps the bytes the CRC vouches for; `verify` re-canonicalizes."""
     snapshot = _replace_snapshot(_snapshot_store(tmp_path).parent, text)
-    with FileStore.open(tmp_path) as store:
+    with FileStore.open_sync(tmp_path) as store:
         assert set(store.image.keys()) == {"a", "b", "d"} - ({"b"} if b'"b"' not in text else set())
     with pytest.raises(StoreCorrupted) as refused:
-        FileStore.open(tmp_path, verify=True)
+        FileStore.open_sync(tmp_path, verify=True)
     assert refused.value.details["file"] == str(snapshot)
     assert refused.value.details["offset"] == offset
     assert reason in str(refused.value)
@@ -1018,11 +1020,11 @@ def test_a_record_with_the_right_crcs_but_bad_content_is_refused_at_its_offset(
         file.write(_frame(payload) + valid + bytes(100))
     for verify in (False, True):
         if verify_only and not verify:
-            with FileStore.open(tmp_path) as store:
+            with FileStore.open_sync(tmp_path) as store:
                 assert store.image.get("e") == 5
             continue
         with pytest.raises(StoreCorrupted) as refused:
-            FileStore.open(tmp_path, verify=verify)
+            FileStore.open_sync(tmp_path, verify=verify)
         assert refused.value.details["file"] == str(log)
         assert refused.value.details["offset"] == offsets[3]
         reason = "not canonical" if verify_only else "undecodable log record"
@@ -1038,13 +1040,13 @@ def test_fast_and_verified_reopen_find_the_same_store(tmp_path: Path) -> None:
         "n": [1e21, 1e-7, 123456789012345, -5e-324, 0.1],
         "": "",
     }
-    with FileStore.open(tmp_path) as store:
+    with FileStore.open_sync(tmp_path) as store:
         store.commit_sync(Projection.of(tricky))
         store.checkpoint_sync()
         store.commit_sync(Projection.of({'é𝄞\n"\\': "changed", "new": tricky}, ["\uff61"]))
         expected = state_of(store.image)
     for verify in (False, True):
-        with FileStore.open(tmp_path, verify=verify) as store:
+        with FileStore.open_sync(tmp_path, verify=verify) as store:
             assert state_of(store.image) == expected
     values, base = expected
     for raw in [*values.values(), *base.values()]:  # every value kept in canonical form
@@ -1058,7 +1060,7 @@ def _files(directory: Path) -> dict[str, bytes]:
 
 @pytest.mark.req("JF-QUOTA-003")
 def test_quota_refusal_writes_nothing_on_disk(tmp_path: Path) -> None:
-    with FileStore.open(tmp_path, quota=200) as store:
+    with FileStore.open_sync(tmp_path, quota=200) as store:
         store.commit_sync(Projection.of({"a": "x" * 50}))
         before, image = _files(tmp_path), state_of(store.image)
         with pytest.raises(QuotaExceeded) as refused:
@@ -1067,7 +1069,7 @@ def test_quota_refusal_writes_nothing_on_disk(tmp_path: Path) -> None:
         assert _files(tmp_path) == before
         assert state_of(store.image) == image
         store.commit_sync(Projection.of({"b": "y"}))  # still usable
-    with FileStore.open(tmp_path, quota=200) as store:
+    with FileStore.open_sync(tmp_path, quota=200) as store:
         assert store.image.store_json() == {"a": "x" * 50, "b": "y"}
 
 
@@ -1147,11 +1149,11 @@ def test_failed_commit_is_rolled_back_and_the_store_stays_usable(
     tmp_path: Path, failing: str, room: bool
 ) -> None:
     fs = FailingFileSystem()
-    with FileStore.open(tmp_path, fs=fs) as store:
+    with FileStore.open_sync(tmp_path, fs=fs) as store:
         store.commit_sync(Projection.of({"a": 1}))
     (log,) = tmp_path.glob("log.*.jfl")
     committed = log.stat().st_size
-    with FileStore.open(tmp_path, fs=fs) as store:  # a new session: nothing preallocated
+    with FileStore.open_sync(tmp_path, fs=fs) as store:  # a new session: nothing preallocated
         if room:
             store.commit_sync(Projection.of({"a": 2}))
             store.commit_sync(Projection.of({"a": 1}))
@@ -1165,14 +1167,14 @@ def test_failed_commit_is_rolled_back_and_the_store_stays_usable(
         assert _contents(tmp_path) == before
         assert log.stat().st_size == committed  # cut back after the last record, synced
         store.commit_sync(Projection.of({"c": 3}))
-    with FileStore.open(tmp_path) as store:
+    with FileStore.open_sync(tmp_path) as store:
         assert store.image.store_json() == {"a": 1, "c": 3}
 
 
 @pytest.mark.req("JF-ATOM-001", "JF-ATOM-004")
 def test_failed_rollback_breaks_the_store_until_reopened(tmp_path: Path) -> None:
     fs = FailingFileSystem()
-    store = FileStore.open(tmp_path, fs=fs)
+    store = FileStore.open_sync(tmp_path, fs=fs)
     store.commit_sync(Projection.of({"a": 1}))
     fs.failing = {"fdatasync", "truncate"}
     with pytest.raises(StoreUnavailable, match="injected fdatasync") as failed:
@@ -1187,7 +1189,7 @@ def test_failed_rollback_breaks_the_store_until_reopened(tmp_path: Path) -> None
     with pytest.raises(StoreUnavailable):
         store.checkpoint_sync()
     store.close_sync()
-    with FileStore.open(tmp_path) as again:  # like a crash: the failed projection, or not
+    with FileStore.open_sync(tmp_path) as again:  # like a crash: the failed projection, or not
         assert again.image.store_json() in ({"a": 1}, {"a": 1, "b": 2})
 
 
@@ -1220,9 +1222,9 @@ def test_a_rolled_back_commit_stays_rolled_back_after_a_power_loss(failing: str)
     sync must make sure no reboot brings it back."""
     directory = "/simulated/store"
     disk = WritebackThenFailDisk()
-    with FileStore.open(directory, fs=disk) as store:
+    with FileStore.open_sync(directory, fs=disk) as store:
         store.commit_sync(Projection.of({"a": 1}))
-    with FileStore.open(directory, fs=disk) as store:  # the next commit extends the log
+    with FileStore.open_sync(directory, fs=disk) as store:  # the next commit extends the log
         if failing == "fdatasync":
             store.commit_sync(Projection.of({"a": 2}))  # now the record fits: no fsync
         disk.failing = {failing}
@@ -1230,12 +1232,12 @@ def test_a_rolled_back_commit_stays_rolled_back_after_a_power_loss(failing: str)
             store.commit_sync(Projection.of({"b": 2}))
         before = state_of(store.image)
         for entries, data in POWER_LOSS_VIEWS:
-            with FileStore.open(directory, fs=disk.after_power_loss(entries, data)) as again:
+            with FileStore.open_sync(directory, fs=disk.after_power_loss(entries, data)) as again:
                 assert state_of(again.image) == before, (entries, data)
         store.commit_sync(Projection.of({"c": 3}))
         after = state_of(store.image)
     for entries, data in POWER_LOSS_VIEWS:
-        with FileStore.open(directory, fs=disk.after_power_loss(entries, data)) as again:
+        with FileStore.open_sync(directory, fs=disk.after_power_loss(entries, data)) as again:
             assert state_of(again.image) == after, (entries, data)
 
 
@@ -1249,7 +1251,7 @@ def test_checkpoint_failing_before_the_manifest_rename_changes_nothing(
     tmp_path: Path, failing: str, passes: int
 ) -> None:
     fs = FailingFileSystem()
-    with FileStore.open(tmp_path, fs=fs) as store:
+    with FileStore.open_sync(tmp_path, fs=fs) as store:
         store.commit_sync(Projection.of({"a": 1}))
         before, image = _files(tmp_path), state_of(store.image)
         fs.failing, fs.passes = {failing}, passes
@@ -1261,7 +1263,7 @@ def test_checkpoint_failing_before_the_manifest_rename_changes_nothing(
         store.commit_sync(Projection.of({"b": 2}))
         store.checkpoint_sync()
         assert store.image.change_log() == []
-    with FileStore.open(tmp_path) as store:
+    with FileStore.open_sync(tmp_path) as store:
         assert store.image.store_json() == {"a": 1, "b": 2}
         assert store.image.change_log() == []
 
@@ -1272,7 +1274,7 @@ def test_checkpoint_failing_at_or_after_the_manifest_rename_breaks_the_store(
     tmp_path: Path, failing: str
 ) -> None:
     fs = FailingFileSystem()
-    store = FileStore.open(tmp_path, fs=fs)
+    store = FileStore.open_sync(tmp_path, fs=fs)
     store.commit_sync(Projection.of({"a": 1}))
     fs.failing, fs.passes = {failing}, 1
     with pytest.raises(StoreUnavailable, match="injected") as failed:
@@ -1281,5 +1283,5 @@ def test_checkpoint_failing_at_or_after_the_manifest_rename_breaks_the_store(
     with pytest.raises(StoreUnavailable, match="broken"):
         store.commit_sync(Projection.of({"b": 2}))
     store.close_sync()
-    with FileStore.open(tmp_path) as again:
+    with FileStore.open_sync(tmp_path) as again:
         assert again.image.store_json() == {"a": 1}

@@ -71,7 +71,7 @@ ACKNOWLEDGED = STATES[-1]
 
 def build(directory: Path, *, manifest: bool = True) -> Path:
     """A closed store holding every commit: generation 1, three records in its log."""
-    with FileStore.open(directory) as store:
+    with FileStore.open_sync(directory) as store:
         for i, projection in enumerate(COMMITS):
             if i == CHECKPOINT_AFTER:
                 store.checkpoint_sync()
@@ -100,15 +100,15 @@ def live(directory: Path) -> dict[str, Path]:
 @pytest.mark.req("JF-STORE-020", "JF-ATOM-007")
 def test_deleting_the_lock_file_lets_no_second_writer_in(tmp_path: Path) -> None:
     """Before R28 the second open got in, both committed, and one's commits were lost."""
-    with FileStore.open(tmp_path) as writer:
+    with FileStore.open_sync(tmp_path) as writer:
         writer.commit_sync(Projection.of({"a": 1}))
         (tmp_path / "lock").unlink()
         with pytest.raises(StoreLocked):
-            FileStore.open(tmp_path)
+            FileStore.open_sync(tmp_path)
         for path in tmp_path.iterdir():  # every file, even the live ones
             path.unlink()
         with pytest.raises(StoreLocked):
-            FileStore.open(tmp_path)
+            FileStore.open_sync(tmp_path)
 
 
 @pytest.mark.req("JF-STORE-020")
@@ -122,10 +122,10 @@ def test_a_writer_before_r28_holding_only_the_lock_file_keeps_a_new_writer_out(
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         with pytest.raises(StoreLocked):
-            FileStore.open(tmp_path)
+            FileStore.open_sync(tmp_path)
     finally:
         os.close(fd)
-    with FileStore.open(tmp_path) as store:
+    with FileStore.open_sync(tmp_path) as store:
         assert store.image.store_json() == ACKNOWLEDGED
 
 
@@ -144,12 +144,12 @@ def test_a_stray_newer_snapshot_is_refused_not_adopted(tmp_path: Path, manifest:
     stray = _stray_snapshot(tmp_path, 99)
     before = digest(tmp_path)
     with pytest.raises(StoreCorrupted) as refused:
-        FileStore.open(tmp_path)
+        FileStore.open_sync(tmp_path)
     named = refused.value.details["file"]
     assert named == str(stray if manifest else tmp_path / "log.00000099.jfl")
     assert digest(tmp_path) == before
     stray.unlink()
-    with FileStore.open(tmp_path) as store:
+    with FileStore.open_sync(tmp_path) as store:
         assert store.image.store_json() == ACKNOWLEDGED
 
 
@@ -162,7 +162,7 @@ def test_a_deleted_live_log_is_refused_naming_it(tmp_path: Path, manifest: bool)
     log.unlink()
     before = digest(tmp_path)
     with pytest.raises(StoreCorrupted) as refused:
-        FileStore.open(tmp_path)
+        FileStore.open_sync(tmp_path)
     assert refused.value.details["file"] == str(log)
     assert "missing" in str(refused.value)
     assert digest(tmp_path) == before
@@ -175,7 +175,7 @@ def test_a_snapshot_of_the_next_generation_is_an_interrupted_checkpoint(tmp_path
     stray = _stray_snapshot(tmp_path, 2)
     (tmp_path / "log.00000002.jfl").write_bytes(b"")
     (tmp_path / "manifest.tmp").write_bytes(b"half")
-    with FileStore.open(tmp_path) as store:
+    with FileStore.open_sync(tmp_path) as store:
         assert store.image.store_json() == ACKNOWLEDGED
     assert not stray.exists() and not (tmp_path / "manifest.tmp").exists()
     assert not (tmp_path / "log.00000002.jfl").exists()
@@ -187,7 +187,7 @@ def test_records_in_a_log_no_manifest_names_are_refused(tmp_path: Path) -> None:
     newer = tmp_path / "log.00000002.jfl"
     newer.write_bytes(encode_record(Projection.of({"z": 1})))
     with pytest.raises(StoreCorrupted) as refused:
-        FileStore.open(tmp_path)
+        FileStore.open_sync(tmp_path)
     assert refused.value.details["file"] == str(newer)
     assert newer.exists()
 
@@ -200,7 +200,7 @@ def test_a_log_put_in_place_of_the_live_one_is_refused(tmp_path: Path, source: s
     (_foreign_log if source == "another store" else _older_log)(directory)
     before = digest(directory)
     with pytest.raises(StoreCorrupted, match="log header") as refused:
-        FileStore.open(directory)
+        FileStore.open_sync(directory)
     assert refused.value.details["file"] == str(live(directory)["log"])
     assert digest(directory) == before
 
@@ -210,7 +210,7 @@ def test_a_store_without_a_manifest_opens_and_is_given_one(tmp_path: Path) -> No
     build(tmp_path, manifest=False)
     files = live(tmp_path)
     (tmp_path / "log.00000000.jfl").write_bytes(encode_record(COMMITS[0]))  # a leftover
-    with FileStore.open(tmp_path) as store:
+    with FileStore.open_sync(tmp_path) as store:
         assert store.image.store_json() == ACKNOWLEDGED
     manifest = (tmp_path / MANIFEST_NAME).read_bytes().decode()
     assert files["snapshot"].name in manifest and files["log"].name in manifest
@@ -218,7 +218,7 @@ def test_a_store_without_a_manifest_opens_and_is_given_one(tmp_path: Path) -> No
     assert not (tmp_path / "log.00000000.jfl").exists()
     _stray_snapshot(tmp_path, 5)  # from now on the manifest rules apply
     with pytest.raises(StoreCorrupted, match=r"snapshot\.00000005"):
-        FileStore.open(tmp_path)
+        FileStore.open_sync(tmp_path)
 
 
 # -- the directory-damage corpus -------------------------------------------------------------
@@ -280,7 +280,7 @@ def _old_manifest(directory: Path) -> None:
     """The manifest of the store before its checkpoint (generation 0), put back."""
     old = build(directory.parent / (directory.name + "-old"))
     shutil.rmtree(old)
-    with FileStore.open(old) as store:
+    with FileStore.open_sync(old) as store:
         store.commit_sync(COMMITS[0])
     (directory / MANIFEST_NAME).write_bytes((old / MANIFEST_NAME).read_bytes())
     shutil.rmtree(old)
@@ -312,7 +312,7 @@ def _older_log(directory: Path) -> None:
     """The live log's bytes replaced by this store's log from before its checkpoint."""
     _with_manifest(directory)
     older = directory.parent / (directory.name + "-older")
-    with FileStore.open(older) as store:
+    with FileStore.open_sync(older) as store:
         for projection in COMMITS[:CHECKPOINT_AFTER]:
             store.commit_sync(projection)
         (log,) = older.glob("log.*.jfl")
@@ -379,7 +379,7 @@ CORPUS = corpus()
 def _outcome(directory: Path) -> tuple[str, Any]:
     """Open the store: ("state", the store) or ("refused", the file named)."""
     try:
-        with FileStore.open(directory) as store:
+        with FileStore.open_sync(directory) as store:
             return "state", store.image.store_json()
     except StoreCorrupted as exc:
         return "refused", exc.details["file"]
@@ -443,7 +443,7 @@ def test_directory_damage_corpus(
         with read_only_file_system(monkeypatch):
             assert _inspect_outcome(directory) == seen, f"{name}: read-only inspect differs"
             with pytest.raises((StoreUnavailable, StoreCorrupted)):
-                FileStore.open(directory)
+                FileStore.open_sync(directory)
         assert digest(directory) == before, f"{name}: a refused open changed the directory"
         kind, found = _outcome(directory)
         if kind == "refused":
@@ -479,16 +479,16 @@ def test_file_system_refusals_at_open_are_store_unavailable(
     }
     for name, path in cases.items():
         with pytest.raises(StoreUnavailable) as refused:
-            FileStore.open(path)
+            FileStore.open_sync(path)
         assert refused.value.details["errno_name"] == name, name
         assert name in str(refused.value)
     with pytest.raises(StoreUnavailable) as refused:
-        FileStore.open(tmp_path / "denied", fs=RefusingFileSystem())
+        FileStore.open_sync(tmp_path / "denied", fs=RefusingFileSystem())
     assert refused.value.details["errno_name"] == "EACCES"
-    FileStore.open(tmp_path / "denied").close_sync()  # the lock was released
+    FileStore.open_sync(tmp_path / "denied").close_sync()  # the lock was released
     build(tmp_path / "store")
     with read_only_file_system(monkeypatch), pytest.raises(StoreUnavailable) as refused:
-        FileStore.open(tmp_path / "store")
+        FileStore.open_sync(tmp_path / "store")
     assert refused.value.details["errno_name"] == "EROFS"
     assert refused.value.state == "closed"
 
@@ -572,7 +572,7 @@ def test_inspect_reports_a_torn_tail_and_leftovers_without_repairing(
     text = capsys.readouterr().out
     assert "torn tail" in text and "the next open drops it" in text
     assert digest(tmp_path) == before
-    with FileStore.open(tmp_path) as store:  # the repair is open's job
+    with FileStore.open_sync(tmp_path) as store:  # the repair is open's job
         assert store.image.store_json() == ACKNOWLEDGED
     assert digest(tmp_path) != before
 
@@ -593,7 +593,7 @@ def test_inspect_reads_a_read_only_copy(
 def test_inspect_refuses_a_store_a_writer_holds(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with FileStore.open(tmp_path) as store:
+    with FileStore.open_sync(tmp_path) as store:
         store.commit_sync(Projection.of({"a": 1}))
         assert main(["inspect", str(tmp_path)]) == 2
     assert "store_locked" in capsys.readouterr().err
@@ -601,9 +601,9 @@ def test_inspect_refuses_a_store_a_writer_holds(
 
 
 def test_a_path_the_system_cannot_take_is_invalid_input(tmp_path: Path) -> None:
-    """`FileStore.open("a\\0b")` raised a raw ValueError."""
+    """`FileStore.open_sync("a\\0b")` raised a raw ValueError."""
     with pytest.raises(InvalidInput, match="not a usable path"):
-        FileStore.open(str(tmp_path / "a\0b"))
+        FileStore.open_sync(str(tmp_path / "a\0b"))
 
 
 @pytest.mark.req("JF-ERR-016")
@@ -614,17 +614,17 @@ def test_a_store_folder_not_ours_is_refused_unless_trusted(tmp_path: Path) -> No
     shared.mkdir()
     shared.chmod(0o777)
     with pytest.raises(StoreUnavailable, match="writable by group or others") as refused:
-        FileStore.open(shared)
+        FileStore.open_sync(shared)
     assert refused.value.details["errno_name"] == "EPERM"
     assert "\n" not in str(refused.value) and list(shared.iterdir()) == []
-    FileStore.open(shared, fs=OsFileSystem(trusted=True)).close_sync()
+    FileStore.open_sync(shared, fs=OsFileSystem(trusted=True)).close_sync()
     real = tmp_path / "real"
     real.mkdir()
     (tmp_path / "link").symlink_to(real)
     with pytest.raises(StoreUnavailable, match="symbolic link"):
-        FileStore.open(tmp_path / "link")
+        FileStore.open_sync(tmp_path / "link")
     with pytest.raises(StoreUnavailable, match="symbolic link"):
-        FileStore.open(tmp_path / "link", fs=OsFileSystem(trusted=True))
+        FileStore.open_sync(tmp_path / "link", fs=OsFileSystem(trusted=True))
     assert list(real.iterdir()) == []
 
 
@@ -635,7 +635,7 @@ def test_an_open_store_writes_into_the_directory_it_locked(tmp_path: Path) -> No
     trailing slash does not make a linked store folder acceptable."""
     outside = tmp_path / "outside"
     outside.mkdir()
-    store = FileStore.open(tmp_path / "s")
+    store = FileStore.open_sync(tmp_path / "s")
     try:
         store.commit_sync(Projection.of({"a": 1}))
         os.rename(tmp_path / "s", tmp_path / "moved")
@@ -646,8 +646,8 @@ def test_an_open_store_writes_into_the_directory_it_locked(tmp_path: Path) -> No
     finally:
         store.close_sync()
     assert list(outside.iterdir()) == []
-    with FileStore.open(tmp_path / "moved") as again:
+    with FileStore.open_sync(tmp_path / "moved") as again:
         assert again.image.values_bytes() == {"a": b"1", "b": b"2", "c": b"3"}
     with pytest.raises(StoreUnavailable, match="symbolic link"):
-        FileStore.open(str(tmp_path / "s") + "/")
+        FileStore.open_sync(str(tmp_path / "s") + "/")
     assert list(outside.iterdir()) == []

@@ -9,6 +9,7 @@ game, per-game token counter, the server's `synchronous_commit`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import multiprocessing
 import os
 import signal
@@ -173,6 +174,47 @@ def test_a_killed_owners_lease_runs_out_and_the_next_owner_gets_a_new_token(
         store = await PostgresStore.open(pg_database, game, lease_seconds=1.0)
         assert store.image.get("owner") == worker.pid
         await store.close()
+
+    run(scenario)
+
+
+@pytest.mark.req("JF-STORE-033")
+def test_an_opener_frozen_in_its_transaction_holds_the_game_no_longer_than_a_lease(
+    pg_target: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An open stops (a frozen client) after locking the game's row and before its commit:
+    the server ends that transaction once it has been idle for a lease, so a takeover waits
+    on it no longer than that, not until the client resumes (it never does here)."""
+    from jfsm.stores.postgres import store as store_module
+
+    game = game_id()
+    frozen = asyncio.Event()
+    load_image = store_module.load_image
+
+    async def stall(conn: Any, game_id: str, quota: int) -> Any:
+        if game_id == game and not frozen.is_set():
+            frozen.set()
+            await asyncio.sleep(3600)  # holding the row lock, its transaction open
+        return await load_image(conn, game_id, quota)
+
+    async def scenario() -> None:
+        first = await PostgresStore.open(pg_target, game, lease_seconds=1.0)
+        await first.close()
+        monkeypatch.setattr(store_module, "load_image", stall)
+        stuck = asyncio.create_task(
+            PostgresStore.open(pg_target, game, owner="frozen", lease_seconds=1.0)
+        )
+        await frozen.wait()
+        taker = await asyncio.wait_for(  # a bound on the wait, not a timing assertion
+            PostgresStore.open(pg_target, game, owner="taker", takeover=True, lease_seconds=1.0),
+            60,
+        )
+        assert taker.token > first.token
+        stuck.cancel()
+        with contextlib.suppress(BaseException):
+            await stuck
+        await taker.commit(Projection.of({"after": 1}))
+        await taker.close()
 
     run(scenario)
 

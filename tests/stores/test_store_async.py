@@ -83,13 +83,15 @@ def test_every_file_system_call_of_the_engine_runs_off_the_loop(tmp_path: Path) 
 
     async def scenario() -> int:
         loop_thread = threading.get_ident()
-        engine = GameEngine(FileStore.open(tmp_path / "a", fs=fs), FakeCompressor(), game_id="a")
+        engine = GameEngine(
+            FileStore.open_sync(tmp_path / "a", fs=fs), FakeCompressor(), game_id="a"
+        )
         fs.calls.clear()  # opening is the caller's (the driver opens off the loop)
         for n in range(3):
             await engine.record_round(f"in {n}", "out " * 50)
         await engine.write({"score": 1})
         await engine.checkpoint()
-        target = FileStore.open(tmp_path / "b", fs=copy_fs)
+        target = FileStore.open_sync(tmp_path / "b", fs=copy_fs)
         copy_fs.calls.clear()
         copy = await engine.duplicate(target, "b")
         await copy.record_round("more", "rounds")
@@ -102,7 +104,7 @@ def test_every_file_system_call_of_the_engine_runs_off_the_loop(tmp_path: Path) 
     assert {"pwrite", "fdatasync", "rename", "fsync_dir", "unlock"} <= methods, methods
     on_loop = [name for name, thread in fs.calls + copy_fs.calls if thread == loop_thread]
     assert on_loop == []
-    with FileStore.open(tmp_path / "b") as reopened:
+    with FileStore.open_sync(tmp_path / "b") as reopened:
         assert reopened.image.store_json()["score"] == 1
 
 
@@ -111,8 +113,10 @@ def test_the_loop_serves_other_games_while_a_commit_is_in_its_fsync(tmp_path: Pa
     fs = HoldingFS()
 
     async def scenario() -> None:
-        held = GameEngine(FileStore.open(tmp_path / "held", fs=fs), FakeCompressor(), game_id="h")
-        other = GameEngine(FileStore.open(tmp_path / "other"), FakeCompressor(), game_id="o")
+        held = GameEngine(
+            await FileStore.open(tmp_path / "held", fs=fs), FakeCompressor(), game_id="h"
+        )
+        other = GameEngine(await FileStore.open(tmp_path / "other"), FakeCompressor(), game_id="o")
         stop = asyncio.Event()
         ticking = asyncio.create_task(_ticker(fs.ticker, stop))
         fs.armed = True
@@ -143,7 +147,9 @@ def test_a_commit_cancelled_in_its_fsync_lands_whole(tmp_path: Path) -> None:
     fs = HoldingFS()
 
     async def scenario() -> None:
-        engine = GameEngine(FileStore.open(tmp_path / "g", fs=fs), FakeCompressor(), game_id="g")
+        engine = GameEngine(
+            await FileStore.open(tmp_path / "g", fs=fs), FakeCompressor(), game_id="g"
+        )
         await engine.record_round("first", "round")
         fs.armed = True
         commit = asyncio.create_task(engine.record_round("second", "round"))
@@ -161,7 +167,7 @@ def test_a_commit_cancelled_in_its_fsync_lands_whole(tmp_path: Path) -> None:
         await engine.close()
 
     asyncio.run(scenario())
-    with FileStore.open(tmp_path / "g") as reopened:
+    with FileStore.open_sync(tmp_path / "g") as reopened:
         assert sorted(k for k in reopened.image.store_json() if k.startswith("jfRounds.")) == [
             "jfRounds.1",
             "jfRounds.2",
@@ -173,16 +179,16 @@ def test_the_blocking_surface_and_the_sync_engine_keep_working(tmp_path: Path) -
     """`commit_sync` and friends write the same files; `SyncGameEngine` drives the async
     store on its own loop, its close included."""
     with SyncGameEngine(
-        GameEngine(FileStore.open(tmp_path / "s"), FakeCompressor(), game_id="s")
+        GameEngine(FileStore.open_sync(tmp_path / "s"), FakeCompressor(), game_id="s")
     ) as engine:
         assert engine.record_round("in", "out") == {"round": 1, "seq": 1}
         engine.checkpoint()
         assert engine.write({"k": "v"}) > 0
-    with FileStore.open(tmp_path / "s") as store:
+    with FileStore.open_sync(tmp_path / "s") as store:
         assert store.image.store_json()["k"] == "v"
         store.commit_sync(Projection.of({"k": "w"}))
         store.checkpoint_sync()
-    with FileStore.open(tmp_path / "s") as store:
+    with FileStore.open_sync(tmp_path / "s") as store:
         assert store.image.store_json()["k"] == "w" and store.image.change_log() == []
     memory = MemoryStore()
     asyncio.run(memory.commit(Projection.of({"a": 1})))

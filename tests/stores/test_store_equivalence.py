@@ -107,7 +107,7 @@ class StoreEquivalence(RuleBasedStateMachine):
         super().__init__()
         self.directory = tempfile.mkdtemp(prefix="jfsm-eq-")
         self.memory = MemoryStore(quota=QUOTA)
-        self.file = SmallExtentStore.open(self.directory, quota=QUOTA)
+        self.file = SmallExtentStore.open_sync(self.directory, quota=QUOTA)
         self.model: dict[str, bytes] = {}
         self.model_base: dict[str, bytes] = {}
         self.pg: Any = None
@@ -208,7 +208,7 @@ class StoreEquivalence(RuleBasedStateMachine):
     @rule(verify=st.booleans())
     def reopen(self, verify: bool) -> None:
         done(self.file.close())
-        self.file = SmallExtentStore.open(self.directory, quota=QUOTA, verify=verify)
+        self.file = SmallExtentStore.open_sync(self.directory, quota=QUOTA, verify=verify)
         if self.pg is not None:
             assert self.postgres is not None
             self.pg.close()
@@ -227,7 +227,7 @@ class StoreEquivalence(RuleBasedStateMachine):
         done(self.file.close())
         shutil.rmtree(self.directory, ignore_errors=True)
         self.directory = copy
-        self.file = SmallExtentStore.open(self.directory, quota=QUOTA, verify=verify)
+        self.file = SmallExtentStore.open_sync(self.directory, quota=QUOTA, verify=verify)
         if self.pg is not None:
             # PostgreSQL's abandoned handle: a new owner takes over while it is still open.
             assert self.postgres is not None

@@ -24,7 +24,7 @@ def done(result: Any) -> None:
 
 
 def _stores(tmp_path: Path):  # type: ignore[no-untyped-def]
-    return [MemoryStore(), FileStore.open(tmp_path / "s")]
+    return [MemoryStore(), FileStore.open_sync(tmp_path / "s")]
 
 
 @pytest.mark.req("JF-HIST-008")
@@ -34,7 +34,7 @@ def test_seed_gives_values_and_an_empty_log(tmp_path: Path) -> None:
         assert store.image.values_bytes() == VALUES
         assert store.image.change_log() == []
         done(store.close())
-    with FileStore.open(tmp_path / "s") as reopened:
+    with FileStore.open_sync(tmp_path / "s") as reopened:
         assert reopened.image.values_bytes() == VALUES
         assert reopened.image.change_log() == []
 
@@ -51,12 +51,12 @@ def test_seed_refuses_a_non_empty_store(tmp_path: Path) -> None:
 @pytest.mark.req("JF-QUOTA-003")
 def test_seed_over_quota_writes_nothing(tmp_path: Path) -> None:
     big = {"k": canonical_bytes("x" * 500)}
-    for store in (MemoryStore(quota=100), FileStore.open(tmp_path / "q", quota=100)):
+    for store in (MemoryStore(quota=100), FileStore.open_sync(tmp_path / "q", quota=100)):
         with pytest.raises(QuotaExceeded):
             done(store.seed(big))
         assert store.image.store_json() == {}
         done(store.close())
-    with FileStore.open(tmp_path / "q", quota=100) as reopened:
+    with FileStore.open_sync(tmp_path / "q", quota=100) as reopened:
         assert reopened.image.store_json() == {}
 
 

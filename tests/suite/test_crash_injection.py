@@ -77,10 +77,10 @@ def test_the_switch_numbers_a_commit_as_the_suite_lays_out_its_crash_points(
     reopen a commit is an extension and its fsync (0-3), a pwrite (4-6) and its fdatasync
     (7-8); the next one a pwrite and its fdatasync (0-4). The store's own crash tests also
     tear the extension (one boundary more)."""
-    with FileStore.open(tmp_path) as store:
+    with FileStore.open_sync(tmp_path) as store:
         store.commit_sync(Projection.of({"a": 1}))
     for fs, extension in ((CrashSwitch(), 4), (CrashingFileSystem(), 5)):
-        with FileStore.open(tmp_path, fs=fs) as store:
+        with FileStore.open_sync(tmp_path, fs=fs) as store:
             counts = []
             for value in (2, 3):
                 start = fs.boundaries

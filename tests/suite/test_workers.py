@@ -39,7 +39,17 @@ def _spec(command: str, url: str) -> str:
     return f"stdio:{command} --store {url}"
 
 
-@pytest.mark.req("JF-STORE-010", "JF-STORE-011", "JF-STORE-012", "JF-STORE-013", "JF-STORE-014")
+@pytest.mark.req(
+    "JF-STORE-010",
+    "JF-STORE-011",
+    "JF-STORE-012",
+    "JF-STORE-013",
+    "JF-STORE-014",
+    "JF-STORE-030",
+    "JF-STORE-031",
+    "JF-STORE-032",
+    "JF-STORE-036",
+)
 @pytest.mark.parametrize("workers", [2, 3])
 def test_the_reference_passes_with_k_workers(store_url: str, tmp_path: Path, workers: int) -> None:
     ledger = Ledger()
@@ -49,6 +59,12 @@ def test_the_reference_passes_with_k_workers(store_url: str, tmp_path: Path, wor
     assert outcome.status == "pass"
     assert {rid for rid in OWNERSHIP_IDS if ledger.passes[rid] == 0} == set()
     assert outcome.fenced_publications > 0  # a held compression was released while fenced
+    # it accounts for itself: each worker's opens, refusals, takeovers, releases...
+    counted = {what for events in outcome.per_worker.values() for what in events}
+    assert {"opens", "takeovers", "refusals", "releases", "fenced writes"} <= counted
+    assert {"fenced reads", "implicit opens", "held publications", "kills"} <= counted
+    assert {"worker-1", "worker-2"} <= set(outcome.per_worker)
+    assert set(outcome.per_worker) <= {f"worker-{n}" for n in range(1, workers + 1)}
 
 
 @pytest.mark.parametrize(
@@ -58,6 +74,9 @@ def test_the_reference_passes_with_k_workers(store_url: str, tmp_path: Path, wor
         ("takeover_same_token", "JF-STORE-012"),
         ("lease_unchecked", "JF-STORE-011"),
         ("fenced_half_write", "JF-STORE-013"),
+        ("stale_reads", "JF-STORE-030"),
+        ("renew_any_owner", "JF-STORE-031"),
+        ("leases_never_expire", "JF-STORE-032"),
     ],
 )
 def test_each_broken_owner_fails_under_its_id(
@@ -66,9 +85,10 @@ def test_each_broken_owner_fails_under_its_id(
     command = f"{sys.executable} -m jfsm_conformance.examples.broken_owners {flaw}"
     outcome = run_workers(_spec(command, store_url), 2, 1, 4, Ledger())
     assert outcome.status == "fail"
-    (exc, steps), *_ = outcome.failures
+    (exc, steps, messages), *_ = outcome.failures
     assert rid in getattr(exc, "ids", ()), exc
     assert steps, "the failure carries the steps of its sequence"
+    assert {m["worker"] for m in messages} == {0, 1}, "and every worker's messages"
 
 
 def test_a_driver_without_the_capability_is_not_covered(tmp_path: Path) -> None:

@@ -19,15 +19,26 @@ jfsm conformance --workers 2 --driver \
   always takes the game over): JF-STORE-011.
 - `fenced_half_write`: a commit refused as fenced answers `store_fenced` but first writes
   half of its keys: JF-STORE-013.
+- `stale_reads`: an op that writes nothing (a `dump`) never asks the store whether the
+  process still owns the game, so a superseded owner serves its old copy: JF-STORE-030.
+- `renew_any_owner`: the lease renewal extends whatever lease the game has now, not only
+  its own token's, so a superseded owner still running keeps a released game locked:
+  JF-STORE-031.
+- `leases_never_expire`: leases last 10^9 seconds while hello states the length asked for,
+  so a killed owner's games stay locked: JF-STORE-032.
 
-The flaws live in a store wrapper around the real store and in the ops' arguments and
-replies; the store and its token check are the reference's.
+The flaws live in a store wrapper around the real store, in the ops' arguments and replies,
+and in the renewal (a renewal statement without its token, a file renewal that rewrites any
+lease); the store and its token check are the reference's.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import fcntl
+import os
 import sys
 from collections.abc import Mapping
 from typing import Any
@@ -37,10 +48,55 @@ from jfsm.engine import GameEngine
 from jfsm.errors import StoreFenced
 from jfsm.projection import Projection
 from jfsm.records import Participant
+from jfsm.stores.file.lease import RECORD_SIZE, FileLease, LeaseKeeper, LeaseRecord, host_clock
 
 __all__ = ["FLAWS", "OwnersDriver", "main"]
 
-FLAWS = ("no_token_check", "takeover_same_token", "lease_unchecked", "fenced_half_write")
+FLAWS = (
+    "no_token_check",
+    "takeover_same_token",
+    "lease_unchecked",
+    "fenced_half_write",
+    "stale_reads",
+    "renew_any_owner",
+    "leases_never_expire",
+)
+FOREVER = 1e9  # seconds: the leases of `leases_never_expire`
+
+# `renew_any_owner` on PostgreSQL: the statement of `jfsm.stores.postgres.fencing.RENEW`
+# without its token, answering the token it was given so that no store learns it was fenced
+_RENEW_ANY = """
+UPDATE jfsm_game g SET lease_until = clock_timestamp() + make_interval(secs => %(lease)s)
+FROM unnest(%(games)s::text[], %(tokens)s::bigint[]) AS o(game_id, token)
+WHERE g.game_id = o.game_id
+RETURNING g.game_id, o.token
+"""
+
+
+class _AnyLeaseKeeper(LeaseKeeper):
+    """`renew_any_owner` on a shared directory: each renewal rewrites the game's lease record
+    with a later end, whoever it names."""
+
+    def renew_all(self) -> int:
+        for lease in list(self._leases):
+            with contextlib.suppress(OSError):
+                _extend_any(lease)
+        return len(self._leases)
+
+
+def _extend_any(lease: FileLease) -> None:
+    """Rewrite the lease in `lease`'s file to end one lease length from now, whatever owner
+    and token it names (a released one comes back to life)."""
+    fd = os.open(lease.path, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        record = LeaseRecord.decode(os.pread(fd, RECORD_SIZE, 0))
+        if record is not None:
+            boot, now = host_clock()
+            later = LeaseRecord(record.owner, record.token, boot, now + lease.seconds)
+            os.pwrite(fd, later.encode(), 0)
+    finally:
+        os.close(fd)
 
 
 class _FlawedStore:
@@ -85,6 +141,25 @@ class OwnersDriver(ReferenceDriver):
         self.flaw = flaw
         self._open_game = self._ops["open_game"]
         self._ops["open_game"] = self._bent_open_game
+        self._hello = self._ops["hello"]
+        self._ops["hello"] = self._bent_hello
+        if flaw == "renew_any_owner" and store_url is not None:
+            import jfsm.stores.postgres.pool as pool
+
+            pool.RENEW = _RENEW_ANY  # every pool of this process renews without its token
+        if flaw == "renew_any_owner" and state is not None:
+            db = self.db
+            db._keeper = _AnyLeaseKeeper(db.seconds)  # type: ignore[union-attr]
+
+    async def _confirm_owner(self, game: str, engine: GameEngine, writes: int) -> None:
+        if self.flaw != "stale_reads":
+            await super()._confirm_owner(game, engine, writes)
+
+    async def _bent_hello(self, args: Mapping[str, Any]) -> Any:
+        result = await self._hello(args)
+        if self.flaw == "leases_never_expire" and self.db is not None:
+            self.db.use_lease(FOREVER)  # hello stated the length asked for (or its own)
+        return result
 
     def _engine(
         self, game_id: str, store: Any, participants: list[Participant] | tuple[()] = ()

@@ -434,22 +434,25 @@ SERVE_MAX_RECORDS = 1000
 def serve(port: int | None = None, host: str = LOOPBACK) -> None:
     """Serve the fake on loopback until KeyboardInterrupt (the `jfsm fake-compress` command),
     keeping at most `SERVE_MAX_RECORDS` records, none with its body."""
-    with FakeCompress(port=port, host=host, keep_bodies=0, max_records=SERVE_MAX_RECORDS) as fake:
+    fake = FakeCompress(port=port, host=host, keep_bodies=0, max_records=SERVE_MAX_RECORDS)
+    with fake, contextlib.suppress(KeyboardInterrupt):  # Ctrl-C even just after the line
         print(f"jfsm fake-compress listening on {fake.url}", flush=True)
-        with contextlib.suppress(KeyboardInterrupt):
-            while True:
-                time.sleep(0.5)
+        while True:
+            time.sleep(0.5)
 
 
 def command(argv: list[str]) -> int:
     """`jfsm fake-compress [--port N]`: `serve` until interrupted; 0 after Ctrl-C, 2 for a
     usage error (argparse's one line)."""
-    import argparse
+    from jfsm_conformance.run.usage import UsageParser, usage_error
 
-    parser = argparse.ArgumentParser(
+    parser = UsageParser(
         prog="jfsm fake-compress", description="Serve the fake compress.v2 on 127.0.0.1."
     )
     parser.add_argument("--port", type=int, default=0, help="port (default: a free one)")
     args = parser.parse_args(argv)
-    serve(args.port or None)
+    try:
+        serve(args.port or None)
+    except OSError as exc:  # the port is taken, or not ours to bind
+        return usage_error("jfsm fake-compress", f"cannot listen on port {args.port}: {exc}")
     return 0

@@ -1,6 +1,10 @@
 """The workers machine: K processes of one driver command on one shared store, judged from
 outside (decision R81; Maelstrom and Jepsen are the anchors).
 
+**The one concept: a deployment of K workers driven and watched as one history.** The
+history checker (`jfsm_conformance.verify.ownership`) judges it; this module only decides
+what the workers do, and when.
+
 A driver that declares `capabilities.sharedStore` promises that every process started from
 its command serves the same games, one owner at a time (`spec/driver/protocol.json`,
 machine `spec/machines/store_ownership.json`). The suite then starts K of them (`--workers`,
@@ -20,13 +24,26 @@ interleaves them on two shared games:
 - `release_game`;
 - SIGKILL of the owner's process in the middle of `record_round` (after a random delay of
   0 to 20 ms), after which it is started again with the same command (once a sequence: a
-  process start costs about a second).
+  process start costs about a second);
+- a `dump` by a worker whose ownership another worker superseded (a fenced read:
+  `store_fenced`, JF-STORE-030), and by a worker that does not hold the game (an implicit
+  plain open, JF-STORE-036).
 
 Every reply goes to `jfsm_conformance.verify.ownership.OwnershipHistory`, which decides every
 verdict. The first sequence opens with each of these once (a fixed probe, so that every
-requirement is exercised in every run); every sequence ends with a takeover and read of
-each game. No shrinking: a failure is reported with the sequence that found it (its steps,
-each naming its worker).
+requirement is exercised in every run), then with the lease probes (decision R122): the
+workers are greeted again with hello's `leaseSeconds` (`LEASE_ASKED`) and state the length in
+force; a game is taken over and released while the superseded owner keeps running, and after
+one stated length a plain open must succeed (no renewal brought a lease back, JF-STORE-031);
+then its owner is killed, and once the stated length has passed (plus `LEASE_MARGIN`) a plain
+open by another worker must succeed (JF-STORE-032). A stated length over `LEASE_WAIT_MAX`
+leaves those two not exercised, with the reason. Every sequence ends with a takeover and read
+of each game. No shrinking: a failure is reported with the sequence that found it (its steps,
+each naming its worker, and the protocol messages of every worker, merged in time order).
+
+The machine accounts for itself: per worker, how many opens, takeovers, refusals, releases,
+fenced writes and reads, implicit opens, held publications and kills it made
+(`WorkersOutcome.per_worker`, and the run's exercise counts, kind `workers`).
 
 `run_workers(...)` runs the machine; `phase(run, ...)` is the runner's phase (skipped, with
 its reason, for a driver without the capability or not over stdio).
@@ -41,6 +58,7 @@ import shutil
 import tempfile
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -65,7 +83,10 @@ from jfsm_conformance.verify.ownership import OwnershipHistory
 __all__ = ["BUDGET", "OWNERSHIP_IDS", "WorkersOutcome", "phase", "run_workers"]
 
 # what only this machine judges: not covered (with that reason) without sharedStore
-OWNERSHIP_IDS = frozenset(f"JF-STORE-0{n}" for n in range(10, 15))
+OWNERSHIP_IDS = frozenset(
+    [f"JF-STORE-0{n}" for n in range(10, 15)]
+    + ["JF-STORE-030", "JF-STORE-031", "JF-STORE-032", "JF-STORE-036"]
+)
 
 # examples x steps of the workers machine per profile
 BUDGET = {"quick": (6, 16), "standard": (15, 25), "thorough": (40, 40)}
@@ -74,6 +95,9 @@ SMALL = {"game": 400, "catalyst": 400}  # thresholds for held generations (thres
 KILL_DELAYS = (0.0, 0.001, 0.003, 0.008, 0.02)
 KILLS = 1  # SIGKILLs per sequence: each costs a process start (about a second)
 TIMEOUT = 60.0
+LEASE_ASKED = 2.0  # seconds: hello's leaseSeconds in the lease probes (R122)
+LEASE_WAIT_MAX = 60.0  # the longest stated lease the probes wait out
+LEASE_MARGIN = 1.0  # seconds waited past a stated lease (a quarter of it more, if longer)
 
 
 class WorkerPool:
@@ -91,11 +115,13 @@ class WorkerPool:
         self.fake = fake
         self.clients: list[DriverClient] = []
         self.thresholds: dict[str, int] | None = None
+        self.stated: list[Any] = []  # each worker's hello leaseSeconds, as last answered
         try:
             for k in range(count):  # `{worker}`: each process's stable name (R82)
                 client = DriverClient(spec.replace("{worker}", f"worker-{k + 1}"), timeout=TIMEOUT)
                 self.clients.append(client)
-                caps = self._hello(client)
+                self.stated.append(None)
+                caps = self._hello(k)
                 if not caps.get("sharedStore"):
                     raise HarnessError(
                         "a worker started from the same command did not declare sharedStore"
@@ -104,16 +130,40 @@ class WorkerPool:
             self.close()
             raise
 
-    def _hello(self, client: DriverClient) -> dict[str, Any]:
+    def _hello(self, worker: int, lease: float | None = None) -> dict[str, Any]:
         """Greet a worker, asking for the small thresholds (honoured only with
-        thresholdOverride, without which held generations are not run)."""
-        args = {"protocol": 1, "compressUrl": self.fake.url, "thresholds": SMALL}
-        reply = client.call("hello", args)
+        thresholdOverride, without which held generations are not run) and, when given, for
+        leases of `lease` seconds; keeps the lease length it states. Returns its
+        capabilities."""
+        args: dict[str, Any] = {"protocol": 1, "compressUrl": self.fake.url, "thresholds": SMALL}
+        if lease is not None:
+            args["leaseSeconds"] = lease
+        reply = self.clients[worker].call("hello", args)
         if not reply.ok:
             raise HarnessError(f"a worker refused hello: {reply.get('error')}")
         caps = dict(reply.result.get("capabilities", {}))
         self.thresholds = SMALL if caps.get("thresholdOverride") else None
+        self.stated[worker] = reply.result.get("leaseSeconds")
         return caps
+
+    def hello_all(self, lease: float | None) -> list[Any]:
+        """Greet every worker again, asking for leases of `lease` seconds (None: their own);
+        returns the lengths they state."""
+        for worker in range(len(self.clients)):
+            self._hello(worker, lease)
+        return list(self.stated)
+
+    def marks(self) -> list[int]:
+        """Where each worker's transcript stands now (for `messages_since`)."""
+        return [client.transcript.mark() for client in self.clients]
+
+    def messages_since(self, marks: list[int]) -> list[dict[str, Any]]:
+        """Every worker's protocol messages since `marks`, each naming its worker, in the
+        order they were sent or received."""
+        merged: list[dict[str, Any]] = []
+        for k, (client, mark) in enumerate(zip(self.clients, marks, strict=True)):
+            merged += [{"worker": k, **entry} for entry in client.transcript.since(mark)]
+        return sorted(merged, key=lambda entry: float(entry.get("t", 0.0)))
 
     def call(self, worker: int, op: str, args: dict[str, Any]) -> Reply:
         return self.clients[worker].call(op, args)
@@ -122,7 +172,7 @@ class WorkerPool:
         """SIGKILL the worker's process group, start the command again, greet it."""
         client = self.clients[worker]
         client.restart()
-        self._hello(client)
+        self._hello(worker)
 
     def close(self) -> None:
         for client in self.clients:
@@ -135,10 +185,21 @@ class WorkerPool:
 @dataclass
 class WorkersOutcome:
     status: str  # "pass" or "fail"
-    failures: list[tuple[BaseException, list[dict[str, Any]]]] = field(default_factory=list)
+    # (the failure, its sequence's steps, every worker's messages of that sequence)
+    failures: list[tuple[BaseException, list[dict[str, Any]], list[dict[str, Any]]]] = field(
+        default_factory=list
+    )
     sequences: int = 0
     generations: int = 0  # generations sent with a held compression
     fenced_publications: int = 0  # ... of which the fake held the request while fenced
+    # per worker ("worker-1"...): opens, takeovers, refusals, releases, fenced writes...
+    per_worker: dict[str, Counter[str]] = field(default_factory=dict)
+    not_run: dict[str, str] = field(default_factory=dict)  # a probe not run -> why
+
+    def count(self, worker: int, what: str) -> None:
+        """Count one `what` of `worker` (the runner's phase adds them to the run's exercise
+        counts, kind `workers`)."""
+        self.per_worker.setdefault(f"worker-{worker + 1}", Counter())[what] += 1
 
 
 class _Stop(Exception):
@@ -160,17 +221,19 @@ def _machine(
             self.prefix = "wk-" + uuid.uuid4().hex[:8]
             self.rounds = itertools.count(1)
             self.kills = 0
+            self.marks = pool.marks()
             outcome.sequences += 1
 
         # -- plumbing ----------------------------------------------------------------------
         def step(self, name: str, worker: int, **args: Any) -> None:
             self.steps.append({"step": name, "args": {"worker": worker, **args}})
 
-        def guard(self, body: Callable[[], None]) -> None:
+        def guard(self, body: Callable[[], object]) -> None:
             try:
                 body()
             except (ConformanceFailure, ProtocolViolation) as exc:
-                outcome.failures.append((exc, list(self.steps)))
+                messages = pool.messages_since(self.marks)
+                outcome.failures.append((exc, list(self.steps), messages))
                 raise _Stop from exc
 
         def call(self, worker: int, op: str, **args: Any) -> Reply:
@@ -214,35 +277,102 @@ def _machine(
                 self._open(v, game, False)
                 if outcome.sequences == 1:
                     self._probe(v, (v + 1) % k, game)
+                    self._lease_probes(v, (v + 1) % k)
 
             self.guard(body)
 
         def _probe(self, v: int, u: int, game: str) -> None:
             """The first sequence opens with every rule once: a contended open, a takeover,
-            a fenced write (and its read), an owner's write, a SIGKILL mid-commit, a read, and
-            a publication released after a takeover."""
+            a fenced read and a fenced write (and the read after it), an owner's write, a
+            SIGKILL mid-commit, a read, a publication released after a takeover, and ops on
+            a game not held (before its first open, while another owns it, after a release)."""
             self._open(u, game, False)
             self._open(u, game, True)
+            self._fenced_read(v, game)
             self._record(v, game)
             self._record(v, game)
             self._kill(v, game, 0.0)
             self._open(u, game, True)
             if pool.thresholds is not None:
                 self._fenced_publication(u, game, v, 1)
+            other = self.games[1]
+            self._not_held(u, other)  # no owner yet: u becomes it
+            self._not_held(v, other)  # u's ownership lives: store_locked
+            self._release(u, other)
+            self._not_held(u, other)  # released: opened again
+            self._release(u, other)
+
+        def _lease_probes(self, v: int, u: int) -> None:
+            """Leases renew only their own, and run out (JF-STORE-031, JF-STORE-032; R122)."""
+            stated = [
+                self.history.stated_lease(w, got, LEASE_ASKED)
+                for w, got in enumerate(pool.hello_all(LEASE_ASKED))
+            ]
+            length = max(stated)
+            if length > LEASE_WAIT_MAX:
+                outcome.not_run["lease probes"] = (
+                    f"the workers state leases of {length:g} s (hello's leaseSeconds), longer "
+                    f"than the {LEASE_WAIT_MAX:g} s the suite waits; honour hello's "
+                    f"leaseSeconds ({LEASE_ASKED:g} asked)"
+                )
+                pool.hello_all(None)
+                return
+            wait = length + max(LEASE_MARGIN, length / 4)
+            game = self._create(u, listed=False)
+            self._open(v, game, False)
+            self._open(u, game, True)  # v superseded, its process running on
+            self._release(u, game)
+            self.step("wait", u, seconds=round(wait, 2), why="superseded owners renew nothing")
+            time.sleep(wait)
+            self._lease_open(v, game, "released", wait, length)
+            self._record(v, game)
+            killed = time.monotonic()
+            self.step("kill", v, game=game)
+            pool.kill(v)
+            outcome.count(v, "kills")
+            self.history.killed(v)
+            pool.hello_all(LEASE_ASKED)  # the restarted worker too
+            while True:  # a plain open by another worker: refused until the lease runs out
+                waited = time.monotonic() - killed
+                self.step("open_game", u, game=game, takeover=False, after="killed")
+                reply = self.call(u, "open_game", game=game, takeover=False)
+                outcome.count(u, "opens" if reply.ok else "refusals")
+                if reply.ok or waited >= wait:
+                    self.history.lease_over(
+                        u, game, reply, after="killed", waited=waited, stated=length
+                    )
+                    self.read(u, game)
+                    break
+                self.history.open_refused(u, game, reply.code, takeover=False)
+                left = max(0.05, wait - (time.monotonic() - killed))
+                self.step("wait", u, seconds=round(left, 2), why="a killed owner's lease")
+                time.sleep(left)
+            self._release(u, game)
+            pool.hello_all(None)
+
+        def _lease_open(self, w: int, game: str, after: str, waited: float, stated: float) -> None:
+            self.step("open_game", w, game=game, takeover=False, after=after)
+            reply = self.call(w, "open_game", game=game, takeover=False)
+            outcome.count(w, "opens" if reply.ok else "refusals")
+            self.history.lease_over(w, game, reply, after=after, waited=waited, stated=stated)
+            self.read(w, game)
 
         @precondition(lambda self: len(self.games) < GAMES)
         @rule(w=st.integers(0, k - 1))
         def create(self, w: int) -> None:
             self.guard(lambda: self._create(w))
 
-        def _create(self, w: int) -> None:
+        def _create(self, w: int, listed: bool = True) -> str:
+            """A new game, released at once (no owner); `listed`: one the rules may pick."""
             game = f"{self.prefix}-{next(ids)}"
             self.step("create_game", w, game=game)
             self.must(w, "create_game", game=game)
             store = self.must(w, "dump", game=game).result["store"]
             self.must(w, "release_game", game=game)
-            self.games.append(game)
+            if listed:
+                self.games.append(game)
             self.history.created(w, game, store)
+            return game
 
         @rule(w=st.integers(0, k - 1), pick=st.integers(0, 7), takeover=st.booleans())
         def open(self, w: int, pick: int, takeover: bool) -> None:
@@ -252,11 +382,33 @@ def _machine(
         def _open(self, w: int, game: str, takeover: bool) -> None:
             self.step("open_game", w, game=game, takeover=takeover)
             reply = self.call(w, "open_game", game=game, takeover=takeover)
+            outcome.count(w, ("takeovers" if takeover else "opens") if reply.ok else "refusals")
             if reply.ok:
                 self.history.opened(w, game, reply.result.get("token"), takeover=takeover)
                 self.read(w, game)
             else:
                 self.history.open_refused(w, game, reply.code, takeover=takeover)
+
+        def _fenced_read(self, w: int, game: str) -> None:
+            """A read by `w`, whose ownership another worker superseded: store_fenced."""
+            self.step("dump", w, game=game, superseded=True)
+            reply = self.call(w, "dump", game=game)
+            outcome.count(w, "fenced reads")
+            self.history.fenced_read(w, game, reply)
+
+        def _not_held(self, w: int, game: str) -> None:
+            """An op (a dump) by `w` on a game it does not hold: a plain open first."""
+            self.step("dump", w, game=game, held=False)
+            reply = self.call(w, "dump", game=game)
+            outcome.count(w, "implicit opens" if reply.ok else "refusals")
+            if self.history.not_held(w, game, reply):
+                self.history.read(w, game, reply.result["store"])
+
+        def _release(self, w: int, game: str) -> None:
+            self.step("release_game", w, game=game)
+            self.must(w, "release_game", game=game)
+            outcome.count(w, "releases")
+            self.history.released(w, game)
 
         @precondition(lambda self: bool(self.holders()))
         @rule(pick=st.integers(0, 15))
@@ -270,10 +422,12 @@ def _machine(
             text += " " + "x" * pad if pad else ""
             reply = self.call(w, "record_round", game=game, input=text, output="ok")
             owner = self.history.games[game].live_owner(w)
+            outcome.count(w, "writes" if owner else "fenced writes")
             self.history.appended(w, game, text, reply)
             if reply.ok and owner:
                 self.acknowledged(w, game)
-            elif not owner:  # a fenced write: the worker takes the game back, and reads
+            elif not owner:  # a fenced write, then a fenced read; the worker takes it back
+                self._fenced_read(w, game)
                 self._open(w, game, True)
 
         @precondition(lambda self: bool(self.owners()))
@@ -287,13 +441,25 @@ def _machine(
         @rule(pick=st.integers(0, 15))
         def release(self, pick: int) -> None:
             w, game = self.holders()[pick % len(self.holders())]
+            self.guard(lambda: self._release(w, game))
 
-            def body() -> None:
-                self.step("release_game", w, game=game)
-                self.must(w, "release_game", game=game)
-                self.history.released(w, game)
+        def superseded(self) -> list[tuple[int, str]]:
+            return [(w, g) for g in self.games for w in sorted(self.history.games[g].fenced)]
 
-            self.guard(body)
+        @precondition(lambda self: bool(self.superseded()))
+        @rule(pick=st.integers(0, 15))
+        def fenced_read(self, pick: int) -> None:
+            """A worker whose game another opened reads it: store_fenced (JF-STORE-030)."""
+            w, game = self.superseded()[pick % len(self.superseded())]
+            self.guard(lambda: self._fenced_read(w, game))
+
+        @rule(w=st.integers(0, k - 1), pick=st.integers(0, 7))
+        def not_held(self, w: int, pick: int) -> None:
+            """An op on a game the worker does not hold opens it plainly (JF-STORE-036)."""
+            game = self.games[pick % len(self.games)]
+            if self.history.games[game].held_by(w):
+                return
+            self.guard(lambda: self._not_held(w, game))
 
         @precondition(lambda self: self.kills < KILLS and bool(self.owners()))
         @rule(pick=st.integers(0, 15), delay=st.sampled_from(KILL_DELAYS))
@@ -305,6 +471,7 @@ def _machine(
             text = f"{game}/{next(self.rounds)}"
             self.step("kill_mid_commit", w, game=game, input=text, delay=delay)
             self.kills += 1
+            outcome.count(w, "kills")
             client = pool.clients[w]
             future = client.start("record_round", {"game": game, "input": text, "output": "ok"})
             if delay:
@@ -349,6 +516,7 @@ def _machine(
                 return
             self._open(rival, game, True)
             outcome.fenced_publications += 1
+            outcome.count(w, "held publications")
             if self.history.games[game].live_owner(rival):
                 self._record(rival, game)
             self.step("release held compression", w, game=game)
@@ -447,8 +615,13 @@ def phase(
     run.o.progress(f"{label}: {examples} random sequences of up to {steps} steps")
     began = time.monotonic()
     outcome = run_workers(spec, workers, examples, steps, run.ledger, seed=run.o.seed)
-    for exc, sequence in outcome.failures:
-        run.record_failure(label, _found(exc, sequence), spec, None)
+    for exc, sequence, messages in outcome.failures:
+        run.record_failure(label, _found(exc, sequence, messages), spec, None)
+    for probe, why in outcome.not_run.items():
+        run.skipped[f"{label}: {probe}"] = why
+    for worker, events in outcome.per_worker.items():  # what the machine exercised (R128)
+        for what, n in events.items():
+            run.counts.add("workers", f"{worker} {what}", n)
     took = time.monotonic() - began
     run.durations[label] = took
     run.o.progress(
@@ -457,7 +630,7 @@ def phase(
     run.reached(f"{label}: done")
 
 
-def _found(exc: BaseException, steps: list[dict[str, Any]]) -> Any:
+def _found(exc: BaseException, steps: list[dict[str, Any]], messages: list[dict[str, Any]]) -> Any:
     from jfsm_conformance.machines.explore import Found
 
-    return Found(exc, steps, [])
+    return Found(exc, steps, messages)

@@ -2,7 +2,7 @@
 a memory that keeps a conversation and compacts an old prefix into a summary, checked by a
 Hypothesis state machine through a small adapter per library. See `docs/safety/`."""
 
-from .adapter import Adapter, AdapterFactory, AdapterSpec, Scope, Unavailable
+from .adapter import Adapter, AdapterFactory, AdapterSpec, ObservedStorage, Scope, Unavailable
 from .properties import PROPERTIES, Property
 from .report import write_report
 from .runner import ProfileOptions, ProfileResult, run_profile
@@ -13,6 +13,7 @@ __all__ = [
     "Adapter",
     "AdapterFactory",
     "AdapterSpec",
+    "ObservedStorage",
     "ProfileOptions",
     "ProfileResult",
     "Property",

@@ -20,8 +20,15 @@ an adapter only declares in its `Scope` whether its summarizer call can be held 
 
 `Scope` says what the library claims, so a verdict never blames it for what it does not
 claim: one writer or several, which failures its provider can really produce, native or
-custom storage, and `by_design`: property ID -> reason, for findings the library documents
-as intended.
+custom storage, `by_design`: property ID -> reason, for findings the library documents
+as intended, and `not_applicable`: property ID -> reason, for properties about a step the
+library does not have (a memory without a summarizer has no compaction for JF-SAFE-006 to
+judge); those are *not applicable* with that reason, never searched.
+
+`ObservedStorage` is the part of a fake store that the profile reads through the adapter:
+the store calls `record(state)` after every change and `fail_if_armed()` before a
+replacement write; the adapter's `observed_states()` is `take()` and its
+`fail_next_write(armed)` is `arm(armed)`.
 
 `AdapterSpec` bundles a factory with its scope: a user's adapter is one module-level
 `AdapterSpec` (or any object with `factory` and `scope` attributes, or a callable with a
@@ -36,7 +43,14 @@ from typing import Literal, Protocol
 
 from .summarizer import ScriptedSummarizer
 
-__all__ = ["Adapter", "AdapterFactory", "AdapterSpec", "Scope", "Unavailable"]
+__all__ = [
+    "Adapter",
+    "AdapterFactory",
+    "AdapterSpec",
+    "ObservedStorage",
+    "Scope",
+    "Unavailable",
+]
 
 
 class Unavailable(RuntimeError):
@@ -55,6 +69,7 @@ class Scope:
     storage: Literal["native", "custom", "none"] = "none"
     hold: bool = False
     by_design: dict[str, str] = field(default_factory=dict)
+    not_applicable: dict[str, str] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
 
     def capabilities(self) -> frozenset[str]:
@@ -98,6 +113,34 @@ class Adapter(Protocol):
     async def close(self) -> None:
         """Release what the adapter holds (called once per example)."""
         ...
+
+
+@dataclass
+class ObservedStorage:
+    """What a fake store tells the profile: the states it held since the profile last asked,
+    and whether its next replacement write is armed to fail (see the module docs)."""
+
+    states: list[list[str]] = field(default_factory=list)
+    armed: bool = False
+
+    def record(self, state: list[str]) -> None:
+        """The store now holds `state` (texts, in order)."""
+        self.states.append(list(state))
+
+    def take(self) -> list[list[str]]:
+        """Every state recorded since the previous call, oldest first."""
+        states, self.states = self.states, []
+        return states
+
+    def arm(self, armed: bool = True) -> None:
+        """Make the next replacement write fail once (`armed=False` disarms)."""
+        self.armed = armed
+
+    def fail_if_armed(self, what: str = "scripted storage write failure") -> None:
+        """Raise `ConnectionError(what)` once if armed (a remote store's write failing)."""
+        if self.armed:
+            self.armed = False
+            raise ConnectionError(what)
 
 
 AdapterFactory = Callable[[ScriptedSummarizer], Adapter]

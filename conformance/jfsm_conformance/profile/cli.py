@@ -7,9 +7,11 @@ jfsm profile replay TRACE [--adapter NAME|module:attr]
 jfsm profile --list
 ```
 
-`--adapter` takes a registered name (`--list`) or a user's adapter as `module:attr`: an
-`AdapterSpec` (factory plus declared scope) importable from the current directory or the
-environment (see `docs/safety/adapters.md`).
+`--adapter` takes a registered name (`--list`: each with the `module:attr` it stands for) or
+a user's adapter as `module:attr`: an `AdapterSpec` (factory plus declared scope) importable
+from the current directory or the environment (see `docs/safety/adapters.md`). An unknown
+name, a broken reference or a missing library is one line on stderr and exit code 2, before
+anything runs.
 
 Exit codes: 0 no property failed (by-design findings and not-applicable properties do not
 fail), 1 a property failed, 2 harness error (the profile's extra or the adapter's library is
@@ -26,13 +28,22 @@ import sys
 import traceback
 from pathlib import Path
 
-from .adapters import ADAPTERS
+from jfsm_conformance.run.usage import (
+    FolderInUse,
+    FolderUnusable,
+    UsageParser,
+    hold_report_folder,
+    usage_error,
+)
+
+from .adapter import Unavailable
+from .adapters import ADAPTERS, adapter_error, resolve
 
 __all__ = ["main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="jfsm profile", description=__doc__.split("\n\n")[0])
+    parser = UsageParser(prog="jfsm profile", description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--adapter",
         default="reference",
@@ -81,7 +92,7 @@ def _main(argv: list[str]) -> int:
     if argv[:1] == ["replay"]:
         from .runner import replay
 
-        parser = argparse.ArgumentParser(prog="jfsm profile replay")
+        parser = UsageParser(prog="jfsm profile replay")
         parser.add_argument("trace")
         parser.add_argument("--adapter", help="replay against another adapter than recorded")
         try:
@@ -94,8 +105,14 @@ def _main(argv: list[str]) -> int:
     except SystemExit as exc:
         return 0 if exc.code == 0 else 2
     if args.list:
-        for name in [*ADAPTERS, "toy:BUG"]:
-            print(name)
+        width = max(len(name) for name in ADAPTERS)
+        for name, entry in ADAPTERS.items():
+            print(f"{name:<{width}}  {entry.qualified}")
+        from .adapters.toy import BUGS
+
+        module = ADAPTERS["toy"].qualified.rsplit(":", 1)[0]
+        for bug in filter(None, BUGS):
+            print(f"{'toy:' + bug:<{width}}  {module}:{bug.replace('-', '_')}")
         return 0
     if args.version:
         from .isolated import run_isolated
@@ -106,6 +123,10 @@ def _main(argv: list[str]) -> int:
     from .report import summary_lines, to_junit, write_report
     from .runner import ProfileOptions, run_profile
 
+    try:
+        factory, scope = resolve(args.adapter)
+    except (KeyError, Unavailable) as exc:
+        return usage_error("jfsm profile", adapter_error(exc))
     options = ProfileOptions(
         adapter=args.adapter,
         examples=args.examples,
@@ -113,8 +134,12 @@ def _main(argv: list[str]) -> int:
         seed=args.seed,
         shrink=not args.no_shrink,
     )
-    result = run_profile(options)
-    json_path, md_path = write_report(result, Path(args.report_dir))
+    try:
+        with hold_report_folder(Path(args.report_dir)):  # R161: one run a folder
+            result = run_profile(options, factory=factory, scope=scope)
+            json_path, md_path = write_report(result, Path(args.report_dir))
+    except (FolderUnusable, FolderInUse) as exc:
+        return usage_error("jfsm profile", str(exc))
     if args.junit_xml:
         Path(args.junit_xml).parent.mkdir(parents=True, exist_ok=True)
         Path(args.junit_xml).write_text(to_junit(result), encoding="utf-8")

@@ -20,19 +20,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .adapters import ADAPTERS
+
 __all__ = ["PACKAGES", "run_isolated"]
 
 # adapter name -> the package whose version `--version` pins
-PACKAGES = {
-    "langchain": "langchain",
-    "langchain-sync": "langchain",
-    "langchain-trim": "langchain",
-    "openai-agents": "openai-agents",
-    "langmem": "langmem",
-    "llamaindex-summary": "llama-index-core",
-    "llamaindex-memory": "llama-index-core",
-    "adk": "google-adk",
-}
+PACKAGES = {name: entry.package for name, entry in ADAPTERS.items() if entry.package}
 
 _ROOT = Path(__file__).resolve().parents[3]
 

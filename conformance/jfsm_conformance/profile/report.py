@@ -31,6 +31,7 @@ def to_json(result: ProfileResult) -> dict[str, Any]:
             "storage": scope.storage,
             "hold": scope.hold,
             "by_design": scope.by_design,
+            "not_applicable": scope.not_applicable,
             "notes": list(scope.notes),
         },
         "exit_code": result.exit_code,
@@ -43,8 +44,12 @@ def to_json(result: ProfileResult) -> dict[str, Any]:
         "summarizer_reached": dict(sorted(rec.reached.items())),
         "outcomes_requested": dict(sorted(rec.requested.items())),
         "adapter_raised": dict(sorted(rec.raised.items())),
+        "library_warnings": dict(rec.warnings.most_common()),
         "verdicts": result.verdicts,
     }
+
+
+_SHOWN_WARNINGS = 20
 
 
 def _cell(text: object) -> str:
@@ -90,6 +95,22 @@ def to_markdown(result: ProfileResult) -> str:
             if v.get("trace_path"):
                 replay = f"jfsm profile replay {v['trace_path']}"
                 lines += [f"Replay: `{replay}`", ""]
+    said = result.recorder.warnings
+    if said:
+        lines += [
+            "",
+            "## The library's warnings and log records",
+            "",
+            f"Captured during the search ({sum(said.values())} in all, {len(said)} distinct), "
+            "most frequent first:",
+            "",
+            "| count | warning or log record |",
+            "|---|---|",
+        ]
+        common = said.most_common(_SHOWN_WARNINGS)
+        lines += [f"| {n} | {_cell(text)} |" for text, n in common]
+        if len(said) > len(common):
+            lines.append(f"| ... | {len(said) - len(common)} more distinct, in profile.json |")
     return "\n".join(lines) + "\n"
 
 
@@ -159,6 +180,12 @@ def summary_lines(result: ProfileResult) -> list[str]:
         if v["verdict"] in ("fail", "by design", "error"):
             why = (v["message"] or v["reason"] or "").splitlines()[0][:150]
             out.append(f"  {v['verdict'].upper():9} {v['id']}  {v['title']}: {why}")
+    said = result.recorder.warnings
+    if said:
+        out.append(
+            f"library warnings and log records: {sum(said.values())} captured "
+            f"({len(said)} distinct), listed in the report"
+        )
     if result.harness_error:
         out.append(f"HARNESS ERROR: {result.harness_error.splitlines()[0]}")
     return out

@@ -10,14 +10,23 @@ again, until a search passes. Verdicts:
 - `not applicable`: the adapter's scope does not claim the situation;
 - `not exercised`: applicable but never checked;
 - `error`: undecided, the search stopped early (a harness error, or `first_failure`).
+
+While it searches, what the library says is captured, not printed between the verdicts: its
+`warnings` and its log records at WARNING and above (through a handler on the root logger,
+and in place of the handlers of loggers that print on their own), one line each, counted
+into the report (`library_warnings`).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import sys
 import time
-from collections.abc import Callable
+import warnings
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,7 +35,7 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from .adapter import AdapterFactory, AdapterSpec, Scope, Unavailable
-from .adapters import resolve
+from .adapters import adapter_error, resolve
 from .properties import PROPERTIES
 from .safety_machine import PropertyViolation, Recorder, machine_class
 
@@ -97,12 +106,15 @@ def run_profile(
         if factory is None or scope is None:
             factory, scope = resolve(options.adapter)
     except (KeyError, Unavailable) as exc:
-        return ProfileResult(options, None, [], recorder, 0, 0.0, 2, f"adapter: {exc}")
+        error = f"adapter: {adapter_error(exc)}"
+        return ProfileResult(options, None, [], recorder, 0, 0.0, 2, error)
     caps = scope.capabilities()
     enabled = {
         p.id
         for p in PROPERTIES
-        if p.needs <= caps and (options.only is None or p.id in options.only)
+        if p.needs <= caps
+        and p.id not in scope.not_applicable
+        and (options.only is None or p.id in options.only)
     }
     failures: dict[str, PropertyViolation] = {}
     conf = settings(
@@ -115,33 +127,13 @@ def run_profile(
         suppress_health_check=list(HealthCheck),
         phases=[Phase.explicit, Phase.generate] + ([Phase.shrink] if options.shrink else []),
     )
-    searches = 0
-    harness_error = None
-    stopped_early = False
     options.progress(
         f"profile {options.adapter}: {scope.library} {scope.version} via {scope.entry_point}"
     )
-    while enabled:
-        searches += 1
-        cls = machine_class(factory, scope, frozenset(enabled), recorder)
-        try:
-            if options.seed is not None:
-                from hypothesis import seed as hseed
-
-                cls = hseed(options.seed)(cls)
-            run_state_machine_as_test(cls, settings=conf)
-        except PropertyViolation as exc:
-            failures[exc.rid] = exc
-            enabled.discard(exc.rid)
-            options.progress(f"  {exc.rid} violated: {exc.detail.splitlines()[0][:140]}")
-            if options.first_failure:
-                stopped_early = True
-                break
-            continue
-        except Exception as exc:
-            harness_error = f"{type(exc).__name__}: {exc}"
-            options.progress(f"  HARNESS ERROR {harness_error[:300]}")
-        break
+    with captured(recorder.warnings):
+        searches, harness_error, stopped_early = _search(
+            options, factory, scope, enabled, recorder, failures, conf
+        )
     undecided = frozenset(enabled) if harness_error or stopped_early else frozenset()
     verdicts = _verdicts(scope, caps, failures, recorder, undecided, options.only)
     failed = any(v["verdict"] == "fail" for v in verdicts)
@@ -156,6 +148,93 @@ def run_profile(
         code,
         harness_error,
     )
+
+
+def _search(
+    options: ProfileOptions,
+    factory: AdapterFactory,
+    scope: Scope,
+    enabled: set[str],
+    recorder: Recorder,
+    failures: dict[str, PropertyViolation],
+    conf: settings,
+) -> tuple[int, str | None, bool]:
+    """Search until a search passes: each violated property is recorded in `failures` and
+    taken out of `enabled`. Returns the number of searches, the harness error (if any) and
+    whether it stopped at the first failure."""
+    searches = 0
+    while enabled:
+        searches += 1
+        cls = machine_class(factory, scope, frozenset(enabled), recorder)
+        try:
+            if options.seed is not None:
+                from hypothesis import seed as hseed
+
+                cls = hseed(options.seed)(cls)
+            run_state_machine_as_test(cls, settings=conf)
+        except PropertyViolation as exc:
+            failures[exc.rid] = exc
+            enabled.discard(exc.rid)
+            options.progress(f"  {exc.rid} violated: {exc.detail.splitlines()[0][:140]}")
+            if options.first_failure:
+                return searches, None, True
+            continue
+        except Exception as exc:
+            harness_error = f"{type(exc).__name__}: {exc}"
+            options.progress(f"  HARNESS ERROR {harness_error[:300]}")
+            return searches, harness_error, False
+        break
+    return searches, None, False
+
+
+class _Captured(logging.Handler):
+    """Counts each log record as one line: `LEVEL logger: message`."""
+
+    def __init__(self, into: Counter[str]) -> None:
+        super().__init__(logging.WARNING)
+        self.into = into
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = record.getMessage()
+        except Exception:  # a library's malformed log call must not stop the profile
+            text = str(record.msg)
+        self.into[f"{record.levelname} {record.name}: {_one_line(text)}"] += 1
+
+
+def _one_line(text: str) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= 200 else line[:197] + "..."
+
+
+@contextmanager
+def captured(into: Counter[str]) -> Iterator[None]:
+    """Count the library's warnings and its log records at WARNING and above into `into`
+    instead of printing them (see the module docs); everything is put back on exit."""
+    handler = _Captured(into)
+    root = logging.getLogger()
+    printing = [
+        logger
+        for logger in logging.Logger.manager.loggerDict.values()
+        if isinstance(logger, logging.Logger) and logger.handlers
+    ]
+    saved = {logger.name: logger.handlers for logger in printing}
+    for logger in printing:
+        logger.handlers = [handler]
+    root_handlers = root.handlers
+    root.handlers = [handler]
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                yield
+            finally:
+                for w in caught:
+                    into[f"{w.category.__name__}: {_one_line(str(w.message))}"] += 1
+    finally:
+        root.handlers = root_handlers
+        for logger in printing:
+            logger.handlers = saved[logger.name]
 
 
 def _verdicts(
@@ -181,6 +260,9 @@ def _verdicts(
         if options_only is not None and prop.id not in options_only:
             row["verdict"] = "not exercised"
             row["reason"] = "not selected in this run"
+        elif prop.id in scope.not_applicable:
+            row["verdict"] = "not applicable"
+            row["reason"] = scope.not_applicable[prop.id]
         elif lacking:
             row["verdict"] = "not applicable"
             row["reason"] = "scope: needs " + ", ".join(_NEEDS[n] for n in lacking)
@@ -220,12 +302,19 @@ def replay(
             raise ValueError(f"not a {TRACE_FORMAT} trace")
         name = adapter or trace["adapter"]
         factory, scope = resolve(name)
-    except (OSError, ValueError, KeyError, Unavailable) as exc:
+    except (KeyError, Unavailable) as exc:
+        progress(f"HARNESS ERROR: {adapter_error(exc)}")
+        return 2
+    except (OSError, ValueError) as exc:
         progress(f"HARNESS ERROR: {exc}")
         return 2
     progress(f"replaying {len(trace['steps'])} steps of {path} against {name} ({scope.version})")
     progress(f"recorded: {trace['property']}: {trace['message'].splitlines()[0]}")
-    enabled = frozenset(p.id for p in PROPERTIES if p.needs <= scope.capabilities())
+    enabled = frozenset(
+        p.id
+        for p in PROPERTIES
+        if p.needs <= scope.capabilities() and p.id not in scope.not_applicable
+    )
     machine = machine_class(factory, scope, enabled, Recorder())()
     try:
         for step in trace["steps"]:

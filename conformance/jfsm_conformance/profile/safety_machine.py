@@ -113,12 +113,14 @@ class HarnessStuck(RuntimeError):
 @dataclass
 class Recorder:
     """What all runs of one profile saw: check evaluations, summarizer outcome counts,
-    requested outcomes, adapter exceptions by type."""
+    requested outcomes, adapter exceptions by type, and the library's own warnings and log
+    records (one line each, counted; the runner captures them)."""
 
     evaluated: Counter[str] = field(default_factory=Counter)
     reached: Counter[str] = field(default_factory=Counter)
     requested: Counter[str] = field(default_factory=Counter)
     raised: Counter[str] = field(default_factory=Counter)
+    warnings: Counter[str] = field(default_factory=Counter)
 
 
 _BODY = st.text(alphabet="abcdefghijklmnopqrstuvwxyz éü—’0123456789", min_size=0, max_size=12)

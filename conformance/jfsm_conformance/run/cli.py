@@ -19,7 +19,12 @@ requirement is also printed as a GitHub `::error` annotation.
 Exit codes: 0 every covered requirement passed, 1 a requirement failed (or a trace still
 fails), 2 harness error (the driver could not be started, died or stopped answering), an
 interrupted run (Ctrl-C or SIGTERM) or bad usage (an unknown option, a `--select` prefix
-that matches no requirement ID).
+that matches no requirement ID, a trace that is missing or not a trace, a report folder
+that cannot be written). Bad usage is one line on stderr, never a traceback (R160).
+
+A run holds its report folder: a second run pointed at the same folder while the first goes
+on is refused in one line (exit 2), so it never deletes the first's traces nor overwrites
+its report, and every replay command the first prints keeps working (decision R161).
 
 The report is written as the run goes (atomically, `"partial": true` and the `phase`
 reached), so a run killed even by SIGKILL leaves a partial report (decision R55).
@@ -37,6 +42,14 @@ import tomllib
 from pathlib import Path
 from types import FrameType
 
+from jfsm_conformance.run.usage import (
+    FolderInUse,
+    FolderUnusable,
+    UsageParser,
+    hold_report_folder,
+    usage_error,
+)
+
 __all__ = ["load_expected_failures", "main", "skeleton_path"]
 
 
@@ -52,11 +65,14 @@ def skeleton_path(name: str = "jfsm-driver.ts") -> Path:
 
 def load_expected_failures(path: str) -> dict[str, str]:
     """Entries `{id, reason}` from a JSON list (or `{"failures": [...]}`) or a TOML file with
-    `[[failure]]` tables; returns id -> reason."""
+    `[[failure]]` tables; returns id -> reason. `OSError` if it cannot be read, `ValueError`
+    (one line) if it is not such a file."""
     text = Path(path).read_text(encoding="utf-8")
     data = tomllib.loads(text) if path.endswith(".toml") else json.loads(text)
     if isinstance(data, dict):
         data = data.get("failure") or data.get("failures") or data.get("expected_failures") or []
+    if not isinstance(data, list):
+        raise ValueError(f"{path}: expected a list of {{id, reason}} entries")
     out = {}
     for entry in data:
         if not isinstance(entry, dict) or "id" not in entry or "reason" not in entry:
@@ -77,7 +93,7 @@ interrupted run or bad usage"""
 def build_parser() -> argparse.ArgumentParser:
     from jfsm_conformance.run.runner import DEFAULT_DRIVER, PROFILES
 
-    parser = argparse.ArgumentParser(
+    parser = UsageParser(
         prog="jfsm conformance",
         description=__doc__.split("\n\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -132,12 +148,45 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["smoke"]:
         return _smoke(argv[1:])
     if argv[:1] == ["skeleton"]:
-        sys.stdout.write(skeleton_path().read_text(encoding="utf-8"))
+        if argv[1:]:
+            return usage_error("jfsm conformance skeleton", "takes no arguments")
+        try:
+            sys.stdout.write(skeleton_path().read_text(encoding="utf-8"))
+        except OSError as exc:
+            return usage_error("jfsm conformance skeleton", str(exc))
         return 0
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:
         return 0 if exc.code == 0 else 2
+    from jfsm_conformance.run.runner import select_error
+
+    select = ",".join(args.select)
+    problem = select_error(select)
+    if problem:
+        return usage_error("jfsm conformance", problem)
+    try:
+        expected = load_expected_failures(args.expected_failures) if args.expected_failures else {}
+    except (OSError, ValueError) as exc:
+        return usage_error("jfsm conformance", str(exc))
+    if args.junit_xml and Path(args.junit_xml).is_dir():
+        return usage_error("jfsm conformance", f"--junit-xml {args.junit_xml} is a folder")
+    report_dir = Path(args.report_dir)
+    try:
+        with hold_report_folder(report_dir):
+            return _run(args, argv, select, expected, report_dir)
+    except (FolderUnusable, FolderInUse) as exc:
+        return usage_error("jfsm conformance", str(exc))
+
+
+def _run(
+    args: argparse.Namespace,
+    argv: list[str],
+    select: str,
+    expected: dict[str, str],
+    report_dir: Path,
+) -> int:
+    """The run itself, in the report folder this process holds."""
     from jfsm_conformance.run.report import (
         first_failure_lines,
         github_annotations,
@@ -147,19 +196,8 @@ def main(argv: list[str] | None = None) -> int:
         write_junit,
         write_report,
     )
-    from jfsm_conformance.run.runner import DEFAULT_DRIVER, Options, run, select_error
+    from jfsm_conformance.run.runner import DEFAULT_DRIVER, Options, run
 
-    select = ",".join(args.select)
-    problem = select_error(select)
-    if problem:
-        print(f"jfsm conformance: {problem}", file=sys.stderr)
-        return 2
-    try:
-        expected = load_expected_failures(args.expected_failures) if args.expected_failures else {}
-    except (OSError, ValueError) as exc:
-        print(f"jfsm conformance: {exc}", file=sys.stderr)
-        return 2
-    report_dir = Path(args.report_dir)
     options = Options(
         driver=args.driver,
         profile=args.profile,
@@ -187,7 +225,11 @@ def main(argv: list[str] | None = None) -> int:
         print(line)
     written = f"report: {md_path} and {json_path}"
     if args.junit_xml:
-        written += f"; JUnit XML: {write_junit(result, Path(args.junit_xml))}"
+        try:
+            written += f"; JUnit XML: {write_junit(result, Path(args.junit_xml))}"
+        except OSError as exc:
+            print(written, flush=True)
+            return usage_error("jfsm conformance", f"--junit-xml {args.junit_xml}: {exc}")
     print(written, flush=True)
     if os.environ.get("GITHUB_ACTIONS") == "true":
         for line in github_annotations(result):
@@ -202,14 +244,19 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 
 def _replay(argv: list[str]) -> int:
     from jfsm_conformance.run.runner import replay
+    from jfsm_conformance.run.traces import TraceError, read_trace
 
-    parser = argparse.ArgumentParser(prog="jfsm conformance replay")
+    parser = UsageParser(prog="jfsm conformance replay")
     parser.add_argument("trace")
     parser.add_argument("--driver", help="replay against another driver than the recorded one")
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:
         return 0 if exc.code == 0 else 2
+    try:
+        read_trace(args.trace)
+    except TraceError as exc:
+        return usage_error("jfsm conformance replay", str(exc))
     return replay(args.trace, driver=args.driver)
 
 
@@ -217,7 +264,7 @@ def _smoke(argv: list[str]) -> int:
     from jfsm_conformance.run.runner import DEFAULT_DRIVER
     from jfsm_conformance.run.smoke import smoke
 
-    parser = argparse.ArgumentParser(
+    parser = UsageParser(
         prog="jfsm conformance smoke",
         description="a handshake and one op of each kind, in seconds, with a diagnosis",
     )

@@ -38,6 +38,7 @@ __all__ = [
     "to_markdown",
     "verdict_lines",
     "versions",
+    "workers_table",
     "write_junit",
     "write_report",
 ]
@@ -50,6 +51,7 @@ EXERCISE_KINDS = {
     "reply": "compress.v2 replies served by the fake",
     "outcome": "compressions settled, by outcome",
     "kill": "kills (SIGKILL or an injected crash), by the state reopened",
+    "workers": "the workers machine's events, per worker (opens, takeovers, refusals...)",
 }
 FAKE_NOTE = (
     "The fake compress.v2 refuses, fails, holds and garbles replies on purpose; log lines "
@@ -278,9 +280,10 @@ def exercised_markdown(result: RunResult) -> list[str]:
     if not any(result.exercised.values()):
         lines.append("Nothing: no step ran, so no verdict above rests on an observation.")
     lines += rule_table(result.exercised)
+    lines += workers_table(result.exercised)
     for kind, title in EXERCISE_KINDS.items():
         counts = result.exercised.get(kind) or {}
-        if not counts:
+        if not counts or kind == "workers":
             continue
         lines += [f"{title} ({sum(counts.values())}):", ""]
         lines.append(", ".join(f"`{name}` {n}" for name, n in counts.items()))
@@ -304,6 +307,26 @@ def rule_table(exercised: dict[str, dict[str, int]]) -> list[str]:
     lines += ["| rule | called | ran | share of steps |", "|---|---|---|---|"]
     for name, n in called.items():
         lines.append(f"| `{name}` | {n} | {ran[name]} | {100 * ran[name] / total:.1f}% |")
+    return [*lines, ""]
+
+
+def workers_table(exercised: dict[str, dict[str, int]]) -> list[str]:
+    """Markdown table: what the workers machine made each worker do (kind `workers`, names
+    "worker-N what")."""
+    counts = exercised.get("workers") or {}
+    if not counts:
+        return []
+    rows: dict[str, dict[str, int]] = {}
+    for name, n in counts.items():
+        worker, _, what = name.partition(" ")
+        rows.setdefault(worker, {})[what] = n
+    columns = sorted({what for row in rows.values() for what in row})
+    lines = ["Workers machine, per worker:", ""]
+    lines += ["| worker | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
+    for worker in sorted(rows, key=lambda w: int(w.rpartition("-")[2] or 0)):
+        lines.append(
+            f"| {worker} | " + " | ".join(str(rows[worker].get(c, 0)) for c in columns) + " |"
+        )
     return [*lines, ""]
 
 

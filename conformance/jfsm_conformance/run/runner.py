@@ -28,6 +28,7 @@ which the CLI turns into one) ends the run with a partial result and exit 2 (dec
 from __future__ import annotations
 
 import contextlib
+import inspect
 import io
 import json
 import logging
@@ -46,7 +47,7 @@ from jfsm_conformance.machines.explore import (
     unsupported_in,
 )
 from jfsm_conformance.run import companions, exercise
-from jfsm_conformance.run.traces import TRACE_FORMAT, TraceDir, unpack
+from jfsm_conformance.run.traces import TraceDir, TraceError, read_trace, unpack
 from jfsm_conformance.scenarios import SCENARIOS, Scenario
 from jfsm_conformance.steps.session import STEPS, Session
 from jfsm_conformance.verify.checks import ConformanceFailure, Ledger
@@ -501,13 +502,23 @@ def replay(
     """Run the steps of a trace again; 1 if it still fails, 0 if it passes, 2 on harness error
     or when the trace is not a trace of this suite (another format, or a step outside
     `session.STEPS`)."""
-    trace = json.loads(Path(path).read_text(encoding="utf-8"))
-    if trace.get("format") != TRACE_FORMAT:
-        progress(f"{path}: not a {TRACE_FORMAT} trace")
+    try:
+        trace = read_trace(path)
+    except TraceError as exc:  # missing, unreadable, not a trace (one line, R160)
+        progress(str(exc))
         return 2
     unknown = sorted({step["step"] for step in trace["steps"]} - STEPS)
     if unknown:
         progress(f"{path}: names steps the suite does not have: {', '.join(unknown)}")
+        return 2
+    steps: list[tuple[str, dict[str, Any]]] = []
+    try:
+        for step in trace["steps"]:
+            args = unpack(step["args"])
+            inspect.signature(getattr(Session, step["step"])).bind(None, **args)
+            steps.append((step["step"], args))
+    except (TypeError, ValueError) as exc:  # a damaged packed text, or arguments a step lacks
+        progress(f"{path}: step {len(steps) + 1}: {exc}")
         return 2
     spec = driver or trace["driver"]
     progress(f"replaying {len(trace['steps'])} steps of {path} against {spec}")
@@ -521,9 +532,9 @@ def replay(
         progress(f"HARNESS ERROR: {exc}")
         return 2
     try:
-        for i, step in enumerate(trace["steps"], start=1):
-            progress(f"  {i}. {step['step']}({_brief(unpack(step['args']))})")
-            getattr(session, step["step"])(**unpack(step["args"]))
+        for i, (name, args) in enumerate(steps, start=1):
+            progress(f"  {i}. {name}({_brief(args)})")
+            getattr(session, name)(**args)
     except (ConformanceFailure, ProtocolViolation) as exc:
         progress(f"reproduced: {exc}")
         return 1

@@ -15,8 +15,16 @@ failure, its window, are kept. Only steps that alone exceed the cap (never seen)
 leave a trace over it.
 
 `TraceDir.clear()` removes the traces of a previous run at the start of a run, so the
-report directory only ever holds the current run's traces. Names are `NN-slug.json` where
-the slug keeps only `[A-Za-z0-9._-]`: the printed replay command works in any shell.
+report directory only ever holds the current run's traces; while a run goes on, no other
+run may start in its report folder (`run.usage.hold_report_folder`, decision R161), so the
+replay commands it prints keep working. Names are `NN-slug.json` where the slug keeps only
+`[A-Za-z0-9._-]`: the printed replay command works in any shell.
+
+`read_trace(path)` reads a trace for `jfsm conformance replay`: a file that is missing,
+unreadable, not JSON or not this suite's trace is a `TraceError` with a one-line message
+(exit 2, decision R160), never a traceback. A trace of the workers machine (K driver
+processes on one store) is a history to read, not steps one session can run: it is refused
+the same way, saying so.
 """
 
 from __future__ import annotations
@@ -38,9 +46,11 @@ __all__ = [
     "TRACE_FORMAT",
     "TRACE_LIMIT",
     "TraceDir",
+    "TraceError",
     "Transcript",
     "compact",
     "pack",
+    "read_trace",
     "slug",
     "unpack",
 ]
@@ -112,6 +122,67 @@ def unpack(value: Any) -> Any:
     if isinstance(value, list):
         return [unpack(v) for v in value]
     return value
+
+
+class TraceError(ValueError):
+    """A file `jfsm conformance replay` cannot replay; the message is one line."""
+
+
+def read_trace(path: str | Path) -> dict[str, Any]:
+    """The trace at `path`, checked to be a trace of this suite that a session can replay:
+    `format`, `driver`, `failure` (`ids`, `message`) and `steps` (`{step, args}` each).
+    Raises `TraceError` otherwise (module docstring). The step names are checked by the
+    replay itself, against the suite's step vocabulary."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise TraceError(f"{path}: no such trace file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TraceError(f"{path}: cannot read the trace: {_reason(exc)}") from None
+    try:
+        trace = json.loads(text)
+    except ValueError as exc:
+        raise TraceError(f"{path}: not JSON ({exc}), so not a {TRACE_FORMAT} trace") from None
+    if not isinstance(trace, dict) or trace.get("format") != TRACE_FORMAT:
+        raise TraceError(f"{path}: not a {TRACE_FORMAT} trace")
+    steps, failure = trace.get("steps"), trace.get("failure")
+    shaped = (
+        isinstance(trace.get("driver"), str)
+        and isinstance(failure, dict)
+        and isinstance(failure.get("ids"), list)
+        and isinstance(failure.get("message"), str)
+        and isinstance(steps, list)
+        and all(
+            isinstance(s, dict)
+            and isinstance(s.get("step"), str)
+            and isinstance(s.get("args"), dict)
+            for s in steps
+        )
+    )
+    if not shaped:
+        raise TraceError(
+            f"{path}: a {TRACE_FORMAT} trace needs driver, failure (ids, message) and steps "
+            "({step, args} each); this one is damaged"
+        )
+    if str(trace.get("source", "")).startswith("machine workers"):
+        raise TraceError(
+            f"{path}: a history of the workers machine (K driver processes on one store), "
+            "read, not replayed step by step; run jfsm conformance again (--seed N "
+            "repeats the sequences) to see it fail again"
+        )
+    return trace
+
+
+def _is_step(step: Any) -> bool:
+    return (
+        isinstance(step, dict)
+        and isinstance(step.get("step"), str)
+        and isinstance(step.get("args"), dict)
+    )
+
+
+def _reason(exc: BaseException) -> str:
+    return getattr(exc, "strerror", None) or str(exc).splitlines()[0]
 
 
 def _left_out(n: int) -> dict[str, Any]:

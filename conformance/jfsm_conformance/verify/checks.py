@@ -202,6 +202,26 @@ FENCED_WRITES = _declare(
     "A worker whose game was opened or taken over by another has every write refused with "
     "store_fenced, and the next owner's store is exactly the last one the owners acknowledged.",
 )
+FENCED_READS = _declare(
+    "fenced-reads-show-nothing",
+    "STORE-030",
+    "A worker whose game another worker opened answers store_fenced to a read of it (dump), "
+    "never its own, possibly stale, copy of the game (machine workers).",
+)
+LEASES = _declare(
+    "leases-renew-only-their-own-and-run-out",
+    "STORE-031 STORE-032",
+    "hello states leaseSeconds; once the owner released a game, or its process was killed and "
+    "the stated lease length has passed, a plain open by another worker succeeds, whatever "
+    "superseded owners still run (their renewals extend no lease; machine workers).",
+)
+NOT_HELD = _declare(
+    "ops-on-games-not-held-open-plainly",
+    "STORE-036",
+    "An op on a game the worker does not hold (never opened, released, or held before a "
+    "restart) opens it as a plain open_game: store_locked while another worker's ownership "
+    "lives, else the worker becomes the owner and the op runs (machine workers).",
+)
 ROUNDS_LIST = _declare(
     "rounds-list-append",
     "STORE-010 STORE-014",

@@ -1,5 +1,7 @@
 """The history checker of the workers machine: one verdict for everything K workers did.
 
+**The one concept: the ownership history of the shared games, judged event by event.**
+
 The machine `jfsm_conformance.machines.workers` drives K processes of one driver command over one
 shared store and tells this checker every reply it got, in the order it got them. Nothing
 here talks to a driver: `OwnershipHistory` is a pure model of each game (who owns it, which
@@ -18,6 +20,16 @@ list-append):
 - **Fenced writes change nothing** (JF-STORE-012, JF-STORE-013). Once another worker opened
   the game, every write of the earlier owner is refused with `store_fenced`. The next read
   then sees exactly the store the owners last acknowledged, key by key.
+- **Fenced reads show nothing** (JF-STORE-030). A worker whose ownership another worker
+  superseded answers a `dump` with `store_fenced`, never with its own copy of the game.
+- **Games not held are opened plainly** (JF-STORE-036). An op on a game the worker does not
+  hold (never opened, released, or held before its process was killed) is answered as a
+  plain open would be: `store_locked` while another worker's ownership may live, else the
+  worker becomes the owner and the op's reply is a read like any other.
+- **Leases renew only their own, and run out** (JF-STORE-031, JF-STORE-032). Once the owner
+  released a game, and the stated lease length has passed with superseded owners still
+  running, a plain open succeeds; once the owner's process was killed and that length has
+  passed since, a plain open by another worker succeeds.
 - **Rounds are one list** (JF-STORE-010, JF-STORE-014). Each round the machine records
   carries a unique input, so a game's rounds are a list of appends. An acknowledged append
   answers its 1-based position; every read (the dump an owner makes right after its open)
@@ -31,7 +43,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from jfsm_conformance.verify.checks import FENCED_WRITES, ONE_OWNER, ROUNDS_LIST, Ledger
+from jfsm_conformance.verify.checks import (
+    FENCED_READS,
+    FENCED_WRITES,
+    LEASES,
+    NOT_HELD,
+    ONE_OWNER,
+    ROUNDS_LIST,
+    Ledger,
+)
 
 __all__ = ["GameHistory", "OwnershipHistory", "rounds_of", "short"]
 
@@ -213,6 +233,144 @@ class OwnershipHistory:
             if h.owner == worker and h.owner_may_live:
                 h.owner_killed = True
                 h.killed_since_read = True
+
+    # -- reads of a superseded owner, ops on games not held, leases ---------------------------
+    def fenced_read(self, worker: int, game: str, reply: dict[str, Any]) -> None:
+        """The reply to `dump` sent by `worker`, whose ownership another worker superseded."""
+        h = self.games[game]
+        ok, code = bool(reply.get("ok")), (reply.get("error") or {}).get("code")
+        seen = rounds_of((reply.get("result") or {}).get("store") or {}) if ok else []
+        self._note(f"w{worker} dump {game} (superseded) -> {_shown(seen) if ok else code}")
+        known = [t for _, t in h.expected]
+        stale = ok and seen != known
+        self.ledger.expect(
+            FENCED_READS,
+            not ok and code == "store_fenced",
+            lambda: (
+                f"worker {worker}, whose ownership of game {game!r} another worker superseded "
+                f"(tokens {h.tokens}), answered dump "
+                + (
+                    f"ok with rounds {_shown(seen)}"
+                    + (f" while the game holds {_shown(known)}: a stale read" if stale else "")
+                    + ": a superseded owner must answer store_fenced, never its own copy"
+                    if ok
+                    else f"with {code!r}, not store_fenced"
+                )
+                + self._context()
+            ),
+            ids=("JF-STORE-030",),
+        )
+
+    def not_held(self, worker: int, game: str, reply: dict[str, Any]) -> bool:
+        """The reply to an op on `game` (a `dump`) sent by `worker`, which does not hold the
+        game: judged as a plain open (JF-STORE-036). Returns whether the worker is now its
+        owner; then the machine passes the dump to `read`."""
+        h = self.games[game]
+        ok, code = bool(reply.get("ok")), (reply.get("error") or {}).get("code")
+        self._note(f"w{worker} dump {game} (not held) -> {'ok' if ok else code}")
+        other = h.owner if h.owner is not None and h.owner != worker else None
+        may_live = other is not None and h.owner_may_live
+        lives = may_live and not h.owner_killed
+        if ok:
+            self.ledger.expect(
+                NOT_HELD,
+                not lives,
+                lambda: (
+                    f"worker {worker}, which does not hold game {game!r}, had a dump of it "
+                    f"answered while worker {other}'s ownership (acknowledged, never released, "
+                    "its process alive) lives: an op on a game not held opens it as a plain "
+                    "open_game, refused with store_locked" + self._context()
+                ),
+                ids=("JF-STORE-036", "JF-STORE-011"),
+            )
+            h.fenced.discard(worker)
+            h.owner, h.owner_may_live, h.owner_killed = worker, True, False
+            h.taken_over = False
+            return True
+        self.ledger.expect(
+            NOT_HELD,
+            code == "store_locked",
+            lambda: (
+                f"worker {worker}, which does not hold game {game!r}, had a dump of it refused "
+                f"with {code!r}: an op on a game not held opens it plainly, refused only with "
+                "store_locked" + self._context()
+            ),
+            ids=("JF-STORE-036",),
+        )
+        self.ledger.expect(
+            NOT_HELD,
+            may_live,
+            lambda: (
+                f"worker {worker}, which does not hold game {game!r}, had a dump of it refused "
+                f"(store_locked) although no worker's ownership can live (owner {h.owner}, "
+                f"{'released' if h.owner is not None else 'never opened'}): an op on a game not "
+                "held opens it plainly and runs" + self._context()
+            ),
+            ids=("JF-STORE-036",),
+        )
+        return False
+
+    def lease_over(
+        self,
+        worker: int,
+        game: str,
+        reply: dict[str, Any],
+        *,
+        after: str,
+        waited: float,
+        stated: float,
+    ) -> None:
+        """The reply to a plain `open_game` sent by `worker` `waited` seconds after the game's
+        last ownership ended: `after` is "released" (its owner released it while superseded
+        owners kept running: their renewals must not bring a lease back, JF-STORE-031) or
+        "killed" (its owner's process was killed: its lease runs out within the `stated`
+        length, JF-STORE-032). The open must succeed; then it counts as any open."""
+        h = self.games[game]
+        ok, code = bool(reply.get("ok")), (reply.get("error") or {}).get("code")
+        rid = "JF-STORE-031" if after == "released" else "JF-STORE-032"
+        superseded = sorted(h.fenced)  # the opener among them: its open closes its old handle
+        self._note(
+            f"w{worker} open {game} ({waited:.1f} s after its owner was {after}) -> "
+            + (f"token {(reply.get('result') or {}).get('token')}" if ok else str(code))
+        )
+        self.ledger.expect(
+            LEASES,
+            ok,
+            lambda: (
+                f"a plain open of game {game!r} by worker {worker} was refused with {code!r} "
+                + (
+                    f"{waited:.1f} s after its owner released it; superseded owners still "
+                    f"running (workers {superseded or 'none'}) must renew no lease but their "
+                    "own current one"
+                    if after == "released"
+                    else f"{waited:.1f} s after its owner's process was killed, its leases "
+                    f"lasting {stated:g} s by hello's leaseSeconds: a dead owner's lease never "
+                    "ran out"
+                )
+                + self._context()
+            ),
+            ids=(rid,),
+        )
+        if h.owner is not None and h.owner != worker and after == "killed":
+            h.owner_may_live = False  # its lease ran out: the open below makes no rival
+        self.opened(worker, game, (reply.get("result") or {}).get("token"), takeover=False)
+
+    def stated_lease(self, worker: int, stated: Any, asked: float) -> float:
+        """hello's `leaseSeconds` as `worker` answered it (asked for `asked`): a number > 0
+        (JF-STORE-032); returns it."""
+        self._note(f"w{worker} hello leaseSeconds {asked:g} -> {stated!r}")
+        ok = isinstance(stated, (int, float)) and not isinstance(stated, bool) and stated > 0
+        self.ledger.expect(
+            LEASES,
+            ok,
+            lambda: (
+                f"worker {worker} declares sharedStore but its hello (asked for leaseSeconds "
+                f"{asked:g}) states no lease length (leaseSeconds {stated!r}): the suite cannot "
+                "tell when a dead owner's lease must have run out" + self._context()
+            ),
+            ids=("JF-STORE-032",),
+        )
+        return float(stated)
 
     # -- writes ----------------------------------------------------------------------------
     def appended(self, worker: int, game: str, text: str, reply: dict[str, Any]) -> None:

@@ -100,6 +100,18 @@ def _public_api() -> str:
     return out
 
 
+def _safety_matrix() -> str:
+    """The safety matrix picture of the results page, from `docs/safety/results.json`."""
+    import json
+    from pathlib import Path
+
+    from jfdocs.safety_matrix import matrix_html
+
+    path = Path(__file__).resolve().parents[2] / "safety" / "results.json"
+    titles = {r["id"]: r["title"] for r in requirements() if r["area"] == "SAFE"}
+    return matrix_html(json.loads(path.read_text(encoding="utf-8")), titles)
+
+
 def _store_ownership_diagram() -> str:
     """The ownership machine's diagram, for the deploying guide."""
     from jfdocs.diagrams import mermaid_state_diagram
@@ -114,6 +126,7 @@ FRAGMENTS: dict[str, Callable[[], str]] = {
     "bcp14": lambda: BCP14 + "\n",
     "counts": _counts,
     "store-ownership-diagram": _store_ownership_diagram,
+    "safety-matrix": _safety_matrix,
     **reference_pages.FRAGMENTS,
 }
 """Block fragments: each marker stands alone on its line."""

@@ -211,14 +211,15 @@ class OsFileSystem:
     `trusted`: the exclusive lock accepts a directory of another user or one writable by
     group or others (decision R74); without it that is `UnsafeDirectory`. A link is refused
     either way. The files of a locked directory are reached through its descriptor.
-    `shared`: the exclusive lock is only tried (`BlockingIOError` while a writer holds it),
-    then released, the descriptor kept (decision R95).
+    `shared`: `lock` takes the lock *shared* and holds it for the store's life
+    (`BlockingIOError` while a process of one has it exclusively), decisions R95 and R120.
     """
 
     trusted = False
-    #: only try the lock at open, then release it (decision R95): in a directory shared by
-    #: several processes, writers are ordered by each game's lease lock
-    #: (`jfsm.stores.file.lease`), never by a lock held for the store's life
+    #: hold the store's lock shared (decision R120): in a directory shared by several
+    #: processes, writers are ordered by each game's lease lock (`jfsm.stores.file.lease`);
+    #: the shared hold only keeps a store of one process (exclusive) out while any shared
+    #: process has the store open, and the other way round
     shared = False
 
     def __init__(self, *, trusted: bool = False, shared: bool = False) -> None:
@@ -321,7 +322,8 @@ class OsFileSystem:
     def _lock(self, directory: str, *, shared: bool) -> int:
         import fcntl  # POSIX only; imported here so that importing the stores works anywhere
 
-        mode = (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB
+        # a reader (`jfsm inspect`) and a writer of a shared directory both hold it shared
+        mode = (fcntl.LOCK_SH if shared or self.shared else fcntl.LOCK_EX) | fcntl.LOCK_NB
         directory = os.path.normpath(directory)
         fds = [owned_directory(directory, f"store {directory}", trusted=shared or self.trusted)]
         try:
@@ -336,9 +338,6 @@ class OsFileSystem:
                 fds.append(open_file(LOCK_FILE, "append", dir_fd=fds[0], create=True))
             for fd in fds[1:]:
                 fcntl.flock(fd, mode)
-            if self.shared and not shared:  # a writer holding it for life keeps us out
-                for fd in fds:
-                    fcntl.flock(fd, fcntl.LOCK_UN)
         except BaseException:
             for fd in fds:
                 os.close(fd)

@@ -19,8 +19,13 @@ This is `jfsm.stores.postgres.fencing` with files in place of rows, for `jfsm dr
   every lease is over anyway, the token counter alone being durable.
 - **The game lock**: an exclusive `flock` of the lease file, taken only for a moment: around
   an open or a takeover, around every write of the owner (commit, checkpoint, seed,
-  participants) and its close. Never held between writes, so a fenced but living owner
-  blocks nobody.
+  participants), every read it serves (`check`) and its close. Never held between writes, so
+  a fenced but living owner blocks nobody. A process stopped while it holds the lock (a
+  `SIGSTOP` in the middle of a write) holds it past its lease: whoever waits for the lock,
+  once the lease in the file has run out and the lock has stayed busy for `GRACE`, ends that
+  process (`jfsm.stores.file.holders`, decision R123) and takes the lock, so no open waits on
+  an owner beyond its lease (JF-STORE-033). The token counter's lock likewise, once busy for
+  a whole lease.
 - `take_lease` (under the game lock): while another owner id's lease is live a plain open is
   refused with `StoreLocked` naming the owner. The same owner id reclaims its game at once
   (a restarted worker, R61). Otherwise, or with `takeover`, the caller becomes the owner with
@@ -30,7 +35,9 @@ This is `jfsm.stores.postgres.fencing` with files in place of rows, for `jfsm dr
 - `FileLease.hold()` wraps every write: lock; if the lease file names another token (or is
   no longer the file this lease opened), `StoreFenced` and nothing is written; else the
   write runs, the lease is renewed, the lock released. `renew()` does the renewal alone (an
-  idle owner's timer: `LeaseKeeper`), `end()` ends the lease at once (close).
+  idle owner's timer: `LeaseKeeper`; it never writes a lease whose token is not its own,
+  JF-STORE-031), `check()` before a read is served (JF-STORE-030), `end()` ends the lease at
+  once (close).
 
 Only the host's clock is read, and only processes on this host can share the directory: on a
 file system that several hosts mount, their boot ids differ and each would see the others'
@@ -51,19 +58,22 @@ import contextlib
 import errno
 import functools
 import json
+import logging
 import os
 import threading
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from jfsm.errors import InvalidInput, StoreFenced, StoreLocked
 from jfsm.stores.file.fsio import open_file
+from jfsm.stores.file.holders import end_holders
 from jfsm.stores.offload import run_blocking
 
 __all__ = [
     "DEFAULT_LEASE_SECONDS",
+    "GRACE",
     "LEASE_FILE",
     "TOKENS_FILE",
     "FileLease",
@@ -83,6 +93,9 @@ DEFAULT_LEASE_SECONDS = 30.0
 RECORD_SIZE = 1024  # the lease record, padded with spaces: one pwrite
 _TOKEN_WIDTH = 20  # the counter: 20 digits and a newline
 _BOOT_ID = "/proc/sys/kernel/random/boot_id"
+#: seconds a lock must stay busy, its holder's lease over, before the holder is ended (R123)
+GRACE = 1.0
+_log = logging.getLogger(__name__)
 
 
 def lease_seconds() -> float:
@@ -162,6 +175,48 @@ def _flock(fd: int, exclusive: bool = True) -> None:
     fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_UN)
 
 
+def _acquire(fd: int, path: str, stuck: Callable[[float], bool]) -> None:
+    """Lock `fd` exclusively. While another process holds the lock, `stuck(waited)` (the
+    seconds waited so far) says whether that holder overstayed: it is then ended
+    (`jfsm.stores.file.holders`) and the wait goes on until the kernel frees the lock."""
+    import fcntl  # POSIX only
+
+    began = time.monotonic()
+    pause = 0.001
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            pass
+        waited = time.monotonic() - began
+        if stuck(waited):
+            for pid in end_holders(fd):
+                _log.warning(
+                    "ended process %d: it held the lock of %s %.1f s with its lease over "
+                    "(stopped or frozen); its write in flight lands whole or not at all",
+                    pid,
+                    path,
+                    waited,
+                )
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
+
+
+def _lease_overstayed(fd: int, seconds: float) -> Callable[[float], bool]:
+    """A lease file's lock holder is stuck once the lock stayed busy `GRACE` (at most the
+    lease) and the lease in the file is over; a record that does not parse (its writer
+    stopped in the middle of it) once the lock stayed busy a whole lease."""
+
+    def stuck(waited: float) -> bool:
+        if waited < min(GRACE, seconds):
+            return False
+        record = LeaseRecord.decode(_read_at_start(fd))
+        return waited >= seconds if record is None else not record.live()
+
+    return stuck
+
+
 def _read_at_start(fd: int) -> bytes:
     return os.pread(fd, RECORD_SIZE, 0)
 
@@ -173,17 +228,18 @@ def _write_record(fd: int, record: LeaseRecord) -> None:
         written += os.pwrite(fd, data[written:], written)
 
 
-def _open_locked(path: str) -> int:
+def _open_locked(path: str, stuck: Callable[[int], Callable[[float], bool]]) -> int:
     """An exclusively `flock`ed descriptor of `path` (created if missing, never through a
     link), the very file the name holds once locked (a file replaced meanwhile, or two
-    processes creating it at once: opened again)."""
+    processes creating it at once: opened again). `stuck(fd)` judges a holder that makes
+    us wait (see `_acquire`)."""
     while True:
         try:
             fd = open_file(path, "update", create=True)
         except FileExistsError:
             continue
         try:
-            _flock(fd)
+            _acquire(fd, path, stuck(fd))
             here, locked = os.lstat(path), os.fstat(fd)
         except FileNotFoundError:
             os.close(fd)
@@ -196,12 +252,13 @@ def _open_locked(path: str) -> int:
         os.close(fd)
 
 
-def next_token(root: str) -> int:
+def next_token(root: str, patience: float = DEFAULT_LEASE_SECONDS) -> int:
     """A fencing token never handed out before in the directory `root`: the counter in
-    `root/tokens`, incremented and `fsync`ed under its lock before it is returned.
+    `root/tokens`, incremented and `fsync`ed under its lock before it is returned. A process
+    that holds the counter's lock for `patience` seconds is ended (R123).
     Raises `OSError`; a counter file that does not parse is `OSError` `EIO` (never reset)."""
     path = os.path.join(root, TOKENS_FILE)
-    fd = _open_locked(path)
+    fd = _open_locked(path, lambda _fd: lambda waited: waited >= patience)
     try:
         raw = os.pread(fd, _TOKEN_WIDTH + 1, 0)
         if raw and not raw.strip().isdigit():
@@ -278,7 +335,7 @@ class FileLease:
             fd = self._fd
             if self.fenced or fd is None:
                 raise self.fenced_error()
-            _flock(fd)
+            _acquire(fd, self.path, _lease_overstayed(fd, self.seconds))
             try:
                 if not self._current(fd):
                     self.fenced = True
@@ -291,14 +348,20 @@ class FileLease:
                 _flock(fd, exclusive=False)
 
     def renew(self) -> bool:
-        """Renew the lease if this token is still current (else it is fenced from now on);
-        returns whether it was. Raises `OSError`."""
+        """Renew the lease if this token is still current (else it is fenced from now on:
+        another owner's lease is never touched); returns whether it was. Raises `OSError`."""
         try:
             with self.hold():
                 pass
         except StoreFenced:
             return False
         return True
+
+    def check(self) -> None:
+        """Before a read is served: `StoreFenced` unless this token is still the game's
+        (checked under the game's lock, the lease renewed). Raises `OSError`."""
+        if not self.renew():
+            raise self.fenced_error()
 
     def end(self) -> None:
         """End the lease at once (when still current) and close the file. Idempotent; never
@@ -308,7 +371,7 @@ class FileLease:
             if fd is None:
                 return
             try:
-                _flock(fd)
+                _acquire(fd, self.path, _lease_overstayed(fd, self.seconds))
                 if self._current(fd) and not self.fenced:
                     _write_record(fd, LeaseRecord(self.owner, self.token, host_clock()[0], 0.0))
             except OSError:
@@ -350,7 +413,7 @@ def take_lease(
     lease is live (unless `takeover`), `OSError`. If the block raises, the lease file is put
     back as it was (the token drawn stays unused), so a failed open changes no owner."""
     path = os.path.join(folder, LEASE_FILE)
-    fd = _open_locked(path)
+    fd = _open_locked(path, lambda fd: _lease_overstayed(fd, seconds))
     lease: FileLease | None = None
     record: LeaseRecord | None = None
     try:
@@ -365,7 +428,7 @@ def take_lease(
                     game=game,
                     owner=record.owner,
                 )
-            token = next_token(root)
+            token = next_token(root, seconds)
         lease = FileLease(game, path, fd, owner, token, seconds)
         lease._write(fd)
         yield lease
@@ -383,19 +446,27 @@ def take_lease(
 
 
 class LeaseKeeper:
-    """Renews the leases of a process's open stores every `seconds / 3` on its event loop
-    (the blocking part off it), so an idle owner keeps its games; a lease found superseded
-    is marked fenced. One task, started by the first `keep`."""
+    """Renews the leases of a process's open stores every third of the shortest of their
+    lengths (`seconds` when it keeps none) on its event loop (the blocking part off it), so
+    an idle owner keeps its games; a lease found superseded is marked fenced (and never
+    written again). One task, started by the first `keep`."""
 
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
         self._leases: weakref.WeakSet[FileLease] = weakref.WeakSet()
         self._task: asyncio.Task[None] | None = None
+        self._wake: asyncio.Event | None = None  # set when a shorter lease is kept
+        self._sleeping = 0.0  # the period of the sleep in progress
 
     def keep(self, lease: FileLease) -> None:
+        """Renew `lease` from now on (a shorter lease than those kept so far cuts the sleep
+        in progress short, so it is renewed in time too)."""
         self._leases.add(lease)
         if self._task is None or self._task.done():
+            self._wake = asyncio.Event()
             self._task = asyncio.get_running_loop().create_task(self._renew_forever())
+        elif self._wake is not None and lease.seconds / 3 < self._sleeping:
+            self._wake.set()
 
     def drop(self, lease: FileLease) -> None:
         self._leases.discard(lease)
@@ -409,7 +480,17 @@ class LeaseKeeper:
                 current += lease.renew()
         return current
 
+    def period(self) -> float:
+        """Seconds between two renewals: a third of the shortest lease kept."""
+        shortest = min((lease.seconds for lease in list(self._leases)), default=self.seconds)
+        return max(0.05, shortest / 3)
+
     async def _renew_forever(self) -> None:
+        wake = self._wake
+        assert wake is not None
         while self._leases:
-            await asyncio.sleep(max(0.05, self.seconds / 3))
+            self._sleeping = self.period()
+            wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(wake.wait(), self._sleeping)
             await run_blocking(self.renew_all)

@@ -47,7 +47,9 @@ and encoding run on the event loop, the blocking part (write, extension, fsync, 
 truncate, unlock) off it (`jfsm.stores.offload`), and the image changes on the loop only
 once that part succeeded. `commit_sync`, `seed_sync`, `checkpoint_sync` and `close_sync`
 are the same operations (the same steps) run in the calling thread, for callers without an
-event loop (the crash tests, tools, `with FileStore.open(...)`); use one surface at a time.
+event loop (the crash tests, tools, `with FileStore.open_sync(...)`); use one surface at a
+time. Opening is the same: `await FileStore.open(...)` reads and recovers the store off the
+loop, `FileStore.open_sync(...)` in the calling thread (decision R162).
 
 # Errors
 
@@ -89,6 +91,7 @@ from typing import TypeVar
 
 from jfsm.errors import InvalidInput, StoreFenced, StoreLocked, StoreUnavailable
 from jfsm.image import QUOTA_BYTES, StoreImage, seeded_image
+from jfsm.limits import validate_owner
 from jfsm.projection import Projection
 from jfsm.stores.file.directory import read_contents
 from jfsm.stores.file.fsio import FileSystem, OsFileSystem
@@ -162,11 +165,27 @@ class FileStore:
         self._log_size = log_size  # the end of the last committed record
         self._allocated = log_size  # the log's synced size: zeros after `_log_size`
         self._broken = False
+        self._writes = 0  # writes landed as the lease's owner (shared mode, R121)
         self._serial = asyncio.Lock()  # one async operation at a time
 
     # -- opening -------------------------------------------------------------------------
     @classmethod
-    def open(
+    async def open(
+        cls,
+        directory: str | os.PathLike[str],
+        *,
+        quota: int = QUOTA_BYTES,
+        fs: FileSystem | None = None,
+        verify: bool = False,
+    ) -> FileStore:
+        """`open_sync` run off the event loop (decision R162): `store = await
+        FileStore.open(directory)` in async code. Arguments and errors as `open_sync`."""
+        return await run_blocking(
+            functools.partial(cls.open_sync, directory, quota=quota, fs=fs, verify=verify)
+        )
+
+    @classmethod
+    def open_sync(
         cls,
         directory: str | os.PathLike[str],
         *,
@@ -175,7 +194,8 @@ class FileStore:
         verify: bool = False,
         fence: FileLease | None = None,
     ) -> FileStore:
-        """Open (creating it if missing) the store in `directory`, recovering after a crash.
+        """Open (creating it if missing) the store in `directory`, recovering after a crash,
+        in the calling thread (blocking code; `await FileStore.open(...)` in async code).
 
         `verify` re-canonicalizes every value and re-encodes the snapshot and every log
         record, refusing anything not byte for byte what the store writes; without it the
@@ -194,7 +214,7 @@ class FileStore:
         by `jfsm.stores.file.lease.take_lease` whose lock the caller holds during this open.
         Every later write then runs under the game's lock as that lease's owner
         (`StoreFenced` once another process took the game over, nothing written), and `fs`
-        should be an `OsFileSystem(shared=True)`, which holds no lock for the store's life.
+        should be an `OsFileSystem(shared=True)`, which holds the store's lock shared (R120).
         """
         if type(quota) is not int or quota <= 0:
             raise InvalidInput(f"quota must be a positive integer of bytes, not {quota!r}")
@@ -219,23 +239,6 @@ class FileStore:
             raise
 
     @classmethod
-    async def open_async(
-        cls,
-        directory: str | os.PathLike[str],
-        *,
-        quota: int = QUOTA_BYTES,
-        fs: FileSystem | None = None,
-        verify: bool = False,
-    ) -> FileStore:
-        """`open`, run off the event loop (its reads, creations and fsyncs block): what a
-        coroutine opening games should call. Same arguments and errors as `open`. Once
-        started the open runs to its end; a cancellation reaches the caller at its next
-        await, with the store returned (close it)."""
-        return await run_blocking(
-            functools.partial(cls.open, directory, quota=quota, fs=fs, verify=verify)
-        )
-
-    @classmethod
     def open_shared(
         cls,
         directory: str | os.PathLike[str],
@@ -256,9 +259,11 @@ class FileStore:
         from disk under the game's lock. `adopt`: see `take_lease`.
 
         Raises `StoreLocked` while another owner id's lease is live (unless `takeover`),
-        `StoreUnavailable` for a file-system error, and whatever `open` raises (the lease
-        just taken is then ended).
+        `StoreUnavailable` for a file-system error, `InvalidInput` for an owner id that does
+        not match `jfsm.limits.OWNER_PATTERN`, and whatever `open` raises (the lease just
+        taken is then ended).
         """
+        validate_owner(owner)
         try:
             with take_lease(
                 game,
@@ -270,7 +275,7 @@ class FileStore:
                 adopt=adopt,
             ) as lease:
                 fs = OsFileSystem(trusted=trusted, shared=True)
-                return cls.open(directory, quota=quota, fs=fs, fence=lease)
+                return cls.open_sync(directory, quota=quota, fs=fs, fence=lease)
         except OSError as exc:  # the lease or the token counter
             raise fs_unavailable(os.fspath(lease_folder), "open", exc, "closed") from exc
 
@@ -349,6 +354,12 @@ class FileStore:
         return self._fence
 
     @property
+    def writes(self) -> int:
+        """How many writes this handle landed as the lease's owner (shared mode; each
+        checked its token under the game's lock); 0 for a store of one process."""
+        return self._writes
+
+    @property
     def state(self) -> str:
         """This handle's state in the machine `store_ownership`: `owner`, `fenced`, `broken`
         or `closed`."""
@@ -357,6 +368,36 @@ class FileStore:
         if self._fence is not None and self._fence.fenced:
             return "fenced"
         return "broken" if self._broken else "owner"
+
+    async def confirm(self) -> None:
+        """Before serving a read of a game of a shared directory (decision R121): check,
+        under the game's lock, that this handle still owns it, renewing the lease. Raises
+        `StoreFenced` (state `fenced`) once another process took it over, `StoreUnavailable`
+        on a closed store or when the lease file cannot be read. A store of one process
+        only checks that it is open."""
+        if self._lock is None:
+            raise StoreUnavailable(f"store {self._directory} is closed", state="closed")
+        fence = self._fence
+        if fence is None:
+            return
+        try:
+            await run_blocking(fence.check)
+        except OSError as exc:
+            raise self._unavailable("check its owner", exc) from exc
+
+    def renew_sync(self) -> bool:
+        """Shared mode: renew this owner's lease now, as the idle timer does (only while its
+        token is still the game's, JF-STORE-031); returns whether it was. A store of one
+        process: True while open. Raises `StoreUnavailable` when the lease file cannot be
+        written, or on a closed store."""
+        if self._lock is None:
+            raise StoreUnavailable(f"store {self._directory} is closed", state="closed")
+        if self._fence is None:
+            return True
+        try:
+            return self._fence.renew()
+        except OSError as exc:
+            raise self._unavailable("renew its lease", exc) from exc
 
     async def commit(self, projection: Projection) -> None:
         """Write `projection` durably after the last record (off the loop), then apply it
@@ -439,7 +480,9 @@ class FileStore:
             return write(*args)
         try:
             with self._fence.hold():
-                return write(*args)
+                done = write(*args)
+                self._writes += 1
+                return done
         except OSError as exc:  # the lease file's own I/O (the write maps its errors itself)
             raise self._unavailable(what, exc) from exc
 

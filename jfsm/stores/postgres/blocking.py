@@ -1,5 +1,6 @@
 """The PostgreSQL store for synchronous code: the native async `PostgresStore` driven from a
-private event loop thread (one per process, started on first use, a daemon).
+private event loop thread (`jfsm.private_loop`: one per process, started on first use, a
+daemon, the loop `SyncGameEngine` runs on).
 
 `BlockingPostgresStore.open(...)` takes the arguments of `PostgresStore.open`; its methods
 are those of the store, blocking until the store's coroutine is done on the private loop.
@@ -10,53 +11,16 @@ caller's loop (await `PostgresStore` there).
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
-import os
-import threading
-from collections.abc import Coroutine, Mapping
+from collections.abc import Mapping
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any
 
 from jfsm.image import StoreImage
+from jfsm.private_loop import private_loop, run, submit
 from jfsm.projection import Projection
 from jfsm.stores.postgres.store import PostgresStore
 
 __all__ = ["BlockingPostgresStore", "private_loop", "run", "submit"]
-
-T = TypeVar("T")
-_lock = threading.Lock()
-_loop: asyncio.AbstractEventLoop | None = None
-
-
-def _forget_in_child() -> None:
-    global _loop
-    _loop = None  # the loop's thread is the parent's: a forked child starts its own
-
-
-os.register_at_fork(after_in_child=_forget_in_child)
-
-
-def private_loop() -> asyncio.AbstractEventLoop:
-    """The private loop (started on first use)."""
-    global _loop
-    with _lock:
-        if _loop is None or _loop.is_closed():
-            loop = asyncio.new_event_loop()
-            thread = threading.Thread(target=loop.run_forever, name="jfsm-pg", daemon=True)
-            thread.start()
-            _loop = loop
-        return _loop
-
-
-def run(coro: Coroutine[Any, Any, T]) -> T:
-    """Run `coro` on the private loop and return its result (or raise its error)."""
-    return submit(coro).result()
-
-
-def submit(coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
-    """Start `coro` on the private loop; its future (await it with `asyncio.wrap_future`)."""
-    return asyncio.run_coroutine_threadsafe(coro, private_loop())
 
 
 class BlockingPostgresStore:
@@ -94,6 +58,12 @@ class BlockingPostgresStore:
     @property
     def created(self) -> bool:
         return self.store.created
+
+    def confirm(self) -> None:
+        run(self.store.confirm())
+
+    def renew(self) -> bool:
+        return run(self.store.renew())
 
     def commit(self, projection: Projection) -> None:
         run(self.store.commit(projection))

@@ -24,7 +24,14 @@ from urllib.parse import unquote
 
 from jfsm.errors import InvalidInput
 
-__all__ = ["database_target", "describe", "is_database_target", "is_permanent", "scrub"]
+__all__ = [
+    "check_host_names",
+    "database_target",
+    "describe",
+    "is_database_target",
+    "is_permanent",
+    "scrub",
+]
 
 _SCHEMES = ("postgresql://", "postgres://")
 _KEYWORD = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*=")
@@ -116,12 +123,13 @@ def database_target(location: str) -> str | None:
         except ImportError:  # pragma: no cover - depends on the installed extras
             return location
         try:
-            conninfo_to_dict(location)
+            params = conninfo_to_dict(location)
         except Exception as exc:  # psycopg.ProgrammingError: the string does not parse
             raise InvalidInput(
                 f"store location {describe(location)} is not a valid PostgreSQL target: "
                 f"{_first_line(scrub(str(exc), location))}"
             ) from None
+        check_host_names(str(params.get("host") or ""), location)
         return location
     if "://" in location or "=" in location.split("/")[0] or _KEYWORD.match(location):
         raise InvalidInput(
@@ -129,6 +137,24 @@ def database_target(location: str) -> str | None:
             "PostgreSQL target (postgresql://..., postgres://..., or host=... dbname=...)"
         )
     return None
+
+
+def check_host_names(hosts: str, location: str) -> None:
+    """Refuse with `InvalidInput` a host name that no resolver can look up (`a..b`: an empty
+    label, or a label over 63 characters), which the `idna` codec would raise as a
+    `UnicodeError` at connection time. `hosts` is libpq's `host`: comma-separated names,
+    addresses or socket directories (`/...`, `@...`), which pass."""
+    for host in hosts.split(","):
+        host = host.strip()
+        if not host or host.startswith(("/", "@")):
+            continue
+        try:
+            host.encode("idna")
+        except UnicodeError:
+            raise InvalidInput(
+                f"store location {describe(location)} names the host {host[:80]!r}, which is "
+                "not a host name (an empty label, or a label longer than 63 characters)"
+            ) from None
 
 
 def describe(location: str) -> str:

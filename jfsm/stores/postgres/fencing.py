@@ -8,7 +8,9 @@ fencing token) and `lease_until`. Nothing holds a connection: ownership lives in
 one pool of connections (through PgBouncer in transaction mode too) serves every game of a
 process.
 
-- `open` locks the row (`FOR UPDATE`) and compares `lease_until` with the **server's** clock
+- `open` locks the row (`FOR UPDATE`) in a transaction that the server ends if its client
+  stalls between two statements for a lease (`idle_in_transaction_session_timeout`, R123),
+  and compares `lease_until` with the **server's** clock
   (`clock_timestamp()`): while the lease of another owner id is live a plain open is refused
   with `StoreLocked` naming the owner. The same owner id reclaims its game at once (a
   restarted worker with a stable id, decision R61), fencing its earlier incarnation.
@@ -23,8 +25,11 @@ process.
   `synchronous_commit = on` for its own transaction (`set_config(..., true)`), whatever the
   server's or the role's default.
 - An owner renews its lease on every write and on an idle timer (`RENEW`, one statement for
-  every game of a process); `close` ends the lease at once. A crashed owner's games become
-  free when their leases run out: failover takes at most `lease_seconds`.
+  every game of a process, each lease renewed only with its own token); `close` ends the
+  lease at once. A crashed owner's games become free when their leases run out: failover
+  takes at most `lease_seconds`.
+- Before a read is served, `CONFIRM` checks the token the same way (renewing the lease): a
+  superseded owner never serves its memory as current (R121).
 """
 
 from __future__ import annotations
@@ -35,7 +40,16 @@ import psycopg
 
 from jfsm.errors import InvalidInput, StoreLocked
 
-__all__ = ["CHECKPOINT", "COMMIT", "RELEASE", "RENEW", "SEED", "take_many", "take_ownership"]
+__all__ = [
+    "CHECKPOINT",
+    "COMMIT",
+    "CONFIRM",
+    "RELEASE",
+    "RENEW",
+    "SEED",
+    "take_many",
+    "take_ownership",
+]
 
 # Each write first sets synchronous_commit for its own (implicit) transaction: the commit of
 # that transaction reads it, so an acknowledged write is on disk whatever the server default.
@@ -89,9 +103,10 @@ SELECT seq FROM owner
 """
 )
 
-#: Renew the leases of (game, token) pairs still current; returns the games renewed. The
-#: rows are locked in game id order, as a group commit locks them (R152): two statements
-#: that lock several games never wait for each other in a cycle.
+#: Renew the leases of (game, token) pairs still current; returns the pairs renewed. A pair
+#: whose token is no longer the game's changes nothing: another owner's lease is never
+#: touched (JF-STORE-031). The rows are locked in game id order, as a group commit locks
+#: them (R152): two statements that lock several games never wait for each other in a cycle.
 RENEW = """
 WITH locked AS MATERIALIZED (
     SELECT g.game_id, o.token
@@ -102,7 +117,15 @@ WITH locked AS MATERIALIZED (
 UPDATE jfsm_game g SET lease_until = clock_timestamp() + make_interval(secs => %(lease)s)
 FROM locked l
 WHERE g.game_id = l.game_id AND g.token = l.token
-RETURNING g.game_id
+RETURNING g.game_id, g.token
+"""
+
+#: Before a read is served (JF-STORE-030, R121): renew this owner's lease if its token is
+#: still the game's; no row means a newer owner took the game.
+CONFIRM = """
+UPDATE jfsm_game SET lease_until = clock_timestamp() + make_interval(secs => %(lease)s)
+WHERE game_id = %(game)s AND token = %(token)s
+RETURNING seq
 """
 
 #: End a lease at once (close): the next plain open succeeds without waiting.
@@ -110,7 +133,18 @@ RELEASE = """
 UPDATE jfsm_game SET lease_until = NULL WHERE game_id = %(game)s AND token = %(token)s
 """
 
-_SYNC = "SELECT set_config('synchronous_commit', 'on', true)"
+# An open's transaction also ends itself (the server closes the session) if its client stops
+# between two of its statements for longer than a lease: a frozen opener holds the game's
+# row lock no longer than that (JF-STORE-033, R123).
+_SYNC = (
+    "SELECT set_config('synchronous_commit', 'on', true),"
+    " set_config('idle_in_transaction_session_timeout', %s, true)"
+)
+
+
+def _idle_limit(lease_seconds: float) -> tuple[str]:
+    """The lease as a timeout setting (the server takes at most 2^31 - 1 ms, about 24 days)."""
+    return (f"{min(2**31 - 1, max(1, round(lease_seconds * 1000)))}ms",)
 
 
 async def take_ownership(
@@ -130,7 +164,7 @@ async def take_ownership(
     is False), `StoreLocked` while another owner's lease is live (unless `takeover`);
     psycopg errors propagate. The caller's transaction rolls back on any error.
     """
-    await conn.execute(_SYNC)
+    await conn.execute(_SYNC, _idle_limit(lease_seconds))
     created = False
     if create is not False:
         cur = await conn.execute(
@@ -181,7 +215,7 @@ async def take_many(
     a few statements whatever their number: rows are locked in game id order (no deadlock
     between batches). `who[i]` is the owner id for `games[i]`. Returns ({game: (token, seq,
     created)} for the games taken, {game: owner} for those refused with a live lease)."""
-    await conn.execute(_SYNC)
+    await conn.execute(_SYNC, _idle_limit(lease_seconds))
     cur = await conn.execute(
         "INSERT INTO jfsm_game (game_id) SELECT unnest(%s::text[])"
         " ON CONFLICT (game_id) DO NOTHING RETURNING game_id",

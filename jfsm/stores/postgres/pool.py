@@ -142,11 +142,11 @@ class PgPool:
     def unregister(self, store: Leased) -> None:
         self._stores.discard(store)
 
-    async def renew(self) -> int:
-        """Renew every registered store's lease now (one statement); the stores whose token
-        is no longer current are told (`lost_lease`). Returns how many were renewed.
-        Raises `StoreUnavailable` when the server cannot be reached."""
-        stores = [s for s in list(self._stores) if s.token]
+    async def renew(self, only: list[Leased] | None = None) -> int:
+        """Renew every registered store's lease now, or those of `only` (one statement); the
+        stores whose token is no longer current are told (`lost_lease`). Returns how many
+        were renewed. Raises `StoreUnavailable` when the server cannot be reached."""
+        stores = [s for s in (list(self._stores) if only is None else only) if s.token]
         if not stores:
             return 0
         params = {
@@ -157,11 +157,11 @@ class PgPool:
         try:
             async with self.connection() as conn:
                 cur = await conn.execute(RENEW, params)
-                renewed = {row[0] for row in await cur.fetchall()}
+                renewed = {(row[0], int(row[1])) for row in await cur.fetchall()}
         except psycopg.Error as exc:
             raise connection_error(exc, self.conninfo, "renew leases at") from None
-        for store in stores:
-            if store.game_id not in renewed:
+        for store in stores:  # by (game, token): a superseded store of a renewed game too
+            if (store.game_id, store.token) not in renewed:
                 store.lost_lease()
         return len(renewed)
 

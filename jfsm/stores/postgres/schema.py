@@ -31,7 +31,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from jfsm.errors import StoreUnavailable, StoreUnusable
-from jfsm.stores.postgres.conninfo import describe, is_permanent, scrub
+from jfsm.stores.postgres.conninfo import check_host_names, describe, is_permanent, scrub
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -109,6 +109,9 @@ def connect(conninfo: str, *, keepalive_seconds: int | None = None) -> psycopg.C
         return psycopg.connect(conninfo, autocommit=True, connect_timeout=10)
     except psycopg.Error as exc:
         raise connection_error(exc, conninfo) from None
+    except UnicodeError:  # a host name the idna codec refuses (`a..b`): one line (R160)
+        check_host_names(str(conninfo_to_dict(conninfo).get("host") or ""), conninfo)
+        raise
 
 
 def connection_error(

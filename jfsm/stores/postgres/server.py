@@ -15,11 +15,13 @@ socket all the same.
 `TemporaryBouncer(server)` starts a real PgBouncer (`/usr/sbin/pgbouncer`) in transaction
 pooling mode in front of it, on a free loopback port.
 
-As a command, `python -m jfsm.stores.postgres.server [--pgbouncer] COMMAND...` runs COMMAND while
-a temporary server runs, with `JFSM_PG_URL` set to the URL of its empty database `jfsm`
-(with `--pgbouncer`: the URL through a temporary PgBouncer, the direct one in
-`JFSM_PG_DIRECT_URL`), then stops them (whatever COMMAND's outcome) and exits with
-COMMAND's status (CI uses this).
+As a command, `jfsm pg-server` or `python -m jfsm.stores.postgres.server [--pgbouncer]
+[COMMAND...]`: without COMMAND it prints `JFSM_PG_URL=URL` (the URL of its empty database
+`jfsm`) and serves until Ctrl-C or SIGTERM (exit 0), for trying the PostgreSQL store
+locally; with COMMAND it runs COMMAND with `JFSM_PG_URL` set (with `--pgbouncer`: the URL
+through a temporary PgBouncer, the direct one in `JFSM_PG_DIRECT_URL`), then stops them
+(whatever COMMAND's outcome) and exits with COMMAND's status (CI uses this). Either way the
+server's data is deleted when it stops. Its errors are one line and exit 2 (decision R160).
 
 Errors: `find_binaries` returns None when the binaries are missing (callers skip and say
 so); `start` raises `RuntimeError` with the server's log when initdb or the server fail.
@@ -32,6 +34,7 @@ import contextlib
 import glob
 import os
 import pwd
+import shlex
 import shutil
 import signal
 import socket
@@ -40,8 +43,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from types import TracebackType
+from types import FrameType, TracebackType
 from urllib.parse import quote
+
+from jfsm.usage import UsageParser, usage_error
 
 __all__ = [
     "TemporaryBouncer",
@@ -321,19 +326,20 @@ class TemporaryBouncer:
         self.stop()
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """`python -m jfsm.stores.postgres.server [-h] [--pgbouncer] COMMAND [ARG...]`."""
-    parser = argparse.ArgumentParser(
-        prog="python -m jfsm.stores.postgres.server",
-        description="Run COMMAND while a throwaway PostgreSQL server runs, with JFSM_PG_URL "
-        "set to its empty database jfsm; stop the server afterwards and exit with COMMAND's "
-        "status.",
+def build_parser(prog: str = "python -m jfsm.stores.postgres.server") -> argparse.ArgumentParser:
+    """`[-h] [--pgbouncer] [COMMAND [ARG...]]` (also `jfsm pg-server`)."""
+    parser = UsageParser(
+        prog=prog,
+        description="A throwaway PostgreSQL server from this machine's binaries, with an "
+        "empty database jfsm. Without COMMAND: print its URL (JFSM_PG_URL=...) and serve "
+        "until Ctrl-C. With COMMAND: run it with JFSM_PG_URL set to that URL, then exit "
+        "with COMMAND's status. Either way the server is stopped and its data deleted.",
     )
     parser.add_argument(
         "--pgbouncer",
         action="store_true",
         help="also start a PgBouncer in transaction pooling mode in front of the server, "
-        "and point JFSM_PG_URL at it",
+        "and point JFSM_PG_URL at it (the direct URL is JFSM_PG_DIRECT_URL)",
     )
     parser.add_argument(
         "command", metavar="COMMAND ...", nargs=argparse.REMAINDER, help="the program to run"
@@ -341,23 +347,62 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run a command while a temporary server runs (see the module docstring). `-h`
-    prints the usage and exits 0; no COMMAND prints it and exits 2 (argparse)."""
-    parser = build_parser()
+def main(argv: list[str] | None = None, *, prog: str | None = None) -> int:
+    """Serve a throwaway server, or run a command while one runs (see the module docstring).
+
+    `-h` prints the usage and exits 0. A missing binary, a server that does not start or
+    psycopg missing is one line and exit 2 (R160). Ctrl-C or SIGTERM stops the server: exit
+    0 without COMMAND, 130 (one line) while COMMAND runs."""
+    parser = build_parser(prog or "python -m jfsm.stores.postgres.server")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    command, bouncer = args.command, args.pgbouncer
-    if not command:
-        parser.error("COMMAND is missing")
-    with TemporaryServer() as server:
-        server.create_database("jfsm")
-        env = {**os.environ, "JFSM_PG_URL": server.url("jfsm")}
-        if not bouncer:
-            return subprocess.run(command, env=env, check=False).returncode
-        with TemporaryBouncer(server) as front:
-            env["JFSM_PG_URL"] = front.url("jfsm")
-            env["JFSM_PG_DIRECT_URL"] = server.url("jfsm")
-            return subprocess.run(command, env=env, check=False).returncode
+    command, bouncer, name = args.command, args.pgbouncer, parser.prog
+    if command[:1] == ["--"]:
+        command = command[1:]
+    try:
+        import psycopg  # noqa: F401  (creating the database `jfsm` needs it)
+    except ImportError:
+        return usage_error(name, "needs the extra jfsm[postgres] (psycopg 3)")
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    serving = False
+    try:
+        with contextlib.ExitStack() as stack:
+            try:
+                server = stack.enter_context(TemporaryServer())
+                server.create_database("jfsm")
+                env = {**os.environ, "JFSM_PG_URL": server.url("jfsm")}
+                if bouncer:
+                    front = stack.enter_context(TemporaryBouncer(server))
+                    env["JFSM_PG_URL"] = front.url("jfsm")
+                    env["JFSM_PG_DIRECT_URL"] = server.url("jfsm")
+            except RuntimeError as exc:  # no binaries, initdb or the server failed
+                return usage_error(name, f"cannot start PostgreSQL: {exc}")
+            if command:
+                try:
+                    return subprocess.run(command, env=env, check=False).returncode
+                except OSError as exc:  # COMMAND not found or not executable
+                    return usage_error(name, f"cannot run {command[0]!r}: {exc.strerror or exc}")
+            serving = True  # from here on, Ctrl-C is the way to stop it
+            print(f"JFSM_PG_URL={shlex.quote(env['JFSM_PG_URL'])}", flush=True)
+            print(
+                f"{name}: a throwaway PostgreSQL server (data in {server.directory}, deleted "
+                "when it stops); Ctrl-C stops it",
+                file=sys.stderr,
+                flush=True,
+            )
+            while True:
+                time.sleep(3600)
+    except KeyboardInterrupt:  # the server is stopped and its data deleted by now
+        if serving:
+            return 0
+        print(f"{name}: interrupted; the server is stopped", file=sys.stderr)
+        return 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM stops the server like Ctrl-C."""
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 if __name__ == "__main__":

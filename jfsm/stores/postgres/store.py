@@ -28,17 +28,21 @@ No message carries the connection string's password.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import psycopg
 
-from jfsm.errors import StoreFenced, StoreUnavailable
+from jfsm.errors import BlockingCallInLoop, StoreFenced, StoreUnavailable
 from jfsm.image import QUOTA_BYTES, StoreImage, seeded_image
+from jfsm.limits import validate_owner
+from jfsm.private_loop import run as run_on_private_loop
 from jfsm.projection import Projection
 from jfsm.stores.postgres.fencing import (
     CHECKPOINT,
+    CONFIRM,
     RELEASE,
     SEED,
     take_many,
@@ -109,6 +113,7 @@ class PostgresStore:
         }
         self._broken: int | None = None  # the seq of a write whose outcome is unknown
         self._fenced = False
+        self._writes = 0  # writes this handle landed: each proved its ownership (R121)
         pool.register(self)
 
     @classmethod
@@ -132,12 +137,15 @@ class PostgresStore:
         does not, None creates it if missing. `lease_seconds` (default
         `JFSM_PG_LEASE_SECONDS` or 30) picks the process's pool (one per lease length);
         `pool_size` sizes it when this open creates it. `owner` is the lease's owner id
-        (default: unique to this open); a given owner id reclaims its own live lease at once
+        (default: unique to this open; `InvalidInput` unless it matches
+        `jfsm.limits.OWNER_PATTERN`); a given owner id reclaims its own live lease at once
         (a restarted worker, R61). `group_commit` (default `JFSM_PG_GROUP_COMMIT`, on):
         this game's commits share statements with the pool's other games' (R152, module
         `group`). Other errors: see the module docstring; nothing changes on error.
         """
         check_game_id(game_id)
+        if owner is not None:
+            validate_owner(owner)
         pool = await shared_pool(conninfo, max_size=pool_size, lease_seconds=lease_seconds)
         who = owner or f"{pool.owner}:{next(_opens)}"  # unique: never reclaims another's
         try:
@@ -191,16 +199,80 @@ class PostgresStore:
         }
         return stores, refused
 
+    @classmethod
+    def open_sync(
+        cls,
+        conninfo: str,
+        game_id: str,
+        *,
+        quota: int = QUOTA_BYTES,
+        takeover: bool = False,
+        create: bool | None = None,
+        lease_seconds: float | None = None,
+        pool_size: int | None = None,
+        owner: str | None = None,
+        group_commit: bool | None = None,
+    ) -> PostgresStore:
+        """`open` for blocking code (decision R162): the store is opened on the process's
+        private event loop (`jfsm.private_loop`), the loop `SyncGameEngine` runs on, so pass
+        it to a `SyncGameEngine`; in async code, `await PostgresStore.open(...)`. Arguments
+        and errors as `open`; `BlockingCallInLoop` when called from a running event loop."""
+        if asyncio._get_running_loop() is not None:
+            raise BlockingCallInLoop(
+                "PostgresStore.open_sync blocks, and was called from a running event loop; "
+                "nothing was opened: in async code, `await PostgresStore.open(...)`",
+                state="closed",
+            )
+        return run_on_private_loop(
+            cls.open(
+                conninfo,
+                game_id,
+                quota=quota,
+                takeover=takeover,
+                create=create,
+                lease_seconds=lease_seconds,
+                pool_size=pool_size,
+                owner=owner,
+                group_commit=group_commit,
+            )
+        )
+
     # -- the Store protocol --------------------------------------------------------------
     @property
     def image(self) -> StoreImage:
         return self._image
 
     @property
+    def writes(self) -> int:
+        """How many writes this handle landed (each checked its token at the store)."""
+        return self._writes
+
+    @property
     def seq(self) -> int:
         """How many writes (commits, checkpoints, seeds) of this game have landed, as of
         this store's last successful write or its open."""
         return self._seq
+
+    async def confirm(self) -> None:
+        """Before serving a read (decision R121): one statement checks that this handle's
+        token is still the game's, renewing the lease. Raises `StoreFenced` (state `fenced`)
+        once another owner took the game, `StoreUnavailable` on a closed store, when the
+        server cannot be reached (nothing changed) or, on a broken store, as a write would
+        (a write whose outcome is unknown is resolved first)."""
+        await self._require_writable()
+        pool = self._pool
+        assert pool is not None
+        params = {"game": self.game_id, "token": self.token, "lease": pool.lease_seconds}
+        try:
+            async with pool.connection() as conn:
+                cur = await conn.execute(CONFIRM, params)
+                row = await cur.fetchone()
+        except psycopg.Error as exc:
+            error = connection_error(exc, pool.conninfo, f"check the owner of {self.game_id!r} at")
+            raise type(error)(error.message, state="open") from None
+        if row is None:
+            self._fenced = True
+            raise self.fenced_error()
 
     async def commit(self, projection: Projection) -> None:
         """Write `projection` fenced by this owner's token (renewing the lease), in one
@@ -234,6 +306,7 @@ class PostgresStore:
             self._fenced = True
             raise self.fenced_error()
         self._seq = seq
+        self._writes += 1
         self._image.apply_unchecked(projection)
         self._dirty.update(dict.fromkeys(projection.touched()))
 
@@ -298,6 +371,15 @@ class PostgresStore:
             raise self.fenced_error()
         self._fenced = True  # nothing more to release
         await self.close()
+
+    async def renew(self) -> bool:
+        """Renew this owner's lease now, as the idle timer does (only while its token is
+        still the game's, JF-STORE-031); returns whether it was. Raises `StoreUnavailable`
+        on a closed store or when the server cannot be reached."""
+        pool = self._pool
+        if pool is None:
+            raise StoreUnavailable(f"store of game {self.game_id!r} is closed", state="closed")
+        return not self._fenced and await pool.renew([self]) == 1
 
     def lost_lease(self) -> None:
         """The renewal timer found a newer token: every write is refused from now on."""
@@ -393,6 +475,7 @@ class PostgresStore:
             self._fenced = True
             raise self.fenced_error()
         self._seq = int(row[0])
+        self._writes += 1
 
     def _lost(self, what: str, expected: int) -> StoreUnavailable:
         return StoreUnavailable(

@@ -27,28 +27,28 @@ from __future__ import annotations
 from importlib import metadata
 from typing import Any
 
-from ..adapter import Scope, Unavailable
-from ..summarizer import ScriptedSummarizer
+from google.adk.agents import LlmAgent
+from google.adk.apps.app import App, EventsCompactionConfig
+from google.adk.apps.llm_event_summarizer import LlmEventSummarizer
+from google.adk.events import Event
+from google.adk.flows.llm_flows.context._compaction import _process_compaction_events
+from google.adk.models.base_llm import BaseLlm
+from google.adk.models.llm_response import LlmResponse
+from google.adk.runners import Runner
+from google.adk.sessions import InMemorySessionService
+from google.genai import types
 
-__all__ = ["factory", "scope"]
+from jfsm_conformance.profile import AdapterSpec, ObservedStorage, Scope, ScriptedSummarizer
+
+__all__ = ["AdkCompactionAdapter", "ProfileLlm", "ProfileSessionService", "adapter", "scope"]
 
 APP, USER, SESSION, AGENT = "jfsm_profile", "user", "s1", "agent"
 
 
-def _require() -> str:
-    try:
-        import google.adk.apps.compaction  # noqa: F401
-    except ImportError as exc:
-        raise Unavailable(
-            f"google-adk is not installed ({exc}); install the extra profile-adk"
-        ) from exc
-    return metadata.version("google-adk")
-
-
-def scope(variant: str = "") -> Scope:
+def scope() -> Scope:
     return Scope(
         library="google-adk",
-        version=_require(),
+        version=metadata.version("google-adk"),
         entry_point="Runner._run_post_invocation_compaction (sliding window, "
         "InMemorySessionService)",
         writers="multi",
@@ -63,8 +63,6 @@ def scope(variant: str = "") -> Scope:
 
 
 def _texts(events: list[Any]) -> list[str]:
-    from google.adk.flows.llm_flows.context._compaction import _process_compaction_events
-
     out = []
     for event in _process_compaction_events(events):
         parts = event.content.parts if event.content and event.content.parts else []
@@ -72,51 +70,42 @@ def _texts(events: list[Any]) -> list[str]:
     return out
 
 
-def _classes() -> tuple[Any, Any]:
-    from google.adk.models.base_llm import BaseLlm
-    from google.adk.models.llm_response import LlmResponse
-    from google.adk.sessions import InMemorySessionService
-    from google.genai import types
+class ProfileLlm(BaseLlm):
+    """A `BaseLlm` whose replies are the scripted summarizer's (async, so it can be held),
+    answered through `LlmResponse.create` with finish reason STOP."""
 
-    class ProfileLlm(BaseLlm):
-        summarizer: Any = None
+    summarizer: Any = None
 
-        async def generate_content_async(self, llm_request: Any, stream: bool = False) -> Any:
-            prompt = "".join(p.text or "" for c in llm_request.contents for p in c.parts or [])
-            text = await self.summarizer.summarize(prompt)
-            content = types.Content(role="model", parts=[types.Part(text=text)])
-            candidate = types.Candidate(content=content, finish_reason=types.FinishReason.STOP)
-            yield LlmResponse.create(types.GenerateContentResponse(candidates=[candidate]))
+    async def generate_content_async(self, llm_request: Any, stream: bool = False) -> Any:
+        prompt = "".join(p.text or "" for c in llm_request.contents for p in c.parts or [])
+        text = await self.summarizer.summarize(prompt)
+        content = types.Content(role="model", parts=[types.Part(text=text)])
+        candidate = types.Candidate(content=content, finish_reason=types.FinishReason.STOP)
+        yield LlmResponse.create(types.GenerateContentResponse(candidates=[candidate]))
 
-    class ProfileSessionService(InMemorySessionService):
-        def __init__(self) -> None:
-            super().__init__()
-            self.states: list[list[str]] = []
-            self.fail_next = False
 
-        async def append_event(self, session: Any, event: Any) -> Any:
-            if self.fail_next and event.actions and event.actions.compaction:
-                self.fail_next = False
-                raise ConnectionError("scripted session store write failure")
-            out = await super().append_event(session=session, event=event)
-            stored = await self.get_session(app_name=APP, user_id=USER, session_id=SESSION)
-            self.states.append(_texts(stored.events))
-            return out
+class ProfileSessionService(InMemorySessionService):
+    """ADK's `InMemorySessionService`, recording the prompt view after every write and
+    failing its next compaction write when armed."""
 
-    return ProfileLlm, ProfileSessionService
+    def __init__(self) -> None:
+        super().__init__()
+        self.observed = ObservedStorage()
+
+    async def append_event(self, session: Any, event: Any) -> Any:
+        if event.actions and event.actions.compaction:
+            self.observed.fail_if_armed("scripted session store write failure")
+        out = await super().append_event(session=session, event=event)
+        stored = await self.get_session(app_name=APP, user_id=USER, session_id=SESSION)
+        self.observed.record(_texts(stored.events))
+        return out
 
 
 class AdkCompactionAdapter:
     def __init__(self, summarizer: ScriptedSummarizer) -> None:
-        from google.adk.agents import LlmAgent
-        from google.adk.apps.app import App, EventsCompactionConfig
-        from google.adk.apps.llm_event_summarizer import LlmEventSummarizer
-        from google.adk.runners import Runner
-
         self.scope = scope()
-        llm_cls, service_cls = _classes()
-        llm = llm_cls(model="jfsm-profile-fake", summarizer=summarizer)
-        self.service = service_cls()
+        llm = ProfileLlm(model="jfsm-profile-fake", summarizer=summarizer)
+        self.service = ProfileSessionService()
         config = EventsCompactionConfig(
             summarizer=LlmEventSummarizer(llm=llm), compaction_interval=2, overlap_size=1
         )
@@ -133,9 +122,6 @@ class AdkCompactionAdapter:
         return await self.service.get_session(app_name=APP, user_id=USER, session_id=SESSION)
 
     def _event(self, author: str, text: str, invocation: str) -> Any:
-        from google.adk.events import Event
-        from google.genai import types
-
         self.clock += 1.0
         role = "user" if author == USER else "model"
         return Event(
@@ -146,8 +132,6 @@ class AdkCompactionAdapter:
         )
 
     async def append(self, user: str, assistant: str) -> None:
-        from google.adk.events import Event
-
         session = await self._session()
         invocation = Event.new_id()
         await self.service.append_event(session, self._event(USER, user, invocation))
@@ -161,15 +145,13 @@ class AdkCompactionAdapter:
         return _texts((await self._session()).events)
 
     def observed_states(self) -> list[list[str]]:
-        states, self.service.states = self.service.states, []
-        return list(states)
+        return self.service.observed.take()
 
     def fail_next_write(self, armed: bool = True) -> None:
-        self.service.fail_next = armed
+        self.service.observed.arm(armed)
 
     async def close(self) -> None:
         await self.runner.close()
 
 
-def factory(variant: str = "") -> Any:
-    return AdkCompactionAdapter
+adapter = AdapterSpec(factory=AdkCompactionAdapter, scope=scope())

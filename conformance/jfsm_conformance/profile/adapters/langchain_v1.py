@@ -25,26 +25,30 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from importlib import metadata
 from typing import Any
 
-from ..adapter import AdapterSpec, Scope, Unavailable
-from ..summarizer import ScriptedSummarizer
+from langchain.agents.middleware import SummarizationMiddleware
+from langchain_core.language_models.chat_models import BaseChatModel
+from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langgraph.graph.message import add_messages
 
-__all__ = ["adapter_spec", "confirm_end_to_end", "factory", "profile_chat_model", "scope"]
+from jfsm_conformance.profile import AdapterSpec, ObservedStorage, Scope, ScriptedSummarizer
+
+__all__ = [
+    "ProfileChatModel",
+    "adapter",
+    "adapter_spec",
+    "confirm_end_to_end",
+    "profile_chat_model",
+    "scope",
+    "sync_adapter",
+    "trim_adapter",
+]
 
 TRIM_TOKENS = 14  # the `trim` variant's trim_tokens_to_summarize
-
-
-def _require() -> str:
-    try:
-        import langchain.agents.middleware  # noqa: F401
-        import langgraph.graph.message  # noqa: F401
-    except ImportError as exc:
-        raise Unavailable(
-            f"langchain>=1.0 is not installed ({exc}); install the extra profile-langchain"
-        ) from exc
-    return metadata.version("langchain")
 
 
 def scope(variant: str = "async", config: str = "") -> Scope:
@@ -55,7 +59,7 @@ def scope(variant: str = "async", config: str = "") -> Scope:
             config += f", trim_tokens_to_summarize={TRIM_TOKENS}"
     return Scope(
         library="langchain",
-        version=_require(),
+        version=metadata.version("langchain"),
         entry_point=f"SummarizationMiddleware.{hook} + langgraph add_messages",
         writers="single",
         failures=frozenset({"raise", "timeout", "empty"}),
@@ -75,30 +79,29 @@ def _text(content: Any) -> str:
     return str(content)
 
 
-def profile_chat_model(summarizer: ScriptedSummarizer) -> Any:
-    """A `BaseChatModel` answering with the scripted summarizer (see the module docs)."""
-    from langchain_core.language_models.chat_models import BaseChatModel
-    from langchain_core.messages import AIMessage
-    from langchain_core.outputs import ChatGeneration, ChatResult
+class ProfileChatModel(BaseChatModel):
+    """A `BaseChatModel` whose replies are the scripted summarizer's (see the module docs)."""
 
-    class ProfileChatModel(BaseChatModel):
-        @property
-        def _llm_type(self) -> str:
-            return "jfsm-profile-fake"
+    summarizer: Any = None
 
-        def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kw: Any):
-            text = "\n".join(_text(m.content) for m in messages)
-            reply = summarizer.summarize_sync(text)
-            return ChatResult(generations=[ChatGeneration(message=AIMessage(content=reply))])
+    @property
+    def _llm_type(self) -> str:
+        return "jfsm-profile-fake"
 
-        async def _agenerate(
-            self, messages: Any, stop: Any = None, run_manager: Any = None, **kw: Any
-        ):
-            text = "\n".join(_text(m.content) for m in messages)
-            reply = await summarizer.summarize(text)
-            return ChatResult(generations=[ChatGeneration(message=AIMessage(content=reply))])
+    def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kw: Any) -> Any:
+        reply = self.summarizer.summarize_sync("\n".join(_text(m.content) for m in messages))
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(content=reply))])
 
-    return ProfileChatModel()
+    async def _agenerate(
+        self, messages: Any, stop: Any = None, run_manager: Any = None, **kw: Any
+    ) -> Any:
+        reply = await self.summarizer.summarize("\n".join(_text(m.content) for m in messages))
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(content=reply))])
+
+
+def profile_chat_model(summarizer: ScriptedSummarizer) -> ProfileChatModel:
+    """A `BaseChatModel` answering with `summarizer` (see the module docs)."""
+    return ProfileChatModel(summarizer=summarizer)
 
 
 def _no_backoff(middleware: Any) -> None:
@@ -109,8 +112,6 @@ def _no_backoff(middleware: Any) -> None:
 
 def _default_middleware(variant: str) -> Callable[[Any], Any]:
     def make(model: Any) -> Any:
-        from langchain.agents.middleware import SummarizationMiddleware
-
         extra = {"trim_tokens_to_summarize": TRIM_TOKENS} if variant == "trim" else {}
         return SummarizationMiddleware(
             model=model, trigger=("messages", 4), keep=("messages", 2), **extra
@@ -134,17 +135,13 @@ class LangChainAdapter:
         )
         _no_backoff(self.middleware)
         self.messages: list[Any] = []
-        self.states: list[list[str]] = []
+        self.observed = ObservedStorage()
 
     def _apply(self, update: list[Any]) -> None:
-        from langgraph.graph.message import add_messages
-
         self.messages = list(add_messages(self.messages, update))
-        self.states.append([_text(m.content) for m in self.messages])
+        self.observed.record([_text(m.content) for m in self.messages])
 
     async def append(self, user: str, assistant: str) -> None:
-        from langchain_core.messages import AIMessage, HumanMessage
-
         self._apply([HumanMessage(content=user), AIMessage(content=assistant)])
 
     async def compact(self) -> None:
@@ -160,8 +157,7 @@ class LangChainAdapter:
         return [_text(m.content) for m in self.messages]
 
     def observed_states(self) -> list[list[str]]:
-        states, self.states = self.states, []
-        return states
+        return self.observed.take()
 
     def fail_next_write(self, armed: bool = True) -> None:
         return None  # not in scope: the checkpointer writes a node's update atomically
@@ -170,17 +166,13 @@ class LangChainAdapter:
         return None
 
 
-def factory(variant: str = "async") -> Any:
-    return lambda summarizer: LangChainAdapter(summarizer, variant or "async")
-
-
 def adapter_spec(
     make: Callable[[Any], Any], *, sync: bool = False, config: str = "your middleware"
 ) -> AdapterSpec:
     """An `AdapterSpec` for your own configured `SummarizationMiddleware` (or subclass):
     `make(model)` builds it around `model`, the profile's fake chat model (use it as the
     summary model). `sync=True` drives `before_model` instead of `abefore_model` (no hold).
-    `config` goes into the report's scope notes. Raises `Unavailable` without LangChain."""
+    `config` goes into the report's scope notes."""
     variant = "sync" if sync else "async"
     declared = scope(variant, config)
     return AdapterSpec(
@@ -195,9 +187,7 @@ def confirm_end_to_end(outcome: str = "empty") -> dict[str, Any]:
     model answering with the scripted `outcome` from the third turn on. Returns the thread's
     messages after the last turn and which of the first turns' texts are gone."""
     from langchain.agents import create_agent
-    from langchain.agents.middleware import SummarizationMiddleware
     from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-    from langchain_core.messages import AIMessage
     from langgraph.checkpoint.memory import InMemorySaver
 
     summarizer = ScriptedSummarizer()
@@ -238,3 +228,12 @@ def confirm_end_to_end(outcome: str = "empty") -> dict[str, Any]:
         "error": error,
         "summarizer": dict(summarizer.counts),
     }
+
+
+def _variant(variant: str) -> AdapterSpec:
+    return AdapterSpec(factory=partial(LangChainAdapter, variant=variant), scope=scope(variant))
+
+
+adapter = _variant("async")
+sync_adapter = _variant("sync")
+trim_adapter = _variant("trim")

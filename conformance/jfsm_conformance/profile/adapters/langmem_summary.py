@@ -21,26 +21,20 @@ from __future__ import annotations
 from importlib import metadata
 from typing import Any
 
-from ..adapter import Scope, Unavailable
-from ..summarizer import ScriptedSummarizer
+from langchain_core.messages import AIMessage, HumanMessage
+from langmem.short_term import asummarize_messages
+from langmem.short_term.summarization import DEFAULT_FINAL_SUMMARY_PROMPT
 
-__all__ = ["factory", "scope"]
+from jfsm_conformance.profile import AdapterSpec, Scope, ScriptedSummarizer
+from jfsm_conformance.profile.adapters.langchain_v1 import profile_chat_model
 
-
-def _require() -> str:
-    try:
-        import langmem.short_term.summarization  # noqa: F401
-    except ImportError as exc:
-        raise Unavailable(
-            f"langmem is not installed ({exc}); install the extra profile-langmem"
-        ) from exc
-    return metadata.version("langmem")
+__all__ = ["LangmemAdapter", "adapter", "scope"]
 
 
-def scope(variant: str = "") -> Scope:
+def scope() -> Scope:
     return Scope(
         library="langmem",
-        version=_require(),
+        version=metadata.version("langmem"),
         entry_point="langmem.short_term.asummarize_messages (running summary)",
         writers="single",
         failures=frozenset({"raise", "timeout", "empty"}),
@@ -62,8 +56,6 @@ def _count(messages: Any) -> int:
 
 class LangmemAdapter:
     def __init__(self, summarizer: ScriptedSummarizer) -> None:
-        from .langchain_v1 import profile_chat_model
-
         self.scope = scope()
         self.model = profile_chat_model(summarizer)
         self.messages: list[Any] = []
@@ -75,16 +67,12 @@ class LangmemAdapter:
         return f"msg-{self.ids}"
 
     async def append(self, user: str, assistant: str) -> None:
-        from langchain_core.messages import AIMessage, HumanMessage
-
         self.messages += [
             HumanMessage(content=user, id=self._id()),
             AIMessage(content=assistant, id=self._id()),
         ]
 
     async def compact(self) -> None:
-        from langmem.short_term import asummarize_messages
-
         result = await asummarize_messages(
             list(self.messages),
             running_summary=self.running,
@@ -98,8 +86,6 @@ class LangmemAdapter:
             self.running = result.running_summary
 
     async def read(self) -> list[str]:
-        from langmem.short_term.summarization import DEFAULT_FINAL_SUMMARY_PROMPT
-
         if self.running is None:
             return [str(m.content) for m in self.messages]
         last = self.running.last_summarized_message_id
@@ -123,5 +109,4 @@ class LangmemAdapter:
         return None
 
 
-def factory(variant: str = "") -> Any:
-    return LangmemAdapter
+adapter = AdapterSpec(factory=LangmemAdapter, scope=scope())

@@ -13,8 +13,9 @@ adapter:
   `add_messages`, the write half of `aput_messages`;
 - `compact` runs `Memory._manage_queue`, the step `aput_messages` runs after that write
   (split so the profile decides when compaction happens);
-- the block's `llm` is a `MockLLM` subclass whose `achat` hands the conversation to the
-  profile's summarizer and answers in the block's format
+- the block's `llm` is the profile's `MockLLM` (`ProfileLLM`, shared with the
+  `llamaindex-summary` adapter), whose `achat` hands the conversation to the profile's
+  summarizer and answers in the block's format
   (`<facts><fact>REPLY</fact></facts>`; an empty or blank reply is passed on as it is);
 - `read` is `aget()`: the facts in its system message, then the active messages;
 - the chat store is an in-process `AsyncDBChatStore` (the semantics of the default
@@ -33,29 +34,25 @@ import re
 from importlib import metadata
 from typing import Any
 
-from ..adapter import Scope, Unavailable
-from ..summarizer import ScriptedSummarizer
+from llama_index.core.llms import ChatMessage, MessageRole
+from llama_index.core.memory import FactExtractionMemoryBlock, Memory
+from llama_index.core.storage.chat_store.base_db import AsyncDBChatStore, MessageStatus
+from pydantic import PrivateAttr
 
-__all__ = ["factory", "scope"]
+from jfsm_conformance.profile import AdapterSpec, ObservedStorage, Scope, ScriptedSummarizer
+from jfsm_conformance.profile.adapters.llamaindex_summary import ProfileLLM, text_of
+
+__all__ = ["LlamaIndexMemoryAdapter", "ProfileChatStore", "adapter", "as_facts", "scope"]
 
 FACT = re.compile(r"<fact>(.*?)</fact>", re.DOTALL)
 KEY = "jfsm-profile"
+ACTIVE, ARCHIVED = MessageStatus.ACTIVE, MessageStatus.ARCHIVED
 
 
-def _require() -> str:
-    try:
-        import llama_index.core.memory  # noqa: F401
-    except ImportError as exc:
-        raise Unavailable(
-            f"llama-index-core is not installed ({exc}); install the extra profile-llamaindex"
-        ) from exc
-    return metadata.version("llama-index-core")
-
-
-def scope(variant: str = "") -> Scope:
+def scope() -> Scope:
     return Scope(
         library="llama-index-core",
-        version=_require(),
+        version=metadata.version("llama-index-core"),
         entry_point="llama_index.core.memory.Memory._manage_queue (run by aput_messages) "
         "with a FactExtractionMemoryBlock",
         writers="single",
@@ -80,104 +77,78 @@ def _one_token(text: str) -> list[str]:
     return [text]
 
 
-def _text(message: Any) -> str:
-    return "".join(getattr(b, "text", "") or "" for b in message.blocks)
+def as_facts(reply: str) -> str:
+    """A reply in the fact block's format (`<facts><fact>REPLY</fact></facts>`); an empty or
+    blank reply is passed on as it is."""
+    return f"<facts>\n  <fact>{reply}</fact>\n</facts>" if reply.strip() else reply
 
 
-def _classes() -> tuple[Any, Any]:
-    from llama_index.core.base.llms.types import ChatMessage, ChatResponse, MessageRole
-    from llama_index.core.llms import MockLLM
-    from llama_index.core.llms.callbacks import llm_chat_callback
-    from llama_index.core.storage.chat_store.base_db import AsyncDBChatStore, MessageStatus
-    from pydantic import PrivateAttr
+class ProfileChatStore(AsyncDBChatStore):
+    """An in-process `AsyncDBChatStore`: rows of (key, status, message) in a list, the
+    semantics of `SQLAlchemyChatStore` without its database thread."""
 
-    ACTIVE, ARCHIVED = MessageStatus.ACTIVE, MessageStatus.ARCHIVED
+    _rows: list[Any] = PrivateAttr(default_factory=list)
+    _observed: ObservedStorage = PrivateAttr(default_factory=ObservedStorage)
+    _facts: Any = PrivateAttr(default=None)
 
-    class ProfileLLM(MockLLM):
-        _summarizer: Any = PrivateAttr(default=None)
+    def _record(self, key: str) -> None:
+        active = [m for k, s, m in self._rows if k == key and s == ACTIVE]
+        self._observed.record([*self._facts(), *(text_of(m) for m in active)])
 
-        @llm_chat_callback()
-        async def achat(self, messages: Any, **kwargs: Any) -> Any:
-            reply = await self._summarizer.summarize("\n".join(_text(m) for m in messages))
-            content = f"<facts>\n  <fact>{reply}</fact>\n</facts>" if reply.strip() else reply
-            return ChatResponse(message=ChatMessage(role=MessageRole.ASSISTANT, content=content))
+    async def get_messages(
+        self, key: str, status: Any = ACTIVE, limit: Any = None, offset: Any = None
+    ) -> list[Any]:
+        rows = [m for k, s, m in self._rows if k == key and (status is None or s == status)]
+        rows = rows[offset or 0 :]
+        return rows[:limit] if limit is not None else rows
 
-    class ProfileChatStore(AsyncDBChatStore):
-        """An in-process `AsyncDBChatStore`: rows of (key, status, message) in a list, the
-        semantics of `SQLAlchemyChatStore` without its database thread."""
+    async def count_messages(self, key: str, status: Any = ACTIVE) -> int:
+        return len(await self.get_messages(key, status))
 
-        _rows: list[Any] = PrivateAttr(default_factory=list)
-        _states: list[Any] = PrivateAttr(default_factory=list)
-        _fail_next: bool = PrivateAttr(default=False)
-        _facts: Any = PrivateAttr(default=None)
+    async def add_message(self, key: str, message: Any, status: Any = ACTIVE) -> None:
+        await self.add_messages(key, [message], status)
 
-        def _record(self, key: str) -> None:
-            active = [m for k, s, m in self._rows if k == key and s == ACTIVE]
-            self._states.append([*self._facts(), *(_text(m) for m in active)])
+    async def add_messages(self, key: str, messages: list[Any], status: Any = ACTIVE) -> None:
+        self._rows += [(key, MessageStatus(status), m) for m in messages]
+        self._record(key)
 
-        async def get_messages(
-            self, key: str, status: Any = ACTIVE, limit: Any = None, offset: Any = None
-        ) -> list[Any]:
-            rows = [m for k, s, m in self._rows if k == key and (status is None or s == status)]
-            rows = rows[offset or 0 :]
-            return rows[:limit] if limit is not None else rows
+    async def set_messages(self, key: str, messages: list[Any], status: Any = ACTIVE) -> None:
+        self._rows = [r for r in self._rows if r[0] != key]
+        await self.add_messages(key, messages, status)
 
-        async def count_messages(self, key: str, status: Any = ACTIVE) -> int:
-            return len(await self.get_messages(key, status))
+    async def delete_message(self, key: str, idx: int) -> Any:
+        mine = [i for i, r in enumerate(self._rows) if r[0] == key]
+        return self._rows.pop(mine[idx])[2] if idx < len(mine) else None
 
-        async def add_message(self, key: str, message: Any, status: Any = ACTIVE) -> None:
-            await self.add_messages(key, [message], status)
+    async def delete_messages(self, key: str, status: Any = None) -> None:
+        self._rows = [r for r in self._rows if not (r[0] == key and status in (None, r[1]))]
+        self._record(key)
 
-        async def add_messages(self, key: str, messages: list[Any], status: Any = ACTIVE) -> None:
-            self._rows += [(key, MessageStatus(status), m) for m in messages]
-            self._record(key)
+    async def delete_oldest_messages(self, key: str, n: int) -> list[Any]:
+        picked = [i for i, r in enumerate(self._rows) if r[0] == key and r[1] == ACTIVE][:n]
+        out = [self._rows[i][2] for i in picked]
+        self._rows = [r for i, r in enumerate(self._rows) if i not in picked]
+        self._record(key)
+        return out
 
-        async def set_messages(self, key: str, messages: list[Any], status: Any = ACTIVE) -> None:
-            self._rows = [r for r in self._rows if r[0] != key]
-            await self.add_messages(key, messages, status)
+    async def archive_oldest_messages(self, key: str, n: int) -> list[Any]:
+        self._observed.fail_if_armed("scripted chat store write failure")
+        picked = [i for i, r in enumerate(self._rows) if r[0] == key and r[1] == ACTIVE][:n]
+        out = [self._rows[i][2] for i in picked]
+        for i in picked:
+            self._rows[i] = (key, ARCHIVED, self._rows[i][2])
+        self._record(key)
+        return out
 
-        async def delete_message(self, key: str, idx: int) -> Any:
-            mine = [i for i, r in enumerate(self._rows) if r[0] == key]
-            return self._rows.pop(mine[idx])[2] if idx < len(mine) else None
-
-        async def delete_messages(self, key: str, status: Any = None) -> None:
-            self._rows = [r for r in self._rows if not (r[0] == key and status in (None, r[1]))]
-            self._record(key)
-
-        async def delete_oldest_messages(self, key: str, n: int) -> list[Any]:
-            picked = [i for i, r in enumerate(self._rows) if r[0] == key and r[1] == ACTIVE][:n]
-            out = [self._rows[i][2] for i in picked]
-            self._rows = [r for i, r in enumerate(self._rows) if i not in picked]
-            self._record(key)
-            return out
-
-        async def archive_oldest_messages(self, key: str, n: int) -> list[Any]:
-            if self._fail_next:
-                self._fail_next = False
-                raise ConnectionError("scripted chat store write failure")
-            picked = [i for i, r in enumerate(self._rows) if r[0] == key and r[1] == ACTIVE][:n]
-            out = [self._rows[i][2] for i in picked]
-            for i in picked:
-                self._rows[i] = (key, ARCHIVED, self._rows[i][2])
-            self._record(key)
-            return out
-
-        async def get_keys(self) -> list[str]:
-            return sorted({r[0] for r in self._rows})
-
-    return ProfileLLM, ProfileChatStore
+    async def get_keys(self) -> list[str]:
+        return sorted({r[0] for r in self._rows})
 
 
 class LlamaIndexMemoryAdapter:
     def __init__(self, summarizer: ScriptedSummarizer) -> None:
-        from llama_index.core.memory import FactExtractionMemoryBlock, Memory
-
         self.scope = scope()
-        llm_cls, store_cls = _classes()
-        llm = llm_cls()
-        llm._summarizer = summarizer
-        self.block = FactExtractionMemoryBlock(llm=llm)
-        self.store = store_cls()
+        self.block = FactExtractionMemoryBlock(llm=ProfileLLM(summarizer, as_facts))
+        self.store = ProfileChatStore()
         self.store._facts = lambda: list(self.block.facts)
         self.memory = Memory.from_defaults(
             session_id=KEY,
@@ -190,8 +161,6 @@ class LlamaIndexMemoryAdapter:
         self.memory.sql_store = self.store
 
     async def append(self, user: str, assistant: str) -> None:
-        from llama_index.core.llms import ChatMessage, MessageRole
-
         await self.store.add_messages(
             KEY,
             [
@@ -207,21 +176,19 @@ class LlamaIndexMemoryAdapter:
         out: list[str] = []
         for message in await self.memory.aget():
             if message.role == "system":
-                out += [f.strip() for f in FACT.findall(_text(message))]
+                out += [f.strip() for f in FACT.findall(text_of(message))]
             else:
-                out.append(_text(message))
+                out.append(text_of(message))
         return out
 
     def observed_states(self) -> list[list[str]]:
-        states, self.store._states = self.store._states, []
-        return list(states)
+        return self.store._observed.take()
 
     def fail_next_write(self, armed: bool = True) -> None:
-        self.store._fail_next = armed
+        self.store._observed.arm(armed)
 
     async def close(self) -> None:
         return None
 
 
-def factory(variant: str = "") -> Any:
-    return LlamaIndexMemoryAdapter
+adapter = AdapterSpec(factory=LlamaIndexMemoryAdapter, scope=scope())

@@ -20,29 +20,29 @@ import logging
 from importlib import metadata
 from typing import Any, cast
 
-from ..adapter import Scope, Unavailable
-from ..summarizer import ScriptedSummarizer, SummarizerFailed, SummarizerTimeout
+import openai
+from agents.memory import OpenAIResponsesCompactionSession
+from openai import _exceptions
+from openai.types.responses import CompactedResponse
 
-__all__ = ["factory", "scope"]
+from jfsm_conformance.profile import (
+    AdapterSpec,
+    ObservedStorage,
+    Scope,
+    ScriptedSummarizer,
+    SummarizerFailed,
+    SummarizerTimeout,
+)
+
+__all__ = ["InMemoryStore", "OpenAIAgentsAdapter", "adapter", "scope", "text_of"]
 
 _URL = "https://api.openai.com/v1/responses/compact"
 
 
-def _require() -> str:
-    try:
-        import agents  # noqa: F401
-        import openai  # noqa: F401
-    except ImportError as exc:
-        raise Unavailable(
-            f"openai-agents is not installed ({exc}); install the extra profile-openai-agents"
-        ) from exc
-    return metadata.version("openai-agents")
-
-
-def scope(variant: str = "") -> Scope:
+def scope() -> Scope:
     return Scope(
         library="openai-agents",
-        version=_require(),
+        version=metadata.version("openai-agents"),
         entry_point="OpenAIResponsesCompactionSession.run_compaction (custom Session store)",
         writers="multi",
         failures=frozenset({"raise", "timeout", "empty", "write_fail"}),
@@ -86,11 +86,10 @@ class InMemoryStore:
         self.session_id = session_id
         self.session_settings = None
         self.items: list[Any] = []
-        self.states: list[list[str]] = []
-        self.fail_next_add = False
+        self.observed = ObservedStorage()
 
     def _record(self) -> None:
-        self.states.append([text_of(i) for i in self.items])
+        self.observed.record([text_of(i) for i in self.items])
 
     async def get_items(self, limit: int | None = None) -> list[Any]:
         await asyncio.sleep(0)
@@ -99,9 +98,7 @@ class InMemoryStore:
 
     async def add_items(self, items: list[Any]) -> None:
         await asyncio.sleep(0)
-        if self.fail_next_add:
-            self.fail_next_add = False
-            raise ConnectionError("scripted storage write failure")
+        self.observed.fail_if_armed()
         self.items.extend(items)
         self._record()
         await asyncio.sleep(0)
@@ -125,10 +122,6 @@ class _FakeResponses:
         self.calls = 0
 
     async def compact(self, **kwargs: Any) -> Any:
-        import openai
-        from openai import _exceptions
-        from openai.types.responses import CompactedResponse
-
         # the HTTP library openai itself builds its errors on (httpx, or httpx2 lately)
         httpx: Any = getattr(_exceptions, "httpx2", None) or getattr(_exceptions, "httpx")  # noqa: B009
 
@@ -181,8 +174,6 @@ class _FakeClient:
 
 class OpenAIAgentsAdapter:
     def __init__(self, summarizer: ScriptedSummarizer) -> None:
-        from agents.memory import OpenAIResponsesCompactionSession
-
         self.scope = scope()
         for name in ("openai.agents", "openai-agents.openai.compaction"):
             logging.getLogger(name).setLevel(logging.CRITICAL)  # expected restore warnings
@@ -207,15 +198,13 @@ class OpenAIAgentsAdapter:
         return [text_of(i) for i in await self.session.get_items()]
 
     def observed_states(self) -> list[list[str]]:
-        states, self.store.states = self.store.states, []
-        return states
+        return self.store.observed.take()
 
     def fail_next_write(self, armed: bool = True) -> None:
-        self.store.fail_next_add = armed
+        self.store.observed.arm(armed)
 
     async def close(self) -> None:
         return None
 
 
-def factory(variant: str = "") -> Any:
-    return OpenAIAgentsAdapter
+adapter = AdapterSpec(factory=OpenAIAgentsAdapter, scope=scope())

@@ -18,18 +18,23 @@ from typing import Any
 
 from jfsm import GameEngine, MemoryStore, Projection, StoreUnavailable
 from jfsm.compressor import Attempt, CompressionRequest, CompressionResult, ParticipantSource
+from jfsm_conformance.profile import (
+    AdapterSpec,
+    ObservedStorage,
+    Scope,
+    ScriptedSummarizer,
+    SummarizerFailed,
+    SummarizerTimeout,
+)
 
-from ..adapter import Scope
-from ..summarizer import ScriptedSummarizer, SummarizerFailed, SummarizerTimeout
-
-__all__ = ["factory", "scope"]
+__all__ = ["ReferenceAdapter", "adapter", "scope"]
 
 THRESHOLD = 60
 _CHUNK = "jfGameStack.chunk."
 _SUMMARY = "jfGameStack.summary"
 
 
-def scope(variant: str = "") -> Scope:
+def scope() -> Scope:
     from jfsm import __version__
 
     return Scope(
@@ -71,15 +76,14 @@ class _RecordingStore(MemoryStore):
 
     def __init__(self) -> None:
         super().__init__()
-        self.fail_publication = False
-        self.states: list[list[str]] = []
+        self.observed = ObservedStorage()
 
     async def commit(self, projection: Projection) -> None:
-        if self.fail_publication and projection.label == "publish_summary":
-            self.fail_publication = False
+        if self.observed.armed and projection.label == "publish_summary":
+            self.observed.arm(False)
             raise StoreUnavailable("scripted write failure", state="open")
         await super().commit(projection)
-        self.states.append(entries(self.image.store_json()))
+        self.observed.record(entries(self.image.store_json()))
 
 
 def entries(store: dict[str, Any]) -> list[str]:
@@ -113,15 +117,13 @@ class ReferenceAdapter:
         return entries(self.store.image.store_json())
 
     def observed_states(self) -> list[list[str]]:
-        states, self.store.states = self.store.states, []
-        return states
+        return self.store.observed.take()
 
     def fail_next_write(self, armed: bool = True) -> None:
-        self.store.fail_publication = armed
+        self.store.observed.arm(armed)
 
     async def close(self) -> None:
         await self.engine.close()
 
 
-def factory(variant: str = "") -> Any:
-    return ReferenceAdapter
+adapter = AdapterSpec(factory=ReferenceAdapter, scope=scope())

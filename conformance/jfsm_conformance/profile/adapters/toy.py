@@ -1,22 +1,26 @@
 """A list-backed toy memory, correct by default, with switchable bugs: the profile's own test
-subject and the smallest example of an adapter.
+subject and the model to copy for an adapter of your own.
 
 The memory is a list of texts in a `ToyStore` that yields on every call and can fail one
 write. `compact()` snapshots the entries before the last exchange, awaits the summarizer,
 then replaces exactly the snapshot with the summary in one write, keeping whatever was
 appended meanwhile. `--adapter toy:BUG` turns on one bug (see `BUGS`): each one breaks
 the property its name says, the way a real library once did.
+
+What the profile takes is an `AdapterSpec`: `adapter` below is the correct memory, and each
+bug has one of its own (`stale_snapshot` for `toy:stale-snapshot`), so
+`jfsm profile --adapter jfsm_conformance.profile.adapters.toy:adapter` runs this module as
+any module of yours would run. Copy it, replace `ToyStore` and `ToyMemory` with your
+memory, and keep the last lines.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
-from ..adapter import Scope
-from ..summarizer import ScriptedSummarizer
+from jfsm_conformance.profile import AdapterSpec, ObservedStorage, Scope, ScriptedSummarizer
 
-__all__ = ["BUGS", "ToyMemory", "factory", "scope"]
+__all__ = ["BUGS", "ToyMemory", "adapter", "scope"]
 
 BUGS: dict[str, str] = {
     "": "no bug",
@@ -55,16 +59,13 @@ class ToyStore:
 
     def __init__(self) -> None:
         self.entries: list[str] = []
-        self.states: list[list[str]] = []
-        self.fail_next = False
+        self.observed = ObservedStorage()  # what the profile reads: states, a write to fail
 
     async def write(self, entries: list[str]) -> None:
         await asyncio.sleep(0)
-        if self.fail_next:
-            self.fail_next = False
-            raise ConnectionError("scripted write failure")
+        self.observed.fail_if_armed()
         self.entries = list(entries)
-        self.states.append(list(entries))
+        self.observed.record(entries)
 
     async def read(self) -> list[str]:
         await asyncio.sleep(0)
@@ -73,10 +74,12 @@ class ToyStore:
     async def clear(self) -> None:
         await asyncio.sleep(0)
         self.entries = []
-        self.states.append([])
+        self.observed.record([])
 
 
 class ToyMemory:
+    """The five operations of an adapter (see `Adapter`) around the toy store."""
+
     def __init__(self, summarizer: ScriptedSummarizer, bug: str = "") -> None:
         self.scope = scope(bug)
         self.bug = bug
@@ -132,16 +135,29 @@ class ToyMemory:
         return await self.store.read()
 
     def observed_states(self) -> list[list[str]]:
-        states, self.store.states = self.store.states, []
-        return states
+        return self.store.observed.take()
 
     def fail_next_write(self, armed: bool = True) -> None:
-        self.store.fail_next = armed
+        self.store.observed.arm(armed)
 
     async def close(self) -> None:
         return None
 
 
-def factory(variant: str = "") -> Any:
-    scope(variant)
-    return lambda summarizer: ToyMemory(summarizer, variant)
+def _with_bug(bug: str) -> AdapterSpec:
+    """The toy with `bug` switched on: each adapter it makes has that bug."""
+    return AdapterSpec(factory=lambda summarizer: ToyMemory(summarizer, bug), scope=scope(bug))
+
+
+adapter = AdapterSpec(factory=ToyMemory, scope=scope())
+lose_append = _with_bug("lose-append")
+error_as_summary = _with_bug("error-as-summary")
+empty_publishes = _with_bug("empty-publishes")
+stale_snapshot = _with_bug("stale-snapshot")
+clear_then_add = _with_bug("clear-then-add")
+drop_extra = _with_bug("drop-extra")
+keep_summarized = _with_bug("keep-summarized")
+reorder = _with_bug("reorder")
+resummarize = _with_bug("resummarize")
+drop_summary = _with_bug("drop-summary")
+placeholder = _with_bug("placeholder")

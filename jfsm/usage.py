@@ -1,0 +1,31 @@
+"""Usage errors of the command line: one line on stderr and exit 2 (decision R160).
+
+Exit 1 means "a requirement failed" to a CI, so a usage error (a bad option, a file or
+folder that cannot be used, a connection string that does not parse) must never end as a
+traceback, which Python exits with 1. `UsageParser` is the `argparse` parser of every `jfsm`
+command: its errors are `PROG: error: MESSAGE (see PROG --help)`, where argparse prints the
+usage first and the error on a second line. `usage_error(prog, message)` prints such a line
+for an error found after parsing and returns 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import NoReturn
+
+__all__ = ["UsageParser", "usage_error"]
+
+
+class UsageParser(argparse.ArgumentParser):
+    """An `ArgumentParser` whose errors are one line and exit 2 (subparsers inherit it)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def usage_error(prog: str, message: str) -> int:
+    """Print `PROG: MESSAGE` (its first line) on stderr; returns 2, the exit code."""
+    first = message.strip().splitlines()[0] if message.strip() else "usage error"
+    print(f"{prog}: {first}", file=sys.stderr)
+    return 2
