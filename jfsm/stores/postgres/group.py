@@ -62,7 +62,7 @@ member AS MATERIALIZED (
         AS m(game_id, token, footprint)
 ), locked AS MATERIALIZED (
     SELECT g.game_id FROM jfsm_game g JOIN member m ON g.game_id = m.game_id
-    WHERE g.token = m.token AND (SELECT on_ FROM durable) = 'on'
+    WHERE (SELECT on_ FROM durable) = 'on' AND g.token = m.token
     ORDER BY g.game_id FOR UPDATE OF g
 ), owner AS (
     UPDATE jfsm_game g SET seq = g.seq + 1, footprint = m.footprint,
