@@ -639,7 +639,7 @@ def render(result: dict[str, Any]) -> str:
         "",
         "- The longest callback is a collection of the garbage collector or the engine's own "
         "work for one round (encoding, preflight, index), never a write: the file store's I/O "
-        "runs in the executor's threads and PostgreSQL's on the socket (R65, R63). A full "
+        "runs on the stores' threads and PostgreSQL's on the socket (R155, R63). A full "
         "collection walks every object the collector tracks: a game keeps a few dozen of them "
         "(R150), the imported libraries about 30,000, which `gc.freeze()` after start-up takes "
         "out of every collection (the unfrozen rows show the difference).",

@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 
 import psycopg
 
+from jfsm.stores.offload import Unstoppable, await_to_end
 from jfsm.stores.postgres.pool import PgPool
 
 __all__ = ["GROUP_COMMIT", "GroupCommit", "Lost", "Member", "group_commit_default", "grouped"]
@@ -166,13 +167,13 @@ class GroupCommit:
         by `token`; returns its new seq, or None when fenced. Raises as the module
         docstring says."""
         loop = asyncio.get_running_loop()
-        member = Member(game, token, footprint, keys, values, deletes, loop.create_future())
+        member = Member(game, token, footprint, keys, values, deletes, Unstoppable(loop=loop))
         if alone:
             self._launch([member])
         else:
             self._queue.append(member)
             self._schedule(loop)
-        return await _outcome(member.future)
+        return await await_to_end(member.future)
 
     # -- forming and sending batches -----------------------------------------------------
     def _schedule(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -278,25 +279,6 @@ def _settle(member: Member, outcome: int | BaseException | None) -> None:
         member.future.set_exception(outcome)
     else:
         member.future.set_result(outcome)
-
-
-async def _outcome(future: asyncio.Future[int | None]) -> int | None:
-    """The member's outcome, waited for even if the caller is cancelled meanwhile (the
-    cancellation is then delivered at the caller's next await, counted once)."""
-    cancelled = False
-    try:
-        while True:
-            try:
-                return await asyncio.shield(future)
-            except asyncio.CancelledError:
-                if future.cancelled():
-                    raise
-                cancelled = True
-    finally:
-        task = asyncio.current_task()
-        if cancelled and task is not None:
-            task.uncancel()
-            task.cancel()
 
 
 _groups: weakref.WeakKeyDictionary[PgPool, GroupCommit] = weakref.WeakKeyDictionary()
