@@ -111,7 +111,8 @@ def _suite_goals(su: dict[str, Any]) -> list[list[str]]:
                 "3c. main job (`jfsm conformance`)",
                 f"wall ≤ {MAIN_JOB_S:.0f} s on an idle machine; peak RSS reported",
                 f"{main['wall_s']:.1f} s; peak RSS {main['peak_rss_mib']:.0f} MiB (suite), "
-                f"{main.get('tree_peak_rss_mib', 0):.0f} MiB (with the processes it started)",
+                f"{main.get('tree_peak_rss_mib', 0):.0f} MiB "
+                "(with the processes it started, sampled every 0.5 s)",
                 _fmt(main["wall_s"] <= MAIN_JOB_S),
             ]
         )
