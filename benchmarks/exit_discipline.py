@@ -19,25 +19,37 @@ suite's cost and peak memory while shrinking, as for an implementation whose fau
 deterministic scenario reaches (issue 22 asks for under 1 GiB).
 
 Families: `broken`, `flaky`, `hostile`, `waits` (the example drivers of
-`jfsm_conformance.examples`) and `mutants` (`jfsm_conformance.examples.mutants.MUTANTS`).
-Exits 1 when any driver ended otherwise than in exit 1, so it can gate a release.
+`jfsm_conformance.examples`), `mutants` (`jfsm_conformance.examples.mutants.MUTANTS`),
+`restarts` (drivers that declare `durableRestart` and break it, R140 and R141: a lease that
+outlives its process over stdio, a restart that forgets in process and over HTTP), `http`
+(the reference served over HTTP with one guard left out, `examples.open_http`) and `owners`
+(the broken shared-store drivers of `examples.broken_owners`, on a shared `{state}`). A spec
+`serve:MODULE ARGS` is served over HTTP for its run (`python -m MODULE ARGS --http 0`, with a
+token in the environment) and judged at its URL. Exits 1 when any driver ended otherwise
+than in exit 1, so it can gate a release.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import re
+import secrets
+import shlex
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
-__all__ = ["drivers", "main", "sweep"]
+__all__ = ["drivers", "label", "main", "served", "sweep"]
 
-FAMILIES = ("broken", "flaky", "hostile", "waits", "mutants")
+FAMILIES = ("broken", "flaky", "hostile", "waits", "mutants", "restarts", "http", "owners")
+SERVE = "serve:"  # a spec served over HTTP for its run
 
 
 def drivers(families: tuple[str, ...] = FAMILIES) -> list[str]:
@@ -52,11 +64,68 @@ def drivers(families: tuple[str, ...] = FAMILIES) -> list[str]:
             module = "jfsm_conformance.examples.mutants"
             specs += [f"python:{module}:{name}" for name in MUTANTS]
             continue
+        if family == "restarts":
+            from jfsm_conformance.examples.restarts import LEASE_OUTLIVES
+
+            module = "jfsm_conformance.examples.restarts"
+            specs += [
+                LEASE_OUTLIVES,
+                f"python:{module}:forgets_on_restart",
+                f"{SERVE}{module} forgets_on_restart",
+            ]
+            continue
+        if family == "http":
+            from jfsm_conformance.examples.open_http import HOLES
+
+            specs += [f"{SERVE}jfsm_conformance.examples.open_http --hole {h}" for h in HOLES]
+            continue
+        if family == "owners":
+            from jfsm_conformance.examples.broken_owners import FLAWS
+
+            python = shlex.quote(sys.executable)
+            module = "jfsm_conformance.examples.broken_owners"
+            specs += [f"stdio:{python} -m {module} {flaw} --state {{state}}" for flaw in FLAWS]
+            continue
         module = importlib.import_module(f"jfsm_conformance.examples.{family}")
         specs += [
             f"python:{module.__name__}:{name}" for name in module.__all__ if name[0].islower()
         ]
     return specs
+
+
+def label(spec: str) -> str:
+    """A short name for a driver spec: the factory, or the command's last words."""
+    if spec.startswith("python:"):
+        return spec.rsplit(":", 1)[1]
+    words = spec.partition(":")[2].split()
+    module = next((w for w in words if w.startswith(("jfsm_conformance.", "jfsm."))), "")
+    rest = words[words.index(module) + 1 :] if module else words
+    rest = [w for w in rest if w not in ("--state", "{state}")]
+    how = "http" if spec.startswith(SERVE) else "stdio"
+    return f"{module.rsplit('.', 1)[-1]} {' '.join(rest)} ({how})".strip()
+
+
+@contextlib.contextmanager
+def served(spec: str) -> Iterator[tuple[str, dict[str, str]]]:
+    """The driver spec to run and the environment to run it in: a `serve:` spec is started
+    over HTTP on 127.0.0.1 (and stopped after), any other is itself."""
+    if not spec.startswith(SERVE):
+        yield spec, dict(os.environ)
+        return
+    token = secrets.token_urlsafe(16)
+    env = dict(os.environ, JFSM_DRIVER_TOKEN=token)
+    argv = [sys.executable, "-m", *shlex.split(spec[len(SERVE) :]), "--http", "0"]
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    try:
+        assert proc.stderr is not None
+        match = re.search(r"http://127\.0\.0\.1:\d+", proc.stderr.readline().decode())
+        if match is None:
+            raise RuntimeError(f"{spec} did not announce its URL")
+        threading.Thread(target=proc.stderr.read, daemon=True).start()  # drain it
+        yield match[0], env
+    finally:
+        proc.kill()
+        proc.wait(10)
 
 
 MACHINES_ONLY = """
@@ -74,13 +143,13 @@ sys.exit(result.exit_code)
 
 def _one(spec: str, profile: str, report_dir: Path, machines_only: bool) -> dict[str, object]:
     began = time.monotonic()
-    if machines_only:
-        argv = [sys.executable, "-c", MACHINES_ONLY, spec, profile, str(report_dir)]
-    else:
-        argv = [sys.executable, "-m", "jfsm.cli", "conformance", "--driver", spec]
-        argv += ["--profile", profile, "--report-dir", str(report_dir)]
-    with tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err)
+    with served(spec) as (driver, env), tempfile.TemporaryFile() as err:
+        if machines_only:
+            argv = [sys.executable, "-c", MACHINES_ONLY, driver, profile, str(report_dir)]
+        else:
+            argv = [sys.executable, "-m", "jfsm.cli", "conformance", "--driver", driver]
+            argv += ["--profile", profile, "--report-dir", str(report_dir)]
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, env=env)
         _, status, usage = os.wait4(proc.pid, 0)  # this child's own peak RSS
         proc.returncode = os.waitstatus_to_exitcode(status)
         err.seek(0)
@@ -94,7 +163,7 @@ def _one(spec: str, profile: str, report_dir: Path, machines_only: bool) -> dict
         partial = report.get("partial")
         first = list((report.get("first_failure") or {}).get("ids") or [])
     return {
-        "driver": spec.rsplit(":", 1)[1],
+        "driver": label(spec),
         "exit": proc.returncode,
         "seconds": round(took, 1),
         "peak_mib": round(usage.ru_maxrss / 1024),  # KiB on Linux

@@ -10,19 +10,26 @@ against a real server.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from pg_fixtures import game_id
+from pg_fixtures import game_id, require_postgres
 
 from jfsm.cli import main
 from jfsm.driver import ReferenceDriver
 from jfsm.stores.postgres.blocking import BlockingPostgresStore as PostgresStore
 from jfsm.stores.postgres.server import TemporaryServer
-from jfsm.stores.postgres.store import SCHEMA_VERSION, read_image
+from jfsm.stores.postgres.store import SCHEMA_VERSION, migrate, read_image
 from jfsm_conformance.fake.compress import FakeCompress
+
+CLI = [sys.executable, "-c", "import sys; from jfsm.cli import main; sys.exit(main())"]
 
 
 async def _call(driver: ReferenceDriver, op: str, **args: Any) -> Any:
@@ -178,3 +185,42 @@ def test_the_driver_refuses_an_unusable_store_before_hello(
         err = capsys.readouterr().err
         assert err.startswith(f"jfsm driver: {code}: ") and err.count("\n") == 1, err
         assert "pw@" not in err
+
+
+@pytest.mark.slow
+@pytest.mark.req("JF-STORE-041")
+def test_a_driver_whose_database_is_down_exits_at_the_end_of_its_input() -> None:
+    """Issue 30, item 6: stopped at the end of its input while its database was down, a
+    `--store` driver used to wait for the database forever (its pool's workers outlived the
+    loop's end). It ends its leases as far as it can and exits."""
+    require_postgres()
+    with TemporaryServer() as server, FakeCompress() as fake:
+        target = server.create_database("down")
+        migrate(target)
+        driver = subprocess.Popen(
+            [*CLI, "driver", "--owner", "d1", "--store", target],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        try:
+            assert driver.stdin is not None and driver.stdout is not None
+            for n, (op, args) in enumerate(
+                [
+                    ("hello", {"protocol": 1, "compressUrl": fake.url}),
+                    ("create_game", {"game": "g1"}),
+                    ("record_round", {"game": "g1", "input": "a", "output": "b"}),
+                ]
+            ):
+                driver.stdin.write((json.dumps({"id": n, "op": op, "args": args}) + "\n").encode())
+                driver.stdin.flush()
+                assert json.loads(driver.stdout.readline())["ok"], op
+            server.stop()  # the database goes away with the game open
+            driver.stdin.close()  # the end of the driver's input
+            status = driver.wait(timeout=120)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(driver.pid, signal.SIGKILL)
+            driver.wait()
+    assert status == 0

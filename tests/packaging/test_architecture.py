@@ -41,6 +41,7 @@ LAYERS: dict[int, tuple[str, ...]] = {
         "stores.file.holders",
         "stores.offload",
         "stores.postgres.server",
+        "stores.postgres.cluster",
         "stores.postgres.conninfo",
         "usage",
         "private_loop",

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.packaging_helpers import locked_export_command
+
 ROOT = Path(__file__).resolve().parents[2]
 GUIDE = ROOT / "docs" / "guide" / "implementers.md"
 
@@ -76,8 +78,7 @@ def test_every_command_of_the_implementers_path_runs_verbatim_outside_the_checko
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "UV_PROJECT"))}
     env.pop("UV_OFFLINE", None)
     locked = tmp_path / "locked.txt"
-    export = ["uv", "export", "--frozen", "--no-dev", "--all-extras", "--no-hashes"]
-    export += ["--no-emit-project", "--project", str(ROOT), "-o", str(locked)]
+    export = locked_export_command(locked)
     subprocess.run(export, check=True, capture_output=True, env=env, timeout=120)
     dist = tmp_path / "dist"
     built = subprocess.run(

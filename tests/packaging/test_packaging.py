@@ -33,6 +33,7 @@ import pytest
 
 import jfsm
 import jfsm_conformance.run.runner
+from tests.packaging_helpers import locked_export_command
 
 ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
@@ -172,24 +173,7 @@ def _embedding_example() -> str:
 def test_wheels_install_into_fresh_venvs_and_run_as_documented(tmp_path: Path) -> None:
     # the versions the lock resolves, as constraints for every install below
     locked = tmp_path / "locked.txt"
-    exported = _ok(
-        _run(
-            [
-                "uv",
-                "export",
-                "--frozen",
-                "--no-dev",
-                "--all-extras",
-                "--no-hashes",
-                "--no-emit-project",
-                "--project",
-                str(ROOT),
-                "-o",
-                str(locked),
-            ],
-            tmp_path,
-        )
-    )
+    exported = _ok(_run(locked_export_command(locked), tmp_path))
     assert "h11==" in locked.read_text(encoding="utf-8"), exported.stderr
     constrained = ["-c", str(locked)]
     dist = tmp_path / "dist"

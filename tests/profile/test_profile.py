@@ -210,7 +210,9 @@ def _installed(module: str) -> bool:
 def test_library_adapter_runs(adapter: str) -> None:
     if not _installed(LIBRARIES[adapter]):
         extra = ADAPTERS[adapter].extra
-        pytest.skip(f"{LIBRARIES[adapter]} is not installed (extra {extra})")
+        pytest.skip(
+            f"{LIBRARIES[adapter]} is not installed (extra {extra}, one of the profile-* extras)"
+        )
     result = _run(adapter, examples=6, steps=10, shrink=False)
     assert result.harness_error is None, result.harness_error
     verdicts = _verdicts(result)
@@ -261,6 +263,29 @@ def test_replay_reproduces_a_recorded_failure(tmp_path: Path) -> None:
     assert replay(trace, progress=lines.append) == 1
     assert any(line.startswith("reproduced: JF-SAFE-009") for line in lines)
     assert replay(trace, adapter="toy", progress=lines.append) == 0
+
+
+@pytest.mark.req("JF-SAFE-012", "JF-SAFE-007")
+def test_replay_judges_the_property_it_was_recorded_for(tmp_path: Path) -> None:
+    """A JF-SAFE-012 trace whose steps also break JF-SAFE-007, which the checks meet first:
+    the replay judges JF-SAFE-012 and lists JF-SAFE-007 after it (before: "reproduced:
+    JF-SAFE-007"); against a fixed library it exits 0 (R146)."""
+    from jfsm_conformance.profile.runner import replay
+
+    result = _run("toy:keep-summarized", only=frozenset({"JF-SAFE-012"}), examples=15, steps=10)
+    write_report(result, tmp_path)
+    row = next(v for v in result.verdicts if v["id"] == "JF-SAFE-012")
+    assert row["verdict"] == "fail"
+    lines: list[str] = []
+    assert replay(Path(row["trace_path"]), progress=lines.append) == 1
+    verdicts = [line for line in lines if not line.startswith(("replaying", "recorded"))]
+    assert verdicts[0].startswith("reproduced: JF-SAFE-012: the compaction grew the history")
+    assert verdicts[1].startswith(
+        "also fails on these steps (not judged by this replay): JF-SAFE-007"
+    )
+    lines.clear()
+    assert replay(Path(row["trace_path"]), adapter="toy", progress=lines.append) == 0
+    assert "fixed: JF-SAFE-012 no longer fails on these steps" in lines
 
 
 def test_version_needs_a_library_adapter() -> None:

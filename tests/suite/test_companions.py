@@ -59,9 +59,13 @@ def test_without_companions_the_in_process_run_skips_them_with_reasons(tmp_path:
 def test_only_the_default_driver_brings_companions(
     tmp_path: Path, driver: list[str], companions: dict[str, str]
 ) -> None:
-    """`--driver` names an implementation, which brings its own transports."""
+    """`--driver` names an implementation, which brings its own transports; one without
+    `{state}` in its command leaves the selection judging nothing: exit 2, never a green run
+    (R142)."""
     code = main(["--select", "JF-ERR-016", "--report-dir", str(tmp_path), *driver])
     report = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))
     assert report["companions"] == companions
     verdict = {v["id"]: v["verdict"] for v in report["verdicts"]}["JF-ERR-016"]
-    assert (code, verdict) == ((0, "pass") if companions else (0, "not covered"))
+    assert (code, verdict) == ((0, "pass") if companions else (2, "not covered"))
+    if not companions:
+        assert "{state}" in report["judged_nothing"]

@@ -9,13 +9,16 @@ beneficiaries (JF-CALL-009): every compression request it sends is rejected by t
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
+import httpx
 import pytest
 from suite_helpers import run_scenarios
 
-from benchmarks.exit_discipline import drivers
+from benchmarks.exit_discipline import drivers, label, served, sweep
+from jfsm_conformance.examples.broken_owners import FLAWS
 
 DRIVER = """
 import asyncio, sys
@@ -67,3 +70,98 @@ def test_every_example_broken_driver_exits_1(tmp_path: Path) -> None:
         assert result.partial is False, spec
         assert result.failures and result.failures[0].ids, spec
     assert not wrong, wrong
+
+
+@pytest.mark.req("JF-ERR-008")
+def test_an_http_driver_that_drops_a_hostile_request_has_given_no_reply() -> None:
+    """A connection closed without a response to a hostile request is no reply, for the
+    probe to fail (JF-ERR-008, exit 1); before, "unreachable": a harness error (exit 2)."""
+    import socket
+    import threading
+
+    from jfsm_conformance.client.driver import DriverClient
+
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+
+    def drop() -> None:
+        conn, _ = server.accept()
+        conn.recv(65536)
+        conn.close()  # no response
+
+    thread = threading.Thread(target=drop, daemon=True)
+    thread.start()
+    client = DriverClient(f"http://127.0.0.1:{port}")
+    try:
+        status, reply = client.send_raw(b"[]", None)
+    finally:
+        client.close()
+        thread.join(10)
+        server.close()
+    assert status is None
+    assert isinstance(reply, str) and reply.startswith("no reply: the driver closed")
+
+
+def test_the_sweep_serves_http_examples_for_their_run() -> None:
+    """A `serve:` spec of the sweep is started over HTTP for its run, with a token in the
+    environment, and stopped after."""
+    (spec,) = [s for s in drivers(("restarts",)) if s.startswith("serve:")]
+    assert label(spec) == "restarts forgets_on_restart (http)"
+    with served(spec) as (url, env):
+        assert url.startswith("http://127.0.0.1:")
+        headers = {"Authorization": f"Bearer {env['JFSM_DRIVER_TOKEN']}"}
+        message = {"id": 1, "op": "dump", "args": {"game": "nope"}}
+        reply = httpx.post(url + "/v1/message", json=message, headers=headers, timeout=30).json()
+        assert reply["id"] == 1 and reply["ok"] is False  # answered: hello comes first
+    with pytest.raises(httpx.TransportError):
+        httpx.post(url + "/v1/message", json=message, headers=headers, timeout=5)
+
+
+@pytest.mark.release
+def test_restart_and_http_examples_exit_1() -> None:
+    """The restart cases (a lease that outlives its process, a restart that forgets, in
+    process and over HTTP, R140 and R141) and the HTTP holes end in exit 1 under the real
+    command, never 2 (`benchmarks/exit_discipline.py`, families restarts and http)."""
+    rows = sweep(drivers(("restarts", "http")), "quick", progress=lambda line: None)
+    assert len(rows) == 6
+    assert all(r["exit"] == 1 and r["partial"] is False for r in rows), rows
+    first = {str(r["driver"]): r["first_failure"] for r in rows}
+    assert first["cli driver --shared (stdio)"][0] == "JF-ERR-018"
+    assert first["restarts forgets_on_restart (http)"] == ["JF-ATOM-004"]
+
+
+# each broken owner's flaw and the requirement it breaks (every flaw listed: a new one must say)
+FLAW_IDS = {
+    "no_token_check": "JF-STORE-013",
+    "takeover_same_token": "JF-STORE-012",
+    "lease_unchecked": "JF-STORE-011",
+    "fenced_half_write": "JF-STORE-013",
+    "stale_reads": "JF-STORE-030",
+    "renew_any_owner": "JF-STORE-031",
+    "leases_never_expire": "JF-STORE-032",
+}
+assert set(FLAW_IDS) == set(FLAWS), set(FLAWS) ^ set(FLAW_IDS)
+
+
+@pytest.mark.release
+@pytest.mark.parametrize(
+    ("flaw", "rid"),
+    sorted(FLAW_IDS.items()),
+)
+def test_select_store_fails_every_broken_owner_under_its_id(
+    tmp_path: Path, flaw: str, rid: str
+) -> None:
+    """`jfsm conformance --select JF-STORE --workers 2` against each broken owner (issue 31's
+    acceptance): exit 1, its flaw's requirement failed."""
+    import subprocess
+
+    command = (
+        f"{sys.executable} -m jfsm_conformance.examples.broken_owners {flaw} --state {{state}}"
+    )
+    argv = [sys.executable, "-m", "jfsm.cli", "conformance", "--select", "JF-STORE"]
+    argv += ["--workers", "2", "--report-dir", str(tmp_path), "--driver", f"stdio:{command}"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    report = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))
+    verdicts = {v["id"]: v["verdict"] for v in report["verdicts"]}
+    assert verdicts[rid] == "fail", verdicts

@@ -57,7 +57,11 @@ BROKEN = "python:jfsm_conformance.examples.hostile:"
         ("null_id_missing", "hostile-messages", "JF-ERR-008"),
         ("reads_long", "hostile-messages", "JF-ERR-009"),
         ("unknown_op_writes", "hostile-messages", "JF-ERR-010"),
+        ("deletes_checked_late", "hostile-slots", "JF-TEXT-001"),
     ],
+)
+@pytest.mark.req(
+    "JF-ERR-006", "JF-ERR-007", "JF-ERR-008", "JF-ERR-009", "JF-ERR-010", "JF-TEXT-001"
 )
 def test_a_driver_letting_a_limit_through_fails_it(
     tmp_path: Path, factory: str, scenario: str, requirement: str
@@ -66,6 +70,10 @@ def test_a_driver_letting_a_limit_through_fails_it(
     assert result.exit_code == 1
     first = result.failures[0]
     assert requirement in first.ids, first.message
+    if factory == "deletes_checked_late":  # the rule it breaks first, not JF-ERR-010 (R148)
+        assert first.ids[0] == requirement, first.ids
+        verdicts = {v["id"]: v["verdict"] for v in result.verdicts}
+        assert verdicts["JF-TEXT-001"] == "fail"
     assert replay(first.trace, progress=lambda line: None) == 1
 
 
@@ -89,8 +97,10 @@ def _serve(module: str, tmp_path: Path) -> tuple[subprocess.Popen[bytes], str]:
         ("jfsm.cli", 0, None),
         ("jfsm_conformance.examples.open_http:host", 1, "JF-ERR-011"),
         ("jfsm_conformance.examples.open_http:slots", 1, "JF-ERR-017"),
+        ("jfsm_conformance.examples.open_http:order", 1, "JF-ERR-019"),
     ],
 )
+@pytest.mark.req("JF-ERR-011", "JF-ERR-017", "JF-ERR-019")
 def test_http_requests_are_guarded(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -100,7 +110,8 @@ def test_http_requests_are_guarded(
 ) -> None:
     """The reference HTTP driver passes hostile-http (one 408 wait of the spec's auth
     timeout and the slots probe's included); one that answers any Host fails JF-ERR-011, one
-    that never closes a silent connection fails JF-ERR-017."""
+    that never closes a silent connection fails JF-ERR-017, one that checks the token before
+    the Host fails JF-ERR-019 (R144)."""
     monkeypatch.setenv("JFSM_DRIVER_TOKEN", "hostile-token")
     proc, url = _serve(module, tmp_path)
     try:
@@ -112,6 +123,6 @@ def test_http_requests_are_guarded(
     verdicts = {v["id"]: v["verdict"] for v in result.verdicts}
     if requirement is None:
         assert verdicts["JF-ERR-011"] == verdicts["JF-ERR-012"] == "pass"
-        assert verdicts["JF-ERR-017"] == "pass"
+        assert verdicts["JF-ERR-017"] == verdicts["JF-ERR-019"] == "pass"
     else:
         assert requirement in result.failures[0].ids

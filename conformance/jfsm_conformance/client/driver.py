@@ -13,7 +13,8 @@ A driver spec names the implementation under test:
   across restarts, removed at the end).
 - `http://HOST:PORT` (or `https://...`, or the older spelling `http:URL`): one POST per
   message to `URL/v1/message`, with the bearer token from the environment variable
-  `JFSM_DRIVER_TOKEN` if set (kept out of the spec, which reports record).
+  `JFSM_DRIVER_TOKEN` if set (kept out of the spec, which reports record). It is restarted
+  with the protocol's `restart` op (R141), as is an in-process driver without `restart()`.
 
 A driver that writes a non-JSON line on stdout fails the waiting requests at once with
 `ProtocolViolation` (quoting the line); a driver that exits fails them with `HarnessError`
@@ -23,6 +24,10 @@ naming its exit status (or signal), and the report carries its stderr tail.
 (`call`, `start` + `wait`), which is what Hypothesis rules need. Every wait is bounded: a
 driver that does not answer in time, or dies, raises `HarnessError` carrying its stderr
 tail (the runner exits 2). A reply that breaks the protocol raises `ProtocolViolation`.
+
+**The one concept:** one connection to the implementation under test, whatever carries it;
+its three transports share the id matching, the bounded waits and the schema checks, so they
+stay one module.
 """
 
 from __future__ import annotations
@@ -93,7 +98,8 @@ class _InProcess:
         if not callable(getattr(self.driver, "handle", None)):
             raise HarnessError(f"{target!r} returned an object without handle()")
 
-    can_restart = property(lambda self: callable(getattr(self.driver, "restart", None)))
+    # with `restart()` the suite calls it; without, it sends the protocol's `restart` op
+    native_restart = property(lambda self: callable(getattr(self.driver, "restart", None)))
 
     async def send(self, message: dict[str, Any]) -> Any:
         wire = json.loads(_encode(message))
@@ -128,7 +134,7 @@ class _InProcess:
 
 
 class _Stdio:
-    can_restart = True
+    native_restart = True  # SIGKILL and the command started again
 
     def __init__(self, command: str) -> None:
         self.argv = shlex.split(command)
@@ -322,7 +328,7 @@ class _Stdio:
 
 
 class _Http:
-    can_restart = False
+    native_restart = False  # the suite sends the `restart` op (R141)
 
     def __init__(self, url: str) -> None:
         import httpx
@@ -351,20 +357,21 @@ class _Http:
             raise ProtocolViolation(f"driver reply is not JSON: {exc}") from exc
 
     async def send_raw(self, data: bytes, msg_id: int | None) -> tuple[int | None, Any]:
-        """POST `data` as it is: the status and the body (None if it is not JSON)."""
+        """POST `data` as it is: the status and the body (None if it is not JSON); a
+        connection closed without a response is no reply (a text saying so), for the probe
+        to judge (JF-ERR-008), while an unreachable driver is a `HarnessError`."""
         import httpx
 
         try:
             response = await self.client.post(self.url, content=data, headers=self.headers)
+        except httpx.RemoteProtocolError as exc:  # it closed without an answer: no reply
+            return None, f"no reply: the driver closed the connection without a response ({exc})"
         except httpx.HTTPError as exc:
             raise HarnessError(f"driver at {self.url} unreachable: {exc!r}") from exc
         try:
             return response.status_code, response.json()
         except ValueError:
             return response.status_code, None
-
-    async def restart(self) -> None:
-        raise HarnessError("http drivers cannot be restarted by the suite")
 
     async def close(self) -> None:
         await self.client.aclose()
@@ -425,7 +432,9 @@ class DriverClient:
 
     @property
     def can_restart(self) -> bool:
-        return bool(self.transport.can_restart)
+        """Every driver can be restarted (`restart`): stdio by SIGKILL, any other by its
+        `restart()` or the `restart` op."""
+        return True
 
     def stderr_tail(self) -> str:
         return self.transport.stderr_tail()
@@ -490,10 +499,17 @@ class DriverClient:
         self.transcript.append({"recv": raw, "status": status, "t": time.monotonic()})
         return status, raw
 
-    def restart(self) -> None:
-        """Kill and restart the driver (stdio) or call the factory object's `restart()`."""
+    def restart(self) -> Reply | None:
+        """Restart the driver: a stdio one is killed (SIGKILL of its process group) and its
+        command started again; an in-process one with `restart()` has it called; any other
+        (HTTP, in process without `restart()`) is sent the protocol's `restart` op, whose
+        reply is returned for the caller to judge (None otherwise; decision R141).
+        `HarnessError` if it does not come back within 60 s."""
         self.transcript.append({"restart": True, "t": time.monotonic()})
-        self._run(self.transport.restart(), 60)
+        if self.transport.native_restart:
+            self._run(self.transport.restart(), 60)
+            return None
+        return self.call("restart", {}, timeout=60)
 
     def close(self) -> None:
         """Close the transport and stop the loop thread (idempotent)."""

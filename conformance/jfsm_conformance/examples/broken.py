@@ -77,6 +77,8 @@ class BrokenDriver:
         return await self.inner.handle({"id": next(self._ids), "op": op, "args": args})
 
     async def handle(self, message: dict[str, Any]) -> dict[str, Any]:
+        if not isinstance(message, dict):  # no message (a list, a number): the reference's
+            return await self.inner.handle(message)
         bend = getattr(self, "bend_" + str(message.get("op")), None)
         if bend is None:
             return await self.inner.handle(message)

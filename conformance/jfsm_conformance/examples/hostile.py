@@ -15,6 +15,9 @@ jfsm conformance --driver python:jfsm_conformance.examples.hostile:long_ids
   JF-ERR-009.
 - `unknown_op_writes`: an unknown op writes a game-data key before it answers
   `unsupported_op`: JF-ERR-010.
+- `deletes_checked_late`: a `write` applies its `sets` before it looks at its `deletes`, so
+  one whose `deletes` hold a key with a lone surrogate is refused with `invalid_input` after
+  writing: JF-TEXT-001 (a text with a lone surrogate writes nothing).
 """
 
 from __future__ import annotations
@@ -27,7 +30,14 @@ from jfsm.limits import depth
 from jfsm.spec import constants
 from jfsm_conformance.examples.broken import BrokenDriver
 
-__all__ = ["deep_values", "long_ids", "null_id_missing", "reads_long", "unknown_op_writes"]
+__all__ = [
+    "deep_values",
+    "deletes_checked_late",
+    "long_ids",
+    "null_id_missing",
+    "reads_long",
+    "unknown_op_writes",
+]
 
 
 class _WireDriver(BrokenDriver):
@@ -40,7 +50,7 @@ class _WireDriver(BrokenDriver):
 
 class _LongIds(BrokenDriver):
     async def handle(self, message: dict[str, Any]) -> dict[str, Any]:
-        args = message.get("args")
+        args = message.get("args") if isinstance(message, dict) else None
         if isinstance(args, dict):
             for slot in ("game", "scene", "into"):
                 value = args.get(slot)
@@ -51,8 +61,8 @@ class _LongIds(BrokenDriver):
 
 class _DeepValues(BrokenDriver):
     async def handle(self, message: dict[str, Any]) -> dict[str, Any]:
-        args = message.get("args")
-        if message.get("op") in ("write", "cheat") and isinstance(args, dict):
+        args = message.get("args") if isinstance(message, dict) else None
+        if isinstance(args, dict) and message.get("op") in ("write", "cheat"):
             sets = args.get("sets")
             if isinstance(sets, dict):
                 args["sets"] = {
@@ -89,10 +99,27 @@ class _ReadsLong(_WireDriver):
 
 class _UnknownOpWrites(BrokenDriver):
     async def handle(self, message: dict[str, Any]) -> dict[str, Any]:
+        if not isinstance(message, dict):
+            return await super().handle(message)
         args = message.get("args")
         if message.get("op") not in self.inner._ops and isinstance(args, dict):
             await self.call("write", {"game": args.get("game"), "sets": {"seen-op": True}})
         return await super().handle(message)
+
+
+class _DeletesCheckedLate(BrokenDriver):
+    async def bend_write(self, message: dict[str, Any]) -> dict[str, Any]:
+        args = message.get("args")
+        if isinstance(args, dict) and isinstance(args.get("sets"), dict):
+            deletes = args.get("deletes")
+            if isinstance(deletes, list) and any(_not_scalar(k) for k in deletes):
+                await self.call("write", {"game": args.get("game"), "sets": args["sets"]})
+        return await self.inner.handle(message)
+
+
+def _not_scalar(text: Any) -> bool:
+    """A string holding a lone surrogate (not a string of Unicode scalar values)."""
+    return isinstance(text, str) and any(0xD800 <= ord(c) <= 0xDFFF for c in text)
 
 
 def long_ids() -> BrokenDriver:
@@ -113,3 +140,7 @@ def reads_long() -> BrokenDriver:
 
 def unknown_op_writes() -> BrokenDriver:
     return _UnknownOpWrites()
+
+
+def deletes_checked_late() -> BrokenDriver:
+    return _DeletesCheckedLate()

@@ -11,17 +11,22 @@ python -m jfsm_conformance.examples.open_http [--hole host|slots] --http PORT [-
 - `slots`: a connection that never sends a request head is never closed (no
   `auth_timeout_seconds`, no budget of its own), so a local process without the token keeps
   as many sockets open as it likes: JF-ERR-017.
+- `order`: the token is checked before anything else, so a request from a foreign Host
+  without the token is answered 401, not 421 (every request is still refused): JF-ERR-019.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hmac
 import sys
+from typing import Any
 
 import jfsm.driver.http
 
-HOLES = ("host", "slots")
+HOLES = ("host", "slots", "order")
 _SPEC_LIMITS = jfsm.driver.http.http_limits
+_CHECK_HEAD = jfsm.driver.http._Connection._check_head
 
 
 def _any_host(value: str) -> bool:
@@ -31,6 +36,15 @@ def _any_host(value: str) -> bool:
 def _no_slot_guard() -> jfsm.driver.http.HttpLimits:
     limits = _SPEC_LIMITS()
     return dataclasses.replace(limits, auth_timeout=1e6, unauthenticated_connections=10**6)
+
+
+def _token_first(self: Any, request: Any) -> None:
+    """The reference's checks of a request head, with the token's taken first."""
+    auth = [value for name, value in request.headers if name.lower() == b"authorization"]
+    given = auth[0] if len(auth) == 1 else b""
+    if not (given[:7].lower() == b"bearer " and hmac.compare_digest(given[7:], self.token)):
+        raise jfsm.driver.http._Refused(401, "missing or wrong bearer token")
+    _CHECK_HEAD(self, request)
 
 
 def main(argv: list[str]) -> int:
@@ -43,6 +57,8 @@ def main(argv: list[str]) -> int:
         return 2
     if hole == "host":
         jfsm.driver.http._loopback_host = _any_host
+    elif hole == "order":
+        jfsm.driver.http._Connection._check_head = _token_first  # type: ignore[method-assign]
     else:
         jfsm.driver.http.http_limits = _no_slot_guard  # type: ignore[assignment]
     from jfsm.cli import main as cli

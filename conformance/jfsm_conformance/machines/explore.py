@@ -30,7 +30,7 @@ import inspect
 import itertools
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,9 +45,46 @@ from jfsm_conformance.client.driver import HarnessError, ProtocolViolation, Unsu
 from jfsm_conformance.machines.memory import machine_factory
 from jfsm_conformance.run import exercise
 from jfsm_conformance.steps.session import Session
+from jfsm_conformance.verify import checks as C
 from jfsm_conformance.verify.checks import ConformanceFailure
 
-__all__ = ["NONDETERMINISM_ROW", "PROTOCOL_ROW", "Found", "Outcome", "explore", "unsupported_in"]
+# checks only the probes and the workers machine run (hostile input, HTTP, state directory,
+# bounded waits, ownership): what they alone judge, this machine never does
+_PROBES = (
+    C.HOSTILE,
+    C.HTTP_GUARD,
+    C.STATE_GUARD,
+    C.BOUNDED_WAITS,
+    C.ONE_OWNER,
+    C.FENCED_WRITES,
+    C.FENCED_READS,
+    C.LEASES,
+    C.NOT_HELD,
+    C.ROUNDS_LIST,
+)
+
+
+def judges(capabilities: Mapping[str, Any]) -> frozenset[str]:
+    """The requirement IDs the memory machine can judge against a driver declaring `capabilities`
+    (a `--select` of any of them runs it): those of the named checks its steps run, less a
+    kill's (JF-ATOM-008, only scenarios kill) and, without `durableRestart` (its `restart`
+    rule), JF-ATOM-004."""
+    steps = {i for check in C.CHECKS.values() if check not in _PROBES for i in check.ids}
+    steps.discard("JF-ATOM-008")
+    if not capabilities.get("durableRestart"):
+        steps.discard("JF-ATOM-004")
+    return frozenset(steps)
+
+
+__all__ = [
+    "NONDETERMINISM_ROW",
+    "PROTOCOL_ROW",
+    "Found",
+    "Outcome",
+    "explore",
+    "judges",
+    "unsupported_in",
+]
 
 PROTOCOL_ROW = "DRIVER-PROTOCOL"
 NONDETERMINISM_ROW = "NONDETERMINISTIC-IMPLEMENTATION"

@@ -100,6 +100,9 @@ class Flow:
     report: dict[str, Any] | None = None
     pending: str | None = None
     held: Compression | None = None
+    # the report of the forced compression a generation settled before its check, which
+    # the generation's report carries as its `forced` member (JF-COMP-014)
+    forced: dict[str, Any] | None = None
 
     @property
     def settled(self) -> list[Compression]:
@@ -163,6 +166,8 @@ class Predictor:
             elif model.game.flag:
                 flow.pending = comp.outcome
                 return flow
+            else:
+                flow.forced = self.report(comp)
         if not check:
             return flow
         stack = model.stack(scene)

@@ -1,8 +1,9 @@
-"""Hostile requests to an HTTP driver (JF-ERR-011, JF-ERR-012, JF-ERR-017): the requests
-spec/driver/protocol.json's `http` rules refuse, sent on raw sockets, each with the statuses
-it may get, and the silent sockets of a local process without the token. Limits
-(`header_bytes`, `header_timeout_seconds`, `auth_timeout_seconds`,
-`unauthenticated_connections`, `message_max_bytes`) are read from the spec. Probes are JSON
+"""Hostile requests to an HTTP driver (JF-ERR-011, JF-ERR-012, JF-ERR-017, JF-ERR-019): the
+requests spec/driver/protocol.json's `http` rules refuse, sent on raw sockets, each with the
+statuses it may get (one breaking several rules: the first rule's), and the silent sockets
+of a local process without the token. Limits (`header_bytes`, `header_timeout_seconds`,
+`auth_timeout_seconds`, `unauthenticated_connections`, `message_max_bytes`) are read from
+the spec. Probes are JSON
 like those of `jfsm_conformance.probes.protocol`.
 
 The slots probe (JF-ERR-017, decision R91) opens `unauthenticated_connections + 16` raw
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
     from jfsm_conformance.steps.world import World
     from jfsm_conformance.verify.checks import Ledger
 
-__all__ = ["http_probes", "run_http_probe", "slots_probe"]
+__all__ = ["http_probes", "order_probes", "run_http_probe", "slots_probe"]
 
 SLOTS_EXTRA = 16  # silent connections past the unauthenticated budget
 SLOTS_SLACK = 2.0  # seconds past auth_timeout_seconds before a silent one must be closed
@@ -140,6 +141,61 @@ def http_probes() -> list[dict[str, Any]]:
             g12,
             wait=http["header_timeout_seconds"],
         ),
+        *order_probes(),
+    ]
+
+
+def order_probes() -> list[dict[str, Any]]:
+    """Requests that break several rules at once: each must be refused for the first it
+    breaks, in the order of spec/driver/protocol.json (JF-ERR-019, decision R144): Host 421,
+    Origin 403, method 405, path 404, token 401, Content-Type 415, length 411, size 413."""
+    lim = limits()
+    post = "POST /v1/message HTTP/1.1\r\n"
+    body = "Content-Length: $LEN\r\n\r\n$BODY"
+    plain = "Content-Type: text/plain\r\n"
+    cases = [
+        (
+            "a foreign Host, a foreign Origin, no token, text/plain",
+            421,
+            post + "Host: evil.example\r\nOrigin: http://evil.example\r\n" + plain + body,
+        ),
+        (
+            "a foreign Origin, GET, no token",
+            403,
+            "GET /v1/message HTTP/1.1\r\nHost: $HOST\r\nOrigin: http://evil.example\r\n\r\n",
+        ),
+        ("GET of another path, no token", 405, "GET /v2/other HTTP/1.1\r\nHost: $HOST\r\n\r\n"),
+        (
+            "another path, no token, text/plain",
+            404,
+            "POST /v2/other HTTP/1.1\r\nHost: $HOST\r\n" + plain + body,
+        ),
+        ("no token, text/plain", 401, post + "Host: $HOST\r\n" + plain + body),
+        (
+            "text/plain, no Content-Length",
+            415,
+            post + "Host: $HOST\r\n$AUTH" + plain + "Connection: close\r\n\r\n$BODY",
+        ),
+        (
+            f"text/plain, a body of {lim.message_max_bytes + 1} bytes announced",
+            415,
+            post
+            + "Host: $HOST\r\n$AUTH"
+            + plain
+            + f"Content-Length: {lim.message_max_bytes + 1}\r\n\r\n",
+        ),
+    ]
+    return [
+        make_probe(
+            "http",
+            f"{what} (refused for the first rule it breaks)",
+            "invalid_input",
+            "null",
+            ["JF-ERR-019"],
+            request=request,
+            statuses=[status],
+        )
+        for what, status, request in cases
     ]
 
 

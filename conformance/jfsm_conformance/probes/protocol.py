@@ -1,5 +1,5 @@
-"""Hostile input over the driver protocol (JF-ERR-006 to JF-ERR-010): the probes and the
-check of one probe.
+"""Hostile input over the driver protocol (JF-ERR-006 to JF-ERR-010, and JF-TEXT-001 for a
+lone surrogate where a text is kept): the probes and the check of one probe.
 
 The probes are built from the spec, never copied: the limits of `spec/constants.json`
 (`limits.id_pattern`, `value_max_depth`, `message_max_depth`, `message_max_bytes`) and
@@ -124,6 +124,16 @@ BASE_ARGS: dict[str, dict[str, Any]] = {
     "telemetry": {},
 }
 ID_SLOTS = ("game", "scene", "into")  # slots that hold a game id or a scene id (JF-ERR-006)
+# slots that hold texts kept for storage (JF-TEXT-001): a lone surrogate there breaks that rule
+TEXT_SLOTS = {
+    "record_round": ("input", "output"),
+    "intervene": ("input", "output"),
+    "scene_exchange": ("user", "assistant"),
+    "publish_scene": ("closingSummary", "meanwhileEvent"),
+    "edit_round": ("input", "output"),
+    "write": ("sets", "deletes"),
+    "cheat": ("sets", "deletes"),
+}
 
 
 def _wrong_type(value: Any) -> Any:
@@ -156,10 +166,11 @@ def slot_probes(ops: list[str] | None = None) -> list[dict[str, Any]]:
         base = {"game": "$game", **BASE_ARGS[op]}
         for slot, value in base.items():
             ids = ["JF-ERR-010"] + (["JF-ERR-006"] if slot in ID_SLOTS else [])
+            text = ["JF-TEXT-001"] if slot in TEXT_SLOTS.get(op, ()) else []
             where = f"{op}.{slot}"
-            for label, bad in (
-                ("a lone surrogate", _lone_in(value)),
-                ("a wrong type", _wrong_type(value)),
+            for label, bad, blamed in (
+                ("a lone surrogate", _lone_in(value), text + ids),
+                ("a wrong type", _wrong_type(value), ids),
             ):
                 if bad == value:
                     continue
@@ -170,7 +181,7 @@ def slot_probes(ops: list[str] | None = None) -> list[dict[str, Any]]:
                         f"{where}: {label}",
                         "invalid_input",
                         "same",
-                        ids,
+                        blamed,
                         message=_message(op, args),
                     )
                 )
@@ -219,7 +230,7 @@ def slot_probes(ops: list[str] | None = None) -> list[dict[str, Any]]:
                 f"{op}.sets: a key with a lone surrogate",
                 "invalid_input",
                 "same",
-                ["JF-ERR-010"],
+                ["JF-TEXT-001", "JF-ERR-010"],
                 message=_message(op, {"game": "$game", "sets": {LONE: 1}}),
             )
         )
@@ -447,11 +458,11 @@ def run_probe(world: World, ledger: Ledger, game: str, scene: str, probe: dict[s
             ids=("JF-ERR-012",),
         )
     after = world.dump(game, remember=False)  # the driver still answers
-    ledger.expect(
+    ledger.expect(  # the probe's own rule first (its text, id or depth "writes nothing")
         C.HOSTILE,
         after == before,
         lambda: f"{what}: the game changed: {describe_change(before, after)}",
-        ids=("JF-ERR-010", *[i for i in ids if i != "JF-ERR-010"]),
+        ids=(*[i for i in ids if i != "JF-ERR-010"], "JF-ERR-010"),
     )
     return True
 

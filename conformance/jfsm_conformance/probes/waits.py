@@ -12,8 +12,11 @@ reply a byte at a time, trickles an endless body, sends a body past `response_by
 a reply whose `callId` or `error.code` is out of bounds), then a success. The generation
 must answer within the deadline of every waited attempt plus `SLACK`, with the first attempt
 a transport failure and the success published, nothing lost (the usual store, request,
-report and telemetry checks of `Session.generate`), and the driver still serving. Any
-failure of the case names the case's requirement first.
+report and telemetry checks of `Session.generate`), and the driver still serving. A failure
+of how the hostile attempt was handled (no retry, a wrong outcome or telemetry, the deadline
+passed) names the case's requirement first; one of what the engine sent (a request the fake
+rejects for its content) or of the store keeps its own requirements alone (decision R148,
+`steps.session.WAIT_CHECKS`).
 """
 
 from __future__ import annotations
@@ -126,9 +129,10 @@ def hello(w: World, ledger: Ledger, deadline: float | None) -> None:
     if deadline is not None:
         args["compressDeadlineSeconds"] = deadline
     reply = w.client.call("hello", args, timeout=60)
-    ledger.expect(
-        C.REPLY if deadline is None else C.BOUNDED_WAITS,
-        reply.ok,
-        f"hello with compressDeadlineSeconds={deadline} refused: {reply.get('error')}",
-        ids=("JF-CALL-006",),
-    )
+    if not reply.ok:  # a hello accepted judges nothing: no credit (R148)
+        ledger.expect(
+            C.REPLY if deadline is None else C.BOUNDED_WAITS,
+            False,
+            f"hello with compressDeadlineSeconds={deadline} refused: {reply.get('error')}",
+            ids=("JF-CALL-006",),
+        )

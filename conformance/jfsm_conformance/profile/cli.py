@@ -16,8 +16,9 @@ anything runs.
 Exit codes: 0 no property failed (by-design findings and not-applicable properties do not
 fail), 1 a property failed, 2 harness error (the profile's extra or the adapter's library is
 not installed, an unknown or broken adapter, an adapter that hangs, a `--version`
-environment that cannot be made, anything else unexpected; bad usage). `replay` exits 1 if
-the recorded failure (or another) still happens, 0 if the trace passes.
+environment that cannot be made, anything else unexpected; bad usage). `replay` judges the
+property its trace was recorded for: 1 if it still fails on the trace's steps, 0 if it no
+longer does (other properties the steps break are listed after it, decision R146).
 """
 
 from __future__ import annotations

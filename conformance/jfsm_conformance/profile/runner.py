@@ -294,13 +294,17 @@ def replay(
     adapter: str | None = None,
     progress: Callable[[str], None] = lambda line: print(line, file=sys.stderr),
 ) -> int:
-    """Run the steps of a recorded failing example again, every property checked: 1 if one
-    fails (reproduced), 0 if none does, 2 on a harness error (bad trace, missing library)."""
+    """Run the steps of a recorded failing example again and judge the property it was
+    recorded for (decision R146): 1 if that property still fails on them, 0 if it no longer
+    does, 2 on a harness error (bad trace, missing library, a property the adapter's scope
+    does not claim). The other properties the same steps break are listed after it; they do
+    not change the exit code, so a library's maintainer can check one fix."""
     try:
         trace = json.loads(Path(path).read_text(encoding="utf-8"))
         if trace.get("format") != TRACE_FORMAT:
             raise ValueError(f"not a {TRACE_FORMAT} trace")
         name = adapter or trace["adapter"]
+        recorded = str(trace["property"])
         factory, scope = resolve(name)
     except (KeyError, Unavailable) as exc:
         progress(f"HARNESS ERROR: {adapter_error(exc)}")
@@ -309,24 +313,47 @@ def replay(
         progress(f"HARNESS ERROR: {exc}")
         return 2
     progress(f"replaying {len(trace['steps'])} steps of {path} against {name} ({scope.version})")
-    progress(f"recorded: {trace['property']}: {trace['message'].splitlines()[0]}")
-    enabled = frozenset(
+    progress(f"recorded: {recorded}: {trace['message'].splitlines()[0]}")
+    applicable = {
         p.id
         for p in PROPERTIES
         if p.needs <= scope.capabilities() and p.id not in scope.not_applicable
-    )
-    machine = machine_class(factory, scope, enabled, Recorder())()
+    }
+    if recorded not in applicable:
+        progress(f"HARNESS ERROR: {recorded} does not apply to {name}'s scope: nothing to judge")
+        return 2
     try:
-        for step in trace["steps"]:
-            getattr(machine, step["step"])(**step["args"])
-            machine.general()  # type: ignore[attr-defined]
-    except PropertyViolation as exc:
-        progress(f"reproduced: {exc.rid}: {exc.detail}")
-        return 1
+        fired = _replayed(trace["steps"], factory, scope, frozenset({recorded}))
+        others: list[PropertyViolation] = []
+        left = applicable - {recorded}
+        while left and (other := _replayed(trace["steps"], factory, scope, frozenset(left))):
+            others.append(other)
+            left.discard(other.rid)
     except Exception as exc:
         progress(f"HARNESS ERROR: {type(exc).__name__}: {exc}")
         return 2
+    if fired is not None:
+        progress(f"reproduced: {recorded}: {fired.detail}")
+    else:
+        progress(f"fixed: {recorded} no longer fails on these steps")
+    for other in others:
+        progress(
+            f"also fails on these steps (not judged by this replay): {other.rid}: {other.detail}"
+        )
+    return 1 if fired is not None else 0
+
+
+def _replayed(
+    steps: list[dict[str, Any]], factory: AdapterFactory, scope: Scope, enabled: frozenset[str]
+) -> PropertyViolation | None:
+    """Run `steps` on a fresh machine checking only `enabled`: the first violation, or None."""
+    machine = machine_class(factory, scope, enabled, Recorder())()
+    try:
+        for step in steps:
+            getattr(machine, step["step"])(**step["args"])
+            machine.general()  # type: ignore[attr-defined]
+    except PropertyViolation as exc:
+        return exc
     finally:
         machine.teardown()
-    progress("the trace passed: the failure did not reproduce")
-    return 0
+    return None

@@ -19,8 +19,9 @@ requirement is also printed as a GitHub `::error` annotation.
 Exit codes: 0 every covered requirement passed, 1 a requirement failed (or a trace still
 fails), 2 harness error (the driver could not be started, died or stopped answering), an
 interrupted run (Ctrl-C or SIGTERM) or bad usage (an unknown option, a `--select` prefix
-that matches no requirement ID, a trace that is missing or not a trace, a report folder
-that cannot be written). Bad usage is one line on stderr, never a traceback (R160).
+that matches no requirement ID or selects nothing the suite judges, a `--select` that
+judged nothing once run (decision R142), a trace that is missing or not a trace, a report
+folder that cannot be written). Bad usage is one line on stderr, never a traceback (R160).
 
 A run holds its report folder: a second run pointed at the same folder while the first goes
 on is refused in one line (exit 2), so it never deletes the first's traces nor overwrites

@@ -36,7 +36,6 @@ from collections.abc import Iterator
 from typing import Any
 
 from jfsm_conformance.client.driver import HarnessError
-from jfsm_conformance.machines import workers
 from jfsm_conformance.steps.session import Session
 
 __all__ = ["phase"]
@@ -144,6 +143,6 @@ def phase(run: Any, profile: str) -> None:
             )
             run.current = f"companion {label}"
             run.companions[f"{label} (jfsm driver --state DIR --shared)"] = "the workers machine"
-            workers.phase(run, {"sharedStore": True}, profile, run.o.workers, spec=spec)
+            run.workers({"sharedStore": True}, spec=spec)
         finally:
             shutil.rmtree(shared, ignore_errors=True)

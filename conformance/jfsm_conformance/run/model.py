@@ -23,11 +23,13 @@ __all__ = [
     "SMALL_THRESHOLDS",
     "SYNTHETIC_ROWS",
     "Failure",
+    "Judge",
     "Options",
     "Profile",
     "RunResult",
     "implementation_label",
     "load_catalog",
+    "not_judged_by_suite",
     "select_error",
     "selected",
     "selection",
@@ -95,6 +97,21 @@ class Failure:
 
 
 @dataclass
+class Judge:
+    """A scenario or a machine of a run: the requirement IDs it judges, and how it went.
+
+    `status` is `pass`, `fail`, `skipped` (it could not run against this driver: `why` says
+    so in a few words, `reason` in full), `unsupported` (the driver answered an op it needs
+    with `unsupported_op`) or `left out` (the run's options left it out)."""
+
+    what: str
+    ids: frozenset[str]
+    status: str
+    why: str = ""
+    reason: str = ""
+
+
+@dataclass
 class RunResult:
     options: Options
     verdicts: list[dict[str, Any]]
@@ -110,12 +127,33 @@ class RunResult:
     phase: str = "finished"  # the last phase reached
     # the default run's companions: each reference process started, and what it ran (R92)
     companions: dict[str, str] = field(default_factory=dict)
+    # every scenario and machine the selection named, and how it went (`Judge`)
+    judges: list[Judge] = field(default_factory=list)
 
     @property
     def exit_code(self) -> int:
+        """2 for a harness error or a `--select` that judged nothing (`judged_nothing`), 1
+        when a requirement failed, else 0."""
         if self.harness_error:
             return 2
-        return 1 if any(v["verdict"] == "fail" for v in self.verdicts) else 0
+        if any(v["verdict"] == "fail" for v in self.verdicts):
+            return 1
+        return 2 if self.judged_nothing else 0
+
+    @property
+    def judged_nothing(self) -> str | None:
+        """With a `--select`, when no selected requirement got a verdict (every one is not
+        covered): one line saying why, else None (decision R142)."""
+        if not self.options.select or self.harness_error or self.partial:
+            return None
+        rows = [v for v in self.verdicts if v["id"].startswith("JF-")]
+        if any(v["verdict"] != "not covered" for v in rows):
+            return None
+        whys = sorted({v.get("why") or "not exercised" for v in rows})
+        return (
+            f"--select {self.options.select} judged nothing: every selected requirement is "
+            f"not covered ({'; '.join(whys)}); nothing about conformance can be concluded"
+        )
 
 
 def implementation_label(implementation: dict[str, Any]) -> str:
@@ -140,11 +178,13 @@ def selected(rid: str, select: str) -> bool:
 
 
 def select_error(select: str, catalog: list[dict[str, Any]] | None = None) -> str | None:
-    """Why a `--select PREFIX` is unusable (one of the prefixes matches no requirement ID),
-    or None."""
+    """Why a `--select PREFIX` is unusable, or None: one of the prefixes matches no
+    requirement ID, or the whole selection holds no requirement the suite judges (only
+    profile or not-observable ones: it would judge nothing, decision R142)."""
     if not select:
         return None
-    ids = [r["id"] for r in (catalog if catalog is not None else load_catalog())]
+    rows = catalog if catalog is not None else load_catalog()
+    ids = [r["id"] for r in rows]
     for prefix in selection(select):
         if not any(i.startswith(prefix) for i in ids):
             areas = sorted({i.rsplit("-", 1)[0] for i in ids})
@@ -152,7 +192,26 @@ def select_error(select: str, catalog: list[dict[str, Any]] | None = None) -> st
                 f"--select {prefix!r} matches no requirement ID (IDs start with one of "
                 f"{', '.join(areas)}; a prefix such as JF-COMP or JF-COMP-003 selects)"
             )
+    chosen = [r for r in rows if selected(r["id"], select)]
+    if not any(r.get("verification", "suite") == "suite" for r in chosen):
+        how = sorted({not_judged_by_suite(r)[0] for r in chosen})
+        return (
+            f"--select {select!r} selects no requirement jfsm conformance judges "
+            f"({'; '.join(how)}): it would judge nothing"
+        )
     return None
+
+
+def not_judged_by_suite(requirement: dict[str, Any]) -> tuple[str, str]:
+    """For a requirement the catalog says the suite does not verify: why, in a few words
+    and in full (the catalog's reason)."""
+    how = requirement.get("verification")
+    short = {
+        "profile": "profile: `jfsm profile`",
+        "engine": "the reference engine's own tests",
+        "not-observable": "not observable",
+    }.get(str(how), str(how))
+    return short, f"{how}: {requirement.get('reason', '')}".strip()
 
 
 def load_catalog() -> list[dict[str, Any]]:

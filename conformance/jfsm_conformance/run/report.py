@@ -3,6 +3,20 @@ JUnit XML for CI, and GitHub annotations.
 
 Every format says what was exercised (`RunResult.exercised`: how often each machine rule,
 session step, compress.v2 reply and compression outcome happened), so a pass is never empty.
+
+Every format is rendered from the same `RunResult` and its verdict rows: a verdict, its
+`why` and `reason`, and the first failure's blame (`first_failure`) read the same in JSON,
+Markdown, JUnit XML, GitHub annotations and on the terminal. A run still going writes a
+partial report whose not-covered rows say "not reached yet".
+
+- `report.json` (`to_json`): the verdicts, the judges and what was exercised, for machines;
+- `report.md` (`to_markdown`): the same for people, with the rule and workers tables;
+- the terminal (`summary_lines`): the harness error first, then the first failures, the
+  not-covered lines with their reasons, and the counts;
+- JUnit XML (`to_junit`) and GitHub annotations (`github_annotations`) for CI.
+
+**The one concept:** one run's result rendered for its readers; the formats stay together
+so that no format can say something another does not.
 """
 
 from __future__ import annotations
@@ -36,6 +50,7 @@ __all__ = [
     "to_json",
     "to_junit",
     "to_markdown",
+    "unjudged_lines",
     "verdict_lines",
     "versions",
     "workers_table",
@@ -158,8 +173,41 @@ def first_failure_lines(result: RunResult, shown: int = FIRST_FAILURES_SHOWN) ->
 
 
 def verdict_lines(result: RunResult) -> list[str]:
-    """One line per requirement: verdict, ID and title."""
-    return [f"{v['verdict'].upper():12} {v['id']}  {v['title']}" for v in result.verdicts]
+    """One line per requirement: verdict, ID and title, and for one not covered why, in a
+    few words. A harness error comes first; when it stopped the run before anything was
+    judged, the verdicts are one line (decision R147)."""
+    out = []
+    if result.harness_error:
+        out.append(f"HARNESS ERROR: {result.harness_error.splitlines()[0]}")
+        if not any(v["verdict"] != "not covered" for v in result.verdicts):
+            return [
+                *out,
+                f"{len(result.verdicts)} requirements not judged: the run stopped before it "
+                "judged any (the harness error above)",
+            ]
+    for v in result.verdicts:
+        line = f"{v['verdict'].upper():12} {v['id']}  {v['title']}"
+        if v["verdict"] == "not covered" and v.get("why"):
+            line += f"  ({v['why']})"
+        out.append(line)
+    return out
+
+
+def unjudged_lines(result: RunResult) -> list[str]:
+    """For a `--select`: one line per reason the driver controls (a capability it lacks or
+    an op it does not support, its transport) naming the selected requirements it left not
+    covered; and a line when the selection judged nothing (decision R142)."""
+    if not result.options.select:
+        return []
+    by_why: dict[str, list[str]] = {}
+    for v in result.verdicts:
+        why = v.get("why") or ""
+        if v["verdict"] == "not covered" and why.startswith(("needs ", "op ")):
+            by_why.setdefault(why, []).append(v["id"])
+    out = [f"Selected, not judged ({why}): {', '.join(ids)}" for why, ids in sorted(by_why.items())]
+    if result.judged_nothing:
+        out.append(f"JUDGED NOTHING: {result.judged_nothing}")
+    return out
 
 
 def to_json(result: RunResult) -> dict[str, Any]:
@@ -179,11 +227,16 @@ def to_json(result: RunResult) -> dict[str, Any]:
         "partial": result.partial,
         "phase": result.phase,
         "harness_error": result.harness_error,
+        "judged_nothing": result.judged_nothing,
         "counts": dict(counts),
         "durations_s": {k: round(v, 2) for k, v in result.durations.items()},
         "exercised": result.exercised,
         "skipped": result.skipped,
         "companions": result.companions,
+        "judges": [
+            {"what": j.what, "status": j.status, "why": j.why or None, "ids": sorted(j.ids)}
+            for j in result.judges
+        ],
         "verdicts": result.verdicts,
         "driver_log": result.driver_log.splitlines()[-40:],
     }
@@ -228,6 +281,8 @@ def to_markdown(result: RunResult) -> str:
         ]
     if result.harness_error:
         lines += ["", "## Harness error", "", "```", result.harness_error, "```"]
+    if result.judged_nothing:
+        lines += ["", f"**Judged nothing**: {result.judged_nothing}."]
     failing = [v for v in result.verdicts if v["verdict"] in ("fail", "xfail")]
     if failing:
         lines += ["", "## Failures", ""]
@@ -257,6 +312,8 @@ def to_markdown(result: RunResult) -> str:
             if v["verdict"] in ("pass", "fail")
             else (v.get("reason") or "")
         )
+        if v["verdict"] == "not covered" and v.get("why") and v["why"] not in detail:
+            detail = f"{v['why']}: {detail}"
         detail = detail.replace("|", "\\|").replace("\n", " ")
         lines.append(f"| {v['id']} | {v['level']} | {v['verdict']} | {v['title']} | {detail} |")
     lines += exercised_markdown(result)
@@ -364,6 +421,7 @@ def summary_lines(result: RunResult) -> list[str]:
             first = v["failures"][0] if v["failures"] else None
             why = first["message"].splitlines()[0][:160] if first else v.get("reason", "")
             out.append(f"  {v['verdict'].upper():6} {v['id']}  {v['title']}: {why}")
+    out += unjudged_lines(result)
     if result.harness_error:
         out.append(f"HARNESS ERROR: {result.harness_error.splitlines()[0]}")
     return out
@@ -391,11 +449,13 @@ def to_junit(result: RunResult) -> str:
     """JUnit XML: one `testcase` per requirement (classname `jfsm.conformance.AREA`); a failed
     requirement has a `failure` with the suite's message (what was expected, what was got)
     and the replay command; not covered and expected failures are `skipped` with the
-    reason; a harness error is one extra `testcase` with an `error`."""
+    reason; a harness error, or a selection that judged nothing, is one extra `testcase` with
+    an `error`."""
     counts = Counter(v["verdict"] for v in result.verdicts)
     failures = counts["fail"]
     skipped = counts["not covered"] + counts["xfail"]
-    errors = 1 if result.harness_error else 0
+    problem = result.harness_error or result.judged_nothing  # exit 2: an error case (R142)
+    errors = 1 if problem else 0
     total_time = sum(result.durations.values())
     suites = ET.Element("testsuites", name="jfsm conformance")
     suite = ET.SubElement(
@@ -416,14 +476,13 @@ def to_junit(result: RunResult) -> str:
         ("select", result.options.select),
     ):
         ET.SubElement(props, "property", name=name, value=_xml(value))
-    if result.harness_error:
-        case = ET.SubElement(
-            suite, "testcase", name="harness", classname="jfsm.conformance", time="0"
+    if problem:
+        name, kind = (
+            ("harness", "HarnessError") if result.harness_error else ("selection", "JudgedNothing")
         )
-        error = ET.SubElement(
-            case, "error", message=_xml(result.harness_error.splitlines()[0]), type="HarnessError"
-        )
-        error.text = _xml(result.harness_error)
+        case = ET.SubElement(suite, "testcase", name=name, classname="jfsm.conformance", time="0")
+        error = ET.SubElement(case, "error", message=_xml(problem.splitlines()[0]), type=kind)
+        error.text = _xml(problem)
     for v in result.verdicts:
         area = v["id"].split("-")[1] if v["id"].startswith("JF-") else "driver"
         case = ET.SubElement(
@@ -443,7 +502,9 @@ def to_junit(result: RunResult) -> str:
         elif verdict == "xfail":
             ET.SubElement(case, "skipped", message=_xml(f"expected failure: {v.get('reason')}"))
         elif verdict == "not covered":
-            ET.SubElement(case, "skipped", message=_xml(f"not covered: {v.get('reason') or ''}"))
+            why = f" ({v['why']})" if v.get("why") else ""
+            message = f"not covered{why}: {v.get('reason') or ''}"
+            ET.SubElement(case, "skipped", message=_xml(message))
         elif verdict == "xpass":
             out = ET.SubElement(case, "system-out")
             out.text = _xml(v.get("reason") or "listed as an expected failure but passed")
@@ -473,6 +534,11 @@ def github_annotations(result: RunResult) -> list[str]:
         out.append(
             f"::error title={_escape_property('jfsm conformance: harness error')}::"
             + _escape_data(result.harness_error)
+        )
+    if result.judged_nothing:
+        out.append(
+            f"::error title={_escape_property('jfsm conformance: judged nothing')}::"
+            + _escape_data(result.judged_nothing)
         )
     for v in result.verdicts:
         if v["verdict"] != "fail":

@@ -11,7 +11,10 @@ Phases: the handshake; the scenarios (each skipped, with its reason, when the dr
 what it needs); the machine at the spec thresholds; the machine at small thresholds (with
 `thresholdOverride`); the workers machine (with `sharedStore`); in the default run only, the
 companions, which run over the reference driver's own processes what the in-process driver
-had to skip. A narrowing `--select` runs the matching scenarios only.
+had to skip. A `--select` runs every scenario and machine that judges a selected requirement
+(`Scenario.ids`, `machines.explore.judges`, `machines.workers.OWNERSHIP_IDS`; decision R142);
+each is recorded as a `Judge` with how it went, from which a requirement left not covered
+gets its true reason (`judge`, decision R143).
 
 `run(options)` returns a `RunResult`; `replay(path)` runs a recorded trace again. A failure
 of a check becomes a `Failure` with the requirement IDs it blames and a language-neutral trace
@@ -34,7 +37,7 @@ import json
 import logging
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +49,7 @@ from jfsm_conformance.machines.explore import (
     explore,
     unsupported_in,
 )
+from jfsm_conformance.machines.explore import judges as memory_judges
 from jfsm_conformance.run import companions, exercise
 from jfsm_conformance.run.traces import TraceDir, TraceError, read_trace, unpack
 from jfsm_conformance.scenarios import SCENARIOS, Scenario
@@ -70,14 +74,15 @@ from jfsm_conformance.run.model import (
     SMALL_THRESHOLDS,
     SYNTHETIC_ROWS,
     Failure,
+    Judge,
     Options,
     Profile,
     RunResult,
     implementation_label,
     load_catalog,
+    not_judged_by_suite,
     select_error,
     selected,
-    selection,
 )
 
 
@@ -103,10 +108,10 @@ NOT_SHRUNK = (
 )
 
 
-def _needs_met(scenario: Scenario, session: Session) -> str | None:
-    """Why `scenario` cannot run against this driver (every missing capability, the
-    declared-capability ones first), or None."""
-    reasons = []
+def _needs_met(scenario: Scenario, session: Session) -> tuple[str, str] | None:
+    """Why `scenario` cannot run against this driver, in a few words and in full (every
+    missing capability, the declared-capability ones first), or None."""
+    reasons: list[tuple[str, str]] = []
     stdio = session.world.driver_spec.startswith("stdio:")
     http = session.world.driver_spec.startswith(("http:", "https:"))
     capabilities = session.world.capabilities
@@ -115,29 +120,59 @@ def _needs_met(scenario: Scenario, session: Session) -> str | None:
     for need in needs:
         if need == "durableRestart" and not capabilities.get("durableRestart"):
             reasons.append(
-                "the driver does not declare capabilities.durableRestart (the scenario "
-                "restarts the driver and reopens its games)"
+                (
+                    "needs capability durableRestart",
+                    "the driver does not declare capabilities.durableRestart (the scenario "
+                    "restarts the driver and reopens its games)",
+                )
             )
         if need == "deadlineOverride" and not capabilities.get("deadlineOverride"):
-            reasons.append("the driver does not declare capabilities.deadlineOverride")
+            reasons.append(
+                (
+                    "needs capability deadlineOverride",
+                    "the driver does not declare capabilities.deadlineOverride",
+                )
+            )
         if need == "http" and not http:
             reasons.append(
-                "needs an HTTP driver (JF-ERR-011 and JF-ERR-012 are about HTTP requests)"
+                (
+                    "needs an HTTP driver",
+                    "needs an HTTP driver (JF-ERR-011 and JF-ERR-012 are about HTTP requests)",
+                )
             )
         if need == "state" and getattr(session.world.client.transport, "state", None) is None:
             reasons.append(
-                "needs a stdio driver whose command names {state} (the suite starts it on "
-                "directories of its own)"
+                (
+                    "needs {state} in the stdio command",
+                    "needs a stdio driver whose command names {state} (the suite starts it "
+                    "on directories of its own)",
+                )
             )
         if need == "stdio" and not stdio:
-            reasons.append("needs a stdio driver (the runner kills the process mid-operation)")
+            reasons.append(
+                (
+                    "needs a stdio driver",
+                    "needs a stdio driver (the runner kills the process mid-operation)",
+                )
+            )
         if need == "kill" and not stdio and not capabilities.get("crashInjection"):
             reasons.append(
-                "needs a stdio driver or capabilities.crashInjection (to kill it mid-operation)"
+                (
+                    "needs stdio or capability crashInjection",
+                    "needs a stdio driver or capabilities.crashInjection (to kill it "
+                    "mid-operation)",
+                )
             )
     if not reasons and "kill" in needs and session.kill_mode is None:
-        reasons.append("the driver cannot be restarted in process (to kill it mid-operation)")
-    return "; ".join(reasons) or None
+        reasons.append(
+            (
+                "needs a driver the suite can restart",
+                "the driver cannot be restarted in process (to kill it mid-operation)",
+            )
+        )
+    if not reasons:
+        return None
+    return reasons[0][0], "; ".join(long for _, long in reasons)
 
 
 class _Run:
@@ -157,10 +192,18 @@ class _Run:
         self.phase = "starting"
         self.current = "the handshake"  # the scenario or machine running (a harness error names it)
         self.companions: dict[str, str] = {}  # the default run's reference processes (R92)
+        # every scenario and machine the selection names, by name, and how it went (R143)
+        self.judges: dict[str, Judge] = {}
 
     def result(
-        self, harness_error: str | None, driver_log: str = "", *, partial: bool
+        self,
+        harness_error: str | None,
+        driver_log: str = "",
+        *,
+        partial: bool,
+        running: bool = False,
     ) -> RunResult:
+        """The run's result so far; `running`: a checkpoint of a run that goes on."""
         verdicts = judge(
             self.catalog,
             self.ledger,
@@ -169,6 +212,9 @@ class _Run:
             self.unsupported,
             self.skipped,
             self.capabilities,
+            judges=list(self.judges.values()),
+            stopped=self.phase if partial else None,
+            running=running,
         )
         return RunResult(
             self.o,
@@ -184,13 +230,14 @@ class _Run:
             partial=partial,
             phase=self.phase,
             companions=dict(self.companions),
+            judges=list(self.judges.values()),
         )
 
     def reached(self, phase: str) -> None:
         """Record the phase reached and hand a partial result to `Options.checkpoint`."""
         self.phase = phase
         if self.o.checkpoint is not None:
-            self.o.checkpoint(self.result(None, partial=True))
+            self.o.checkpoint(self.result(None, partial=True, running=True))
 
     def record_failure(
         self,
@@ -234,23 +281,30 @@ class _Run:
 
     def scenarios(self, session: Session, only: set[str] | None = None, label: str = "") -> None:
         """Run the selected scenarios (`only`: just these) against `session`; `label` prefixes
-        the progress lines (a companion's)."""
-        chosen = [
-            s
-            for s in SCENARIOS
-            if _selected(s.ids, self.o.select)
-            and (self.o.scenarios is None or s.name in self.o.scenarios)
-            and (only is None or s.name in only)
-        ]
+        the progress lines (a companion's). Each is recorded as a `Judge`."""
+        chosen = []
+        for s in SCENARIOS:
+            if not _selected(s.ids, self.o.select) or (only is not None and s.name not in only):
+                continue
+            if self.o.scenarios is None or s.name in self.o.scenarios:
+                chosen.append(s)
+                continue
+            # left out by the options; a capability it lacks is still the truer reason
+            need = _needs_met(s, session)
+            why, reason = need or ("left out of this run", "the run's options left it out")
+            status = "skipped" if need else "left out"
+            self.judge_as(f"scenario {s.name}", s.ids, status, why, reason)
         prefix = f"{label}: " if label else ""
         total_began = time.monotonic()
         for i, scenario in enumerate(chosen, start=1):
-            reason = _needs_met(scenario, session)
-            if reason:
-                self.skipped[scenario.name] = reason
-                self.o.progress(f"{prefix}[{i}/{len(chosen)}] {scenario.name}: skipped ({reason})")
+            what = f"scenario {scenario.name}"
+            need = _needs_met(scenario, session)
+            if need:
+                self.skipped[scenario.name] = need[1]
+                self.judge_as(what, scenario.ids, "skipped", *need)
+                self.o.progress(f"{prefix}[{i}/{len(chosen)}] {scenario.name}: skipped ({need[1]})")
                 continue
-            self.current = f"scenario {scenario.name}"
+            self.current = what
             session.begin_sequence()
             start = session.world.client.transcript.mark()
             session.trace_start = start
@@ -258,10 +312,13 @@ class _Run:
             try:
                 scenario.run(session)
                 status = "pass"
+                self.judge_as(what, scenario.ids, "pass")
             except (ConformanceFailure, ProtocolViolation) as exc:
                 op = unsupported_in(session)
                 if op is not None:
-                    status = "not covered: " + self.not_supported(f"scenario {scenario.name}", op)
+                    reason = self.not_supported(what, op)
+                    status = "not covered: " + reason
+                    self.judge_as(what, scenario.ids, "unsupported", f"op {op} unsupported", reason)
                 else:
                     found = Found(
                         exc,
@@ -269,11 +326,12 @@ class _Run:
                         session.world.client.transcript.since(start),
                     )
                     where = (session.world.driver_spec, session.world.override)
-                    self.record_failure(f"scenario {scenario.name}", found, *where)
+                    self.record_failure(what, found, *where)
                     status = "FAIL"
+                    self.judge_as(what, scenario.ids, "fail")
                 session.recover()
             took = time.monotonic() - began
-            self.durations[f"scenario {scenario.name}"] = took
+            self.durations[what] = took
             left = ""
             spent = time.monotonic() - total_began
             estimate = spent / i * (len(chosen) - i)
@@ -284,8 +342,34 @@ class _Run:
             )
             self.reached(f"scenario {scenario.name} ({i}/{len(chosen)} scenarios)")
 
+    def judge_as(
+        self, what: str, ids: Iterable[str], status: str, why: str = "", reason: str = ""
+    ) -> None:
+        """Record how the scenario or machine `what`, which judges `ids`, went (a later
+        record of the same one, a companion's, replaces it)."""
+        self.judges.pop(what, None)
+        self.judges[what] = Judge(what, frozenset(ids), status, why, reason)
+
+    def workers(self, capabilities: dict[str, Any], spec: str | None = None) -> None:
+        """The workers machine (`jfsm_conformance.machines.workers`) over the run's driver
+        or `spec`, recorded as a `Judge`."""
+        label = f"machine workers (K={self.o.workers})"
+        began = len(self.failures)
+        workers.phase(self, capabilities, self.o.profile, self.o.workers, spec=spec)
+        if label in self.skipped:
+            reason = self.skipped[label]
+            shared = "sharedStore" in reason
+            why = "needs capability sharedStore" if shared else "needs a stdio driver"
+            self.judge_as(label, workers.OWNERSHIP_IDS, "skipped", why, reason)
+        else:
+            failed = any(f.source == label for f in self.failures[began:])
+            self.judge_as(label, workers.OWNERSHIP_IDS, "fail" if failed else "pass")
+
     def machine(self, session: Session, label: str, examples: int, steps: int) -> None:
+        what = f"machine {label}"
+        ids = memory_judges(session.world.capabilities)
         if examples <= 0:
+            self.judge_as(what, ids, "left out", "left out of this run", "no examples asked")
             return
         began = time.monotonic()
         self.current = f"machine {label}"
@@ -304,7 +388,11 @@ class _Run:
         )
         status = outcome.status
         if outcome.status == "unsupported" and outcome.unsupported:
-            status = "not covered: " + self.not_supported(f"machine {label}", outcome.unsupported)
+            reason = self.not_supported(what, outcome.unsupported)
+            status = "not covered: " + reason
+            self.judge_as(what, ids, "unsupported", f"op {outcome.unsupported} unsupported", reason)
+        else:
+            self.judge_as(what, ids, "fail" if outcome.failures else "pass")
         for found in outcome.failures:
             if shrink != self.shrink:
                 found.note = "; ".join(filter(None, [found.note, NOT_SHRUNK]))
@@ -323,8 +411,9 @@ class _Run:
 def run(options: Options) -> RunResult:
     """Run the suite against `options.driver`; never raises for a failing implementation.
 
-    A `--select` prefix that matches no requirement is a harness error (exit 2): nothing
-    would run, and a CI job would pass silently."""
+    A `--select` prefix that matches no requirement, or a selection of nothing the suite
+    judges, is a harness error (exit 2): nothing would run, and a CI job would pass silently.
+    A selection that judged nothing once run exits 2 too (`RunResult.judged_nothing`)."""
     if options.profile not in PROFILES:
         raise ValueError(f"unknown profile {options.profile!r}; choose from {sorted(PROFILES)}")
     profile = PROFILES[options.profile]
@@ -359,40 +448,53 @@ def run(options: Options) -> RunResult:
                 )
                 r.reached("handshake")
                 r.scenarios(session)
-                broad = options.machines and all(
-                    p in ("J", "JF", "JF-") for p in selection(options.select)
-                )
-                if broad:
+                # a machine runs when the selection names what it judges (R142)
+                # (the workers machine's own IDs aside, whatever checks they share)
+                judged = memory_judges(capabilities) - workers.OWNERSHIP_IDS
+                wanted = any(selected(i, options.select) for i in judged)
+                machines = options.machines and wanted
+                if machines:
                     r.machine(session, "at spec thresholds", profile.examples, profile.steps)
+                elif wanted:
+                    what = "machine at spec thresholds"
+                    r.judge_as(what, judged, "left out", "left out of this run")
                 r.unsupported.update(session.world.unsupported)
                 driver_log = session.world.client.stderr_tail()
                 session.close()
                 session = None
-                if not broad:
-                    r.skipped["state machines"] = (
-                        "a narrowing --select runs the matching scenarios only"
-                    )
-                elif capabilities.get("thresholdOverride") and profile.small_examples:
-                    r.current = "the start of the machine at small thresholds"
-                    small = Session(options.driver, r.ledger, thresholds=SMALL_THRESHOLDS)
+                small = "at small thresholds (" + ", ".join(
+                    f"{k} {v}" for k, v in SMALL_THRESHOLDS.items()
+                )
+                small += ")"
+                if not wanted:
+                    pass
+                elif not capabilities.get("thresholdOverride"):
+                    reason = "the driver does not declare thresholdOverride"
+                    r.skipped[f"machine {small}"] = reason
+                    why = "needs capability thresholdOverride"
+                    r.judge_as(f"machine {small}", judged, "skipped", why, reason)
+                elif machines and profile.small_examples:
+                    r.current = f"the start of the machine {small}"
+                    small_session = Session(options.driver, r.ledger, thresholds=SMALL_THRESHOLDS)
                     try:
-                        r.machine(
-                            small,
-                            "at small thresholds ("
-                            + ", ".join(f"{k} {v}" for k, v in SMALL_THRESHOLDS.items())
-                            + ")",
-                            profile.small_examples,
-                            profile.small_steps,
-                        )
-                        r.unsupported.update(small.world.unsupported)
+                        r.machine(small_session, small, profile.small_examples, profile.small_steps)
+                        r.unsupported.update(small_session.world.unsupported)
                     finally:
-                        small.close()
+                        small_session.close()
                 else:
-                    r.skipped["machine at small thresholds"] = (
-                        "the driver does not declare thresholdOverride"
-                    )
-                if broad:  # K processes of a sharedStore driver (R81)
-                    workers.phase(r, capabilities, profile.name, options.workers)
+                    r.judge_as(f"machine {small}", judged, "left out", "left out of this run")
+                if any(selected(i, options.select) for i in workers.OWNERSHIP_IDS):
+                    if options.machines:
+                        r.workers(capabilities)  # K processes of a sharedStore driver (R81)
+                    else:  # left out; a capability it lacks is still the truer reason
+                        label = f"machine workers (K={options.workers})"
+                        why, reason = "left out of this run", "the run's options left it out"
+                        status = "left out"
+                        if not capabilities.get("sharedStore"):
+                            why = "needs capability sharedStore"
+                            reason = "the driver does not declare capabilities.sharedStore"
+                            status = "skipped"
+                        r.judge_as(label, workers.OWNERSHIP_IDS, status, why, reason)
                 if options.companions:  # the reference's own processes (R92)
                     companions.phase(r, profile.name)
     except (HarnessError, ProtocolViolation) as exc:  # a violation here: in the handshake
@@ -427,8 +529,17 @@ def judge(
     unsupported: dict[str, str],
     skipped: dict[str, str],
     capabilities: dict[str, Any],
+    *,
+    judges: list[Judge] | None = None,
+    stopped: str | None = None,
+    running: bool = False,
 ) -> list[dict[str, Any]]:
-    """One verdict per requirement: pass, fail, xfail, xpass or not covered (with a reason)."""
+    """One verdict per requirement: pass, fail, xfail, xpass or not covered. A not-covered
+    row says why, in a few words (`why`: the class the terminal prints) and in full
+    (`reason`), from what kept it unjudged: the catalog (profile, not observable), a judge
+    that failed first, a run that `stopped` (the phase reached; `running`: a checkpoint of a
+    run that goes on), a capability or transport
+    the driver lacks, an op it does not support (decision R143)."""
     failed: dict[str, list[Failure]] = {}
     for f in failures:
         for rid in f.ids:
@@ -471,22 +582,76 @@ def judge(
                 row["reason"] = f"listed as an expected failure ({expected}) but passed"
         else:
             row["verdict"] = "not covered"
-            if req.get("verification") != "suite":
-                row["reason"] = f"{req.get('verification')}: {req.get('reason', '')}".strip()
-            elif req.get("level") == "MAY":
-                row["reason"] = "optional (MAY): credited only when the implementation shows it"
-            elif rid == "JF-ATOM-004" and not capabilities.get("durableRestart"):
-                row["reason"] = "the driver does not declare capabilities.durableRestart"
-            elif rid in workers.OWNERSHIP_IDS and not capabilities.get("sharedStore"):
-                row["reason"] = "the driver does not declare capabilities.sharedStore"
-            elif unsupported:
-                row["reason"] = f"not exercised; the driver does not support {sorted(unsupported)}"
-            elif skipped:
-                row["reason"] = f"not exercised in this run (skipped: {', '.join(sorted(skipped))})"
-            else:
-                row["reason"] = "not exercised in this run"
+            row["why"], row["reason"] = _unjudged(req, judges or [], unsupported, stopped, running)
         rows.append(row)
     return rows
+
+
+def _unjudged(
+    req: dict[str, Any],
+    judges: list[Judge],
+    unsupported: dict[str, str],
+    stopped: str | None,
+    running: bool = False,
+) -> tuple[str, str]:
+    """Why requirement `req` is not covered: in a few words, and in full."""
+    if stopped is not None and running:
+        stopped_why = ("not reached yet", f"not reached yet: the run is at {stopped}")
+    else:
+        stopped_why = (
+            "not reached: the run stopped",
+            f"not reached: the run stopped after {stopped}, before what judges it ran",
+        )
+    rid = req["id"]
+    if req.get("verification", "suite") != "suite":
+        return not_judged_by_suite(req)
+    mine = [j for j in judges if rid in j.ids]
+    ran = [j for j in mine if j.status == "pass"]
+    failing = [j.what for j in mine if j.status == "fail"]
+    if failing:
+        return (
+            f"not reached: {failing[0]} failed first",
+            f"not reached: {', '.join(failing)}, which judge it, failed before they judged it "
+            "(see the failures)",
+        )
+    if stopped is not None and not ran:
+        return stopped_why
+    if req.get("level") == "MAY":
+        return (
+            "optional, not shown",
+            "optional (MAY): credited only when the implementation shows it",
+        )
+    lacking = [j for j in mine if j.status in ("skipped", "unsupported")]
+    if lacking:
+        whys = list(dict.fromkeys(j.why for j in lacking))
+        return "; ".join(whys), "; ".join(
+            dict.fromkeys(f"{j.what}: {j.reason or j.why}" for j in lacking)
+        )
+    if stopped is not None:
+        return stopped_why
+    if not judges:  # a caller that recorded no judges (the old way): the run's own notes
+        if unsupported:
+            return (
+                f"op {sorted(unsupported)[0]} unsupported",
+                f"not exercised; the driver does not support {sorted(unsupported)}",
+            )
+        return "not exercised", "not exercised in this run"
+    left_out = [j.what for j in mine if j.status == "left out"]
+    if left_out and not ran:
+        return "left out of this run", f"left out of this run: {', '.join(left_out)}"
+    if unsupported and ran:
+        ops = sorted(unsupported)
+        return (
+            f"op {ops[0]} unsupported",
+            f"not exercised: {', '.join(j.what for j in ran)} ran, but the driver does not "
+            f"support {ops}",
+        )
+    if ran:
+        return (
+            "not exercised",
+            f"not exercised: {', '.join(j.what for j in ran)} ran and never reached it",
+        )
+    return "not exercised", "no scenario or machine of this run judges it"
 
 
 def _failure_json(f: Failure) -> dict[str, Any]:

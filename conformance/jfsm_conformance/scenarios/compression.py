@@ -190,7 +190,7 @@ def intervene_forced(s: Session) -> None:
     s.intervene(g, "reveal all", "all of it \U0001f600", 11, replies=[ok("forced-all")])
 
 
-@scenario("intervene-retry", "INT-004 INT-006 INT-007 INT-008 CALL-007 COMP-009")
+@scenario("intervene-retry", "INT-004 INT-006 INT-007 INT-008 CALL-007 COMP-009 COMP-014")
 def intervene_retry(s: Session) -> None:
     g = game(s)
     s.record_round(g, "opening", "the scene is set")

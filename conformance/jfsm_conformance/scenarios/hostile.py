@@ -65,13 +65,14 @@ def hostile_messages(s: Session) -> None:
     _run(s, g, scene, H.message_probes() + H.wire_probes())
 
 
-@scenario("hostile-http", "ERR-011 ERR-012 ERR-017", needs="http")
+@scenario("hostile-http", "ERR-011 ERR-012 ERR-017 ERR-019", needs="http")
 def hostile_http(s: Session) -> None:
     """What an HTTP driver refuses before acting (foreign Host or Origin, no or a wrong
     token, a wrong Content-Type, another method or path) and malformed requests (bad,
     duplicated, missing or over-size Content-Length, headers too long or never completed, a
     body that is no JSON): the status of spec/driver/protocol.json, an error reply, nothing
-    changed, the next request served. Then silent connections past the unauthenticated
+    changed, the next request served; a request breaking several rules, the first one's
+    status (JF-ERR-019). Then silent connections past the unauthenticated
     budget: an authorized request on a new connection is answered at once, and every
     silent one is closed after `auth_timeout_seconds`."""
     g, scene = _game_with_scene(s)

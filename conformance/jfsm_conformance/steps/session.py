@@ -119,6 +119,13 @@ STEPS: frozenset[str] = frozenset(
 )
 
 KILLED_OP_TIMEOUT = 30.0  # how long a crashed in-process operation may take to answer
+# the checks of a bounded-wait case that judge how its hostile attempt was handled (a retry,
+# the outcome, the telemetry of the attempt, the requests that followed it, the deadline): a
+# failure of one names the case's requirement first. What the engine sent (the request
+# contract, canaries) and the store's own rules keep their IDs alone (R148).
+WAIT_CHECKS = frozenset(
+    check.name for check in (C.RETRIES, C.OUTCOME, C.TELEMETRY, C.CALL_ID, C.COMPRESSION_TRIGGER)
+)
 
 
 class Session:
@@ -280,6 +287,7 @@ class Session:
             # summary altered) is blamed on the store rule it breaks, not on lengthAfter
             self.check.replies.report("generate", result, flow.report)
             self._published_call_id(result, game, scene)
+        self.check.replies.forced(result, flow.forced)
         # telemetry last, so that a wrong publication is blamed on the store or report rule
         # it breaks rather than on the telemetry event's outcome
         self._telemetry(game, flow.settled, "generate")
@@ -450,7 +458,9 @@ class Session:
                 report("intervene", result["compression"])
             self._forced_flag(result, model)
         elif not model.game.flag:
-            report("generate", self.check.replies.ok(reply, "generate", ("JF-COMP-012",)))
+            result = self.check.replies.ok(reply, "generate", ("JF-COMP-012",))
+            report("generate", result)
+            self.check.replies.forced(result, None)
         else:
             # an intervene landed while the check was in flight: the same generation must
             # settle the owed forced compression before it may start
@@ -462,7 +472,10 @@ class Session:
             if model.game.flag:
                 self.check.replies.pending(reply, str(forced.outcome))
             else:
-                report("generate", self.check.replies.ok(reply, "generate", ("JF-INT-007",)))
+                want_forced = predictor.report(forced)
+                result = self.check.replies.ok(reply, "generate", ("JF-INT-007",))
+                report("generate", result)
+                self.check.replies.forced(result, want_forced)
         self._finish(Flow(leftover=predictor.requests), "release")
         verifies: tuple[str, ...] = (
             ("JF-COMP-003", "JF-CONC-002") if comp.outcome == "published" else ("JF-COMP-009",)
@@ -752,7 +765,9 @@ class Session:
         try:
             self.generate(game, replies=[case["reply"], then])
         except ConformanceFailure as exc:
-            ids = (case["id"], *[i for i in exc.ids if i != case["id"]])
+            ids = exc.ids
+            if exc.check in WAIT_CHECKS:  # how the hostile attempt was handled: the case's
+                ids = (case["id"], *[i for i in exc.ids if i != case["id"]])
             raise ConformanceFailure(
                 exc.check, ids, f"{case['what']}: {exc.message}", exc.evidence
             ) from exc
@@ -814,14 +829,14 @@ class Session:
         if w.held is not None:
             raise HarnessError("restart while a compression is held is not supported by the suite")
         before = {g: jcs(self.world.dump(g)) for g in w.games}
-        w.restart_driver()
+        self._restart()
         for game, model in w.games.items():
             if model.participants:
                 reply = w.call(
                     "set_participants", {"game": game, "participants": model.participants}
                 )
-                self.check.replies.ok(reply, "set_participants", ("JF-CALL-009",))
-            after = jcs(self.world.dump(game))
+                self._served(game, "set_participants", reply)
+            after = jcs(self._reopened_dump(game))
             self.ledger.expect(
                 C.DURABILITY,
                 after == before[game],
@@ -830,6 +845,8 @@ class Session:
             )
             if game not in w.broken:
                 self._verify(game, Ctx("restart", verifies=("JF-ATOM-004",)))
+        if w.games:  # every game served at once after the restart
+            self.ledger.credit(C.RESTART_SERVES)
         w.resync_telemetry()
 
     def kill_during_round(self, game: str, user: str, assistant: str, at: int = 0) -> None:
@@ -848,7 +865,7 @@ class Session:
         else:
             w.start("record_round", args)
             time.sleep(0.01)
-        w.restart_driver()
+        self._restart()
         ids = ("JF-ATOM-004", "JF-ATOM-001")
         if self._reopened(game, model, after, "round", ids, acked, at) == "after":
             w.games[game] = model = after
@@ -883,7 +900,7 @@ class Session:
         else:
             w.fake.release()
             time.sleep(delay_ms / 1000)
-        w.restart_driver()
+        self._restart()
         w.service.completed[key] = reply  # the fake replays it to the same key
         w.script([])
         w.cursor = len(w.fake.requests)
@@ -1039,7 +1056,7 @@ class Session:
     ) -> str:
         """Judge the reopened store: "before" or "after" (counted), or a failure. `how`
         says when the kill came (default: right after the operation was sent, over stdio)."""
-        store = normalize(self.world.dump(game)["store"])
+        store = normalize(self._reopened_dump(game)["store"])
         before_ok = not diff_store(before.store(), store)
         after_ok = not diff_store(after.store(), store)
         outcome = "before" if before_ok else "after" if after_ok else "neither"
@@ -1065,6 +1082,55 @@ class Session:
     def _resume(self, game: str, model: GameModel, verifies: tuple[str, ...]) -> None:
         w = self.world
         if model.participants:
-            w.call("set_participants", {"game": game, "participants": model.participants})
+            args = {"game": game, "participants": model.participants}
+            self._served(game, "set_participants", w.call("set_participants", args))
+        self.ledger.credit(C.RESTART_SERVES)
         w.resync_telemetry()
         self._verify(game, Ctx("restart", verifies=verifies))
+
+    # -- the parts of a restart ----------------------------------------------------------
+    def _restart(self) -> None:
+        """Restart the driver; a `restart` op it was sent (HTTP, in process without
+        `restart()`, R141) must succeed: a refusal fails JF-ATOM-004 (its `unsupported_op`
+        leaves what needs it not covered)."""
+        reply = self.world.restart_driver()
+        if reply is not None:
+            self.ledger.expect(
+                C.DURABILITY,
+                reply.ok,
+                lambda: f"the restart op was refused: {reply.get('error')}",
+                ids=("JF-ATOM-004",),
+            )
+
+    def _served(self, game: str, op: str, reply: Reply) -> Any:
+        """An op on `game` after a restart succeeded. Refused as still owned by the earlier
+        process (store_locked, store_fenced): JF-ERR-018; refused otherwise: the game did not
+        reopen (JF-ATOM-004). Returns the result."""
+        if not reply.ok and reply.code in ("store_locked", "store_fenced"):
+            self.ledger.expect(
+                C.RESTART_SERVES,
+                False,
+                f"after the driver was restarted, {op} of game {game} was refused with "
+                f"{reply.code}: {reply['error'].get('message', '')!s:.300} -- a driver that "
+                "declares durableRestart serves its games at once after a restart; if its "
+                "store leases games to owners, it must keep its owner id across restarts "
+                "(put {worker} in the driver command, R82) to reclaim them",
+                ids=("JF-ERR-018",),
+            )
+        self.ledger.expect(
+            C.DURABILITY,
+            reply.ok,
+            lambda: (
+                f"after the driver was restarted, {op} of game {game} was refused: "
+                f"{reply.get('error')}"
+            ),
+            ids=("JF-ATOM-004",),
+        )
+        return reply.result
+
+    def _reopened_dump(self, game: str) -> dict[str, Any]:
+        """The dump of `game` after a restart (`_served` judges a refusal)."""
+        reply = self.world.call("dump", {"game": game})
+        result = self._served(game, "dump", reply)
+        self.world.dumps[game] = result
+        return dict(result)

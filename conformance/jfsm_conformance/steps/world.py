@@ -129,10 +129,11 @@ class World:
         return reply
 
     def dump(self, game: str, *, remember: bool = True) -> dict[str, Any]:
-        """Dump `game` (and remember it as its last dump); `HarnessError` if refused."""
+        """Dump `game` (and remember it as its last dump). A refusal is the driver's doing,
+        never a harness error: `ProtocolViolation` (a failure of the run, exit 1)."""
         reply = self.call("dump", {"game": game})
         if not reply.ok:
-            raise HarnessError(f"dump of {game} failed: {reply['error']}")
+            raise ProtocolViolation(f"dump of game {game} was refused: {reply['error']}")
         if remember:
             self.dumps[game] = reply.result
         return dict(reply.result)
@@ -145,12 +146,14 @@ class World:
             return None
         return list(reply.result)
 
-    def restart_driver(self) -> None:
-        """Kill and restart the driver: its retry counts restart with it."""
-        self.client.restart()
+    def restart_driver(self) -> Reply | None:
+        """Kill and restart the driver: its retry counts restart with it. Returns the reply
+        to the `restart` op when the driver was sent one (`DriverClient.restart`)."""
+        reply = self.client.restart()
         self.service.retries.clear()
         if self.driver_spec.startswith("stdio:"):
             self.hello()
+        return reply
 
     def resync_telemetry(self) -> None:
         """After a restart: the events the implementation kept are the ones already read."""

@@ -54,9 +54,9 @@ def blame(d: Diff, ctx: Ctx) -> list[str]:
     if ".chunk." in key:
         ids += _chunk(d, ctx)
     elif key.endswith(".summary"):
-        ids += ["JF-COMP-004", "JF-STORE-002"]
-        if ctx.failed and not ctx.published:
+        if ctx.failed and not ctx.published:  # a failure changed the summary: memory not intact
             ids.append("JF-COMP-009")
+        ids += ["JF-COMP-004", "JF-STORE-002"]
     elif key.endswith(".meta"):
         ids += _meta(d, ctx)
     elif key.startswith("jfCatalystStack."):

@@ -85,9 +85,10 @@ COMPRESSION_TRIGGER = _declare(
 )
 OUTCOME = _declare(
     "compression-outcome",
-    "COMP-006 COMP-007 COMP-008 COMP-010 COMP-011 CAT-009 COMP-012 CALL-005 COMP-013",
+    "COMP-006 COMP-007 COMP-008 COMP-010 COMP-011 CAT-009 COMP-012 CALL-005 COMP-013 COMP-014",
     "The reported outcome matches what the fake answered: published, refused, transport, "
-    "empty, not_smaller, quota or stale.",
+    "empty, not_smaller, quota or stale; a generation that settled an owed forced "
+    "compression first reports it as its `forced` member, one that settled none has none.",
 )
 RETRIES = _declare(
     "retries",
@@ -151,10 +152,17 @@ DURABILITY = _declare(
     "boundary in process) the store equals the state just before or just after the "
     "operation or publication in flight, never a mix; after it if the operation answered.",
 )
+RESTART_SERVES = _declare(
+    "restart-serves-its-games",
+    "ERR-018",
+    "After a restart (SIGKILL and the command again, or the `restart` op) a driver that "
+    "declares durableRestart answers every op on the games it served, none refused with "
+    "store_locked or store_fenced because its earlier process still owns them.",
+)
 
 HOSTILE = _declare(
     "hostile-input-refused",
-    "ERR-006 ERR-007 ERR-008 ERR-009 ERR-010",
+    "ERR-006 ERR-007 ERR-008 ERR-009 ERR-010 TEXT-001",
     "Hostile input over the protocol (ids out of `limits.id_pattern`, values and messages "
     "past the depth limits, a message past `message_max_bytes`, lone surrogates, wrong "
     "types, bad JSON and missing values in every argument slot, unknown ops) gets exactly "
@@ -163,10 +171,11 @@ HOSTILE = _declare(
 )
 HTTP_GUARD = _declare(
     "http-requests-guarded",
-    "ERR-011 ERR-012 ERR-017",
+    "ERR-011 ERR-012 ERR-017 ERR-019",
     "An HTTP driver refuses a foreign Host or Origin, a missing token, a wrong Content-Type "
     "and malformed framing (bad, missing or over-size Content-Length) with the 4xx status "
-    "of spec/driver/protocol.json and an error reply, and answers the next request; with "
+    "of spec/driver/protocol.json and an error reply (a request breaking several rules with "
+    "the first one's status), and answers the next request; with "
     "more silent connections open than its unauthenticated budget, it answers an authorized "
     "request on a new connection at once and closes every silent one after "
     "`auth_timeout_seconds`.",

@@ -17,6 +17,8 @@ from jfsm_conformance.verify.checks import Ledger
 
 __all__ = ["ReplyChecks"]
 
+FAILURES = frozenset({"refused", "transport", "empty", "not_smaller", "quota", "stale"})
+
 
 class ReplyChecks:
     """What a reply says, against what the model expects."""
@@ -105,6 +107,34 @@ class ReplyChecks:
             ids=("JF-INT-008",),
         )
 
+    def forced(self, got: dict[str, Any], want: dict[str, Any] | None) -> None:
+        """A generation's report carries the forced compression it settled first as its
+        `forced` member, and none when it settled none (JF-COMP-014)."""
+        member = got.get("forced")
+        if want is None:
+            self.ledger.expect(
+                C.OUTCOME,
+                member is None,
+                lambda: (
+                    "generate settled no forced compression, yet its report has a forced "
+                    f"member: {member}"
+                ),
+                ids=("JF-COMP-014",),
+            )
+            return
+        keys = ("outcome", "lengthBefore", "lengthAfter", "throughSeq")
+        expected = {k: want.get(k) for k in keys}
+        shown = {k: member.get(k) for k in keys} if isinstance(member, dict) else member
+        self.ledger.expect(
+            C.OUTCOME,
+            isinstance(member, dict) and shown == expected,
+            lambda: (
+                "generate settled the forced compression an intervene owed before its "
+                f"check; its report's forced member is {shown}, expected {expected}"
+            ),
+            ids=("JF-COMP-014",),
+        )
+
     def report(self, op: str, got: dict[str, Any], want: dict[str, Any]) -> None:
         """A compression report: outcome, and the lengths and throughSeq of the request.
         `want["raw"]`: what the reply alone said; a stale result that said something else
@@ -116,6 +146,8 @@ class ReplyChecks:
         precedence = want["outcome"] == "stale" and raw not in (None, "valid")
         if precedence:
             ids = ("JF-COMP-013", *ids)
+        if want["outcome"] in FAILURES and got.get("outcome") == "published":
+            ids = (*ids, "JF-COMP-009")  # a failure published: memory did not stay intact
         self.ledger.expect(
             C.OUTCOME,
             got.get("outcome") == want["outcome"],

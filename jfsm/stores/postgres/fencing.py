@@ -30,6 +30,11 @@ process.
   takes at most `lease_seconds`.
 - Before a read is served, `CONFIRM` checks the token the same way (renewing the lease): a
   superseded owner never serves its memory as current (R121).
+- A handle that lost its connection with a write in flight settles it with `SETTLE` (R132):
+  if the game still has the handle's token and the write count the handle knows, the write
+  did not land, and the same statement gives the handle a new token, so that the lost write,
+  should it still be on its way (a server that was frozen, or slow past the deadline), finds
+  a newer token and writes nothing. The row lock orders it after a write still running.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ __all__ = [
     "RELEASE",
     "RENEW",
     "SEED",
+    "SETTLE",
     "take_many",
     "take_ownership",
 ]
@@ -131,6 +137,17 @@ RETURNING seq
 #: End a lease at once (close): the next plain open succeeds without waiting.
 RELEASE = """
 UPDATE jfsm_game SET lease_until = NULL WHERE game_id = %(game)s AND token = %(token)s
+"""
+
+#: After a lost connection: a new token for the handle if its write did not land (returns
+#: the token; no row: the write landed, or the game is another's).
+SETTLE = """
+WITH durable AS MATERIALIZED (SELECT set_config('synchronous_commit', 'on', true) AS on_)
+UPDATE jfsm_game SET token = nextval('jfsm_token'),
+    lease_until = clock_timestamp() + make_interval(secs => %(lease)s)
+WHERE game_id = %(game)s AND token = %(token)s AND seq = %(seq)s
+    AND (SELECT on_ FROM durable) = 'on'
+RETURNING token
 """
 
 # An open's transaction also ends itself (the server closes the session) if its client stops

@@ -6,14 +6,46 @@ opening it on first use: it first connects once directly, so that a wrong passwo
 missing database or an unmigrated schema is reported at once as `StoreUnusable` (one line,
 no password, not retryable) rather than as a pool timeout, then opens a
 `psycopg_pool.AsyncConnectionPool` of at most `max_size` connections (autocommit, no
-server-side prepared statements, so PgBouncer in transaction mode carries it). A connection
-that broke (server restart, `pg_terminate_backend`) is dropped by the pool and replaced on
-the next call: the pool checks each connection it hands out (a non-blocking look at its
-socket, no round trip).
+server-side prepared statements, so PgBouncer in transaction mode carries it). A multi-host
+target (`host=a,b,c ... target_session_attrs=read-write`) reaches whichever node is the
+primary now; a `connect_timeout` in the target bounds each node's try (default 10 s).
+
+# A connection is checked before it is lent (decision R130)
+
+A connection the server ended while it sat idle in the pool (a restart, a terminated
+backend, `idle_session_timeout`, a pooler's or a managed service's idle cut, a failover) is
+found and replaced before a statement is sent on it:
+
+- every time: a non-blocking look at its socket, reading whatever waits there; the end of
+  the stream (the server closed it) fails the check at once;
+- then one empty round trip (`""`, as psycopg_pool's `check_connection`) when the
+  connection has been idle for more than `VERIFY_IDLE_SECONDS` (1 s), or when the server sent
+  anything while it was idle (a server that ends a session sends its error first and closes
+  the socket a moment later). A connection reused within the second costs nothing more.
+  The round trip gets 3 s; a server that stays silent that long (frozen, cut off) has every
+  idle connection of the pool dropped at once (`drain`), not one check after the other.
+
+A connection that fails the check is closed and the pool lends another (or connects anew);
+a statement fails only when no connection to the primary can be had within the pool's
+timeout (the database really out of reach), as `StoreUnavailable`. While no server of the
+target accepts a connection (a failover under way), a new connection is tried again every
+half second for a minute, then with psycopg_pool's doubling waits: the pool reaches a new
+primary within half a second of its promotion.
+
+# Nothing waits forever on a silent server
+
+While a connection is lent, a deadline of `deadline_seconds` (the lease, at least 10 s)
+runs: past it the connection's socket is shut down, so the statement in flight fails as a
+lost connection (the store's `broken` state: it may or may not have landed) instead of
+waiting on a server that is frozen or cut off (whose kernel may still acknowledge every
+packet). It is never cancelled with a cancel request: a commit waiting for its synchronous
+standby would then be reported as done while not yet replicated.
 
 Every store of the pool is registered for renewal: every `lease_seconds / 3` one statement
 renews the leases of all of them (`fencing.RENEW`); a game whose token is no longer
-current is reported to its store, which is then fenced.
+current is reported to its store, which is then fenced. A pool left open when its event
+loop ends (`asyncio.run` cancelling every task) closes itself, so the loop can end even
+while the server is down.
 """
 
 from __future__ import annotations
@@ -24,15 +56,17 @@ import os
 import secrets
 import select
 import socket
+import time
 import weakref
 from collections.abc import AsyncIterator
-from typing import Any, Protocol
+from typing import Any, Protocol, Self
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from jfsm.errors import StoreUnavailable
-from jfsm.stores.postgres.conninfo import database_target, describe
+from jfsm.stores.postgres.conninfo import database_target, describe, is_permanent
 from jfsm.stores.postgres.fencing import RENEW
 from jfsm.stores.postgres.schema import connection_error, require_schema_async
 
@@ -40,6 +74,8 @@ __all__ = [
     "APPLICATION_NAME",
     "DEFAULT_LEASE_SECONDS",
     "DEFAULT_POOL_SIZE",
+    "RELEASE_WAIT",
+    "VERIFY_IDLE_SECONDS",
     "PgPool",
     "close_pools",
     "shared_pool",
@@ -48,22 +84,96 @@ __all__ = [
 DEFAULT_POOL_SIZE = 10
 DEFAULT_LEASE_SECONDS = 30.0
 _CONNECT_TIMEOUT = 10
+#: a connection idle for longer is verified with a round trip before it is lent (R130)
+VERIFY_IDLE_SECONDS = 1.0
+_MIN_DEADLINE = 10.0  # the least a lent connection may wait on a silent server
+_CHECK_SECONDS = 3.0  # the most the check's round trip may take
+_RETRY_SECONDS = 0.5  # a new connection is tried again this often while none can be had ...
+_RETRY_WINDOW = 60.0  # ... for this long; then psycopg_pool's own doubling waits
+RELEASE_WAIT = 2.0  # how long a store's `close` waits for a connection to end its lease
 
 
 APPLICATION_NAME = "jfsm-store"  # how the pool's connections show in pg_stat_activity
 
 
-async def _still_open(conn: psycopg.AsyncConnection[Any]) -> None:
-    """The pool's check before handing out a connection, without a round trip: an idle
-    connection has nothing to read unless the server ended it (a restart, a terminated
-    backend: an error message or end of file is waiting). Raises so the pool replaces it."""
-    if conn.closed or conn.broken:
-        raise psycopg.OperationalError("the connection is closed")
-    readable, _, _ = select.select([conn.pgconn.socket], [], [], 0)
-    if readable:  # a notice is harmless; an error or end of file means the session ended
-        conn.pgconn.consume_input()  # raises OperationalError when the server is gone
-        if conn.pgconn.status != psycopg.pq.ConnStatus.OK:
+def _drain(conn: psycopg.AsyncConnection[Any]) -> bool:
+    """Read whatever waits on an idle connection's socket, without blocking; True if
+    anything did. Raises `OperationalError` when the server ended the session (end of
+    stream, or an error that broke the connection)."""
+    pgconn = conn.pgconn
+    got = False
+    for _ in range(8):  # a notice, then an error, then the end of the stream at most
+        readable, _, _ = select.select([pgconn.socket], [], [], 0)
+        if not readable:
+            break
+        got = True
+        pgconn.consume_input()  # raises OperationalError at the end of the stream
+        if pgconn.status != psycopg.pq.ConnStatus.OK:
             raise psycopg.OperationalError("the server ended the connection")
+    return got
+
+
+def _cut(conn: psycopg.AsyncConnection[Any]) -> None:
+    """Shut the connection's socket down (both ways): a statement waiting on it fails at
+    once as a lost connection. Never a cancel request (see the module docstring)."""
+    with contextlib.suppress(Exception):
+        sock = socket.socket(fileno=os.dup(conn.pgconn.socket))
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        finally:
+            sock.close()
+
+
+class _Deadline:
+    """A timer that cuts a connection (`_cut`) unless cancelled first; `fired` says if it did."""
+
+    def __init__(self, conn: psycopg.AsyncConnection[Any], seconds: float) -> None:
+        self.fired = False
+        self._conn = conn
+        self._handle = asyncio.get_running_loop().call_later(seconds, self._fire)
+
+    def _fire(self) -> None:
+        self.fired = True
+        _cut(self._conn)
+
+    def cancel(self) -> None:
+        self._handle.cancel()
+
+
+class _Reconnecting(psycopg.AsyncConnection[Any]):
+    """The pool's connections. `connect` tries again every `_RETRY_SECONDS` while no server
+    of the target accepts it (a failover under way: the old primary gone, the new one not yet
+    promoted), for up to `_RETRY_WINDOW` seconds, so that the pool reaches a new primary
+    within half a second of its promotion rather than after psycopg_pool's doubling waits
+    (1, 2, 4, 8... s). A permanent error (credentials, a missing database) fails at once."""
+
+    @classmethod
+    async def connect(cls, conninfo: str = "", **kwargs: Any) -> Self:
+        give_up = time.monotonic() + _RETRY_WINDOW
+        while True:
+            try:
+                return await super().connect(conninfo, **kwargs)
+            except psycopg.OperationalError as exc:
+                if is_permanent(exc) or time.monotonic() >= give_up:
+                    raise
+            await asyncio.sleep(_RETRY_SECONDS)
+
+
+def _connect_kwargs(conninfo: str) -> dict[str, Any]:
+    """The connection settings the pool adds to `conninfo`; its own `connect_timeout`
+    wins over the default (a multi-host target may want a short one per node)."""
+    kwargs: dict[str, Any] = {
+        "autocommit": True,
+        "prepare_threshold": None,
+        "application_name": APPLICATION_NAME,
+    }
+    try:
+        given = conninfo_to_dict(conninfo)
+    except psycopg.Error:
+        given = {}
+    if "connect_timeout" not in given:
+        kwargs["connect_timeout"] = _CONNECT_TIMEOUT
+    return kwargs
 
 
 class Leased(Protocol):
@@ -81,58 +191,100 @@ class PgPool:
     def __init__(self, conninfo: str, *, max_size: int, lease_seconds: float) -> None:
         self.conninfo = conninfo
         self.lease_seconds = lease_seconds
+        #: how long a lent connection may wait on a silent server before it is cut
+        self.deadline_seconds = max(lease_seconds, _MIN_DEADLINE)
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+        self._kwargs = _connect_kwargs(conninfo)
         self.pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] = AsyncConnectionPool(
             conninfo,
             min_size=1,
             max_size=max_size,
             open=False,
-            check=_still_open,
-            kwargs={
-                "autocommit": True,
-                "prepare_threshold": None,
-                "connect_timeout": _CONNECT_TIMEOUT,
-                "application_name": APPLICATION_NAME,
-            },
+            check=self._check,
+            configure=self._configure,
+            connection_class=_Reconnecting,
+            kwargs=self._kwargs,
             timeout=30,
             name="jfsm",
         )
         self._stores: weakref.WeakSet[Any] = weakref.WeakSet()
         self._timer: asyncio.Task[None] | None = None
+        self._closing = False
+        self._drains: set[asyncio.Task[None]] = set()  # held until done (not collected)
+        # when each connection went back to the pool (or was made)
+        self._idle_since: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
         self.loop: asyncio.AbstractEventLoop | None = None
 
     async def open(self) -> None:
         """Check the target (credentials, database, schema) with one direct connection, then
         open the pool. Raises `StoreUnusable` or `StoreUnavailable` (one line, no secret)."""
         try:
-            conn = await psycopg.AsyncConnection.connect(
-                self.conninfo, autocommit=True, connect_timeout=_CONNECT_TIMEOUT
-            )
+            conn = await psycopg.AsyncConnection.connect(self.conninfo, **self._kwargs)
         except psycopg.Error as exc:
             raise connection_error(exc, self.conninfo) from None
+        deadline = _Deadline(conn, self.deadline_seconds)
         try:
             await require_schema_async(conn)
         except psycopg.Error as exc:
             raise connection_error(exc, self.conninfo, "read the schema at") from None
         finally:
+            deadline.cancel()
             await conn.close()
         await self.pool.open(wait=False)
         self.loop = asyncio.get_running_loop()
         self._timer = self.loop.create_task(self._renew_forever())
 
     @contextlib.asynccontextmanager
-    async def connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
-        """A connection of the pool; `StoreUnavailable` when none can be had in time."""
+    async def connection(
+        self, timeout: float | None = None
+    ) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        """A checked connection of the pool, cut if the server stays silent past
+        `deadline_seconds` (see the module docstring). Raises `StoreUnavailable` when none
+        can be had within `timeout` (default: the pool's, 30 s)."""
+        wait = self.pool.timeout if timeout is None else timeout
         try:
-            async with self.pool.connection() as conn:
-                yield conn
+            async with self.pool.connection(timeout=wait) as conn:
+                deadline = _Deadline(conn, self.deadline_seconds)
+                try:
+                    yield conn
+                finally:
+                    deadline.cancel()
+                    self._idle_since[conn] = time.monotonic()
         except PoolTimeout as exc:
             raise StoreUnavailable(
                 f"no connection to PostgreSQL at {describe(self.conninfo)} within "
-                f"{self.pool.timeout:g} s (server down, or the pool of {self.pool.max_size} "
+                f"{wait:g} s (server down, or the pool of {self.pool.max_size} "
                 "connections busy)",
                 state="open",
             ) from exc
+
+    async def _configure(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        self._idle_since[conn] = time.monotonic()
+
+    async def _check(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        """The pool's check before lending `conn` (see the module docstring). Raises, with
+        the connection closed, so that the pool replaces it."""
+        deadline = None
+        try:
+            if conn.closed or conn.broken:
+                raise psycopg.OperationalError("the connection is closed")
+            unsolicited = _drain(conn)
+            idle = time.monotonic() - self._idle_since.get(conn, 0.0)
+            if unsolicited or idle > VERIFY_IDLE_SECONDS:
+                deadline = _Deadline(conn, min(_CHECK_SECONDS, self.deadline_seconds))
+                await conn.execute("")
+        except BaseException:
+            await conn.close()
+            if deadline is not None and deadline.fired:
+                # a silent server (frozen, cut off): its other idle connections are as
+                # silent; drop them all now rather than waiting on each in turn
+                task = asyncio.get_running_loop().create_task(self.pool.drain())
+                self._drains.add(task)
+                task.add_done_callback(self._drains.discard)
+            raise
+        finally:
+            if deadline is not None:
+                deadline.cancel()
 
     # -- leases --------------------------------------------------------------------------
     def register(self, store: Leased) -> None:
@@ -149,10 +301,11 @@ class PgPool:
         stores = [s for s in (list(self._stores) if only is None else only) if s.token]
         if not stores:
             return 0
+        tokens = [s.token for s in stores]
         params = {
             "lease": self.lease_seconds,
             "games": [s.game_id for s in stores],
-            "tokens": [s.token for s in stores],
+            "tokens": tokens,
         }
         try:
             async with self.connection() as conn:
@@ -160,20 +313,31 @@ class PgPool:
                 renewed = {(row[0], int(row[1])) for row in await cur.fetchall()}
         except psycopg.Error as exc:
             raise connection_error(exc, self.conninfo, "renew leases at") from None
-        for store in stores:  # by (game, token): a superseded store of a renewed game too
-            if (store.game_id, store.token) not in renewed:
+        for store, token in zip(stores, tokens, strict=True):
+            # by (game, token): a superseded store of a renewed game too; but a store that
+            # settled a lost write meanwhile has a newer token of its own (R132)
+            if (store.game_id, token) not in renewed and store.token == token:
                 store.lost_lease()
         return len(renewed)
 
     async def _renew_forever(self) -> None:
         period = max(0.05, self.lease_seconds / 3)
-        while True:
-            await asyncio.sleep(period)
-            with contextlib.suppress(StoreUnavailable):
-                await self.renew()
+        try:
+            while True:
+                await asyncio.sleep(period)
+                with contextlib.suppress(StoreUnavailable):
+                    await self.renew()
+        finally:
+            if not self._closing:
+                # cancelled from outside: the event loop is ending. psycopg_pool's workers
+                # outlive a cancellation while they retry a connection (server down), so
+                # the loop would never end unless the pool is closed here.
+                self._closing = True
+                await self.pool.close(timeout=1)
 
     async def close(self) -> None:
         """Stop renewing and close the pool's connections."""
+        self._closing = True
         if self._timer is not None:
             self._timer.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):

@@ -53,7 +53,10 @@ __all__ = [
     "TemporaryServer",
     "bouncer_unavailable",
     "find_binaries",
+    "free_port",
     "main",
+    "postgres_family",
+    "run_as",
     "why_unavailable",
 ]
 
@@ -78,7 +81,7 @@ def find_binaries() -> Path | None:
     return None
 
 
-def _run_as() -> list[str]:
+def run_as() -> list[str]:
     """The command prefix that runs the server as a non-root user ([] when not root)."""
     if os.geteuid() != 0:
         return []
@@ -151,6 +154,10 @@ class TemporaryServer:
             raise
         return self
 
+    def postmaster_pid(self) -> int:
+        """The running postmaster's pid (`postmaster.pid`); `OSError` when not running."""
+        return int((self.data / "postmaster.pid").read_text().splitlines()[0])
+
     def restart(self, mode: str = "immediate") -> None:
         """`pg_ctl restart -m MODE` (immediate: a crash of the server, WAL replayed)."""
         self._pg_ctl("restart", "-m", mode, "-l", str(self.log))
@@ -210,7 +217,7 @@ class TemporaryServer:
     # -- internals -----------------------------------------------------------------------
     def _pg(self, tool: str, *args: str) -> None:
         assert self._bin is not None
-        command = [*_run_as(), str(self._bin / tool), *args]
+        command = [*run_as(), str(self._bin / tool), *args]
         done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
         if done.returncode != 0:
             log = ""
@@ -232,7 +239,22 @@ def bouncer_unavailable() -> str | None:
     return why_unavailable()
 
 
-def _free_port() -> int:
+def postgres_family(postmaster: int) -> list[int]:
+    """The postmaster `postmaster` and its live children (every postgres process of its
+    server: each child is a session of its own, so its process group is not enough)."""
+    family = [postmaster]
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as stat:
+                    fields = stat.read().rsplit(")", 1)[1].split()
+                if int(fields[1]) == postmaster and fields[0] != "Z":
+                    family.append(int(entry))
+    return family
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now (the kernel's choice)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
@@ -244,9 +266,16 @@ class TemporaryBouncer:
     A context manager; `stop` kills it and removes its directory. `start` raises
     `RuntimeError` with its log when it does not accept connections within 20 s."""
 
-    def __init__(self, server: TemporaryServer, *, pool_size: int = 20) -> None:
+    def __init__(
+        self,
+        server: TemporaryServer,
+        *,
+        pool_size: int = 20,
+        settings: dict[str, str] | None = None,
+    ) -> None:
         self.server = server
         self.pool_size = pool_size
+        self.settings = dict(settings or {})  # more `name = value` lines of [pgbouncer]
         self.port = 0
         self.directory: Path | None = None
         self._process: subprocess.Popen[bytes] | None = None
@@ -257,7 +286,7 @@ class TemporaryBouncer:
             raise RuntimeError(reason)
         assert self.server.directory is not None, "start the server first"
         self.directory = Path(tempfile.mkdtemp(prefix="jfsm-bouncer-"))
-        self.port = _free_port()
+        self.port = free_port()
         ini = self.directory / "pgbouncer.ini"
         ini.write_text(
             "[databases]\n"
@@ -268,6 +297,7 @@ class TemporaryBouncer:
             f"default_pool_size = {self.pool_size}\nmax_client_conn = 5000\n"
             f"logfile = {self.directory / 'pgbouncer.log'}\n"
             "server_reset_query =\nignore_startup_parameters = extra_float_digits,options\n"
+            + "".join(f"{name} = {value}\n" for name, value in self.settings.items())
         )
         if os.geteuid() == 0:
             entry = pwd.getpwnam("postgres")
@@ -275,7 +305,7 @@ class TemporaryBouncer:
                 os.chown(path, entry.pw_uid, entry.pw_gid)
         binary = shutil.which("pgbouncer") or PGBOUNCER
         self._process = subprocess.Popen(
-            [*_run_as(), binary, str(ini)],
+            [*run_as(), binary, str(ini)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,  # `stop` kills the group: runuser and the bouncer under it

@@ -19,9 +19,11 @@ one statement `group`'s (decision R152), reading and removing games without owni
   `broken` when the connection was lost: the write may or may not have landed. `details`
   then holds `seq`, the number the write would have had: a reopened store's `seq` equal or
   more says it landed (when no other owner came in between). The next call on a broken store
-  asks the database on a fresh connection of the pool: if the write did not land, the store
-  is an owner again and the call proceeds; if it landed (or the game was taken over) the
-  store stays broken (or becomes fenced): close and reopen it.
+  settles it on a fresh connection of the pool: if the write did not land, the store takes a
+  new token (the lost write, should it still reach the server, then writes nothing) and the
+  call proceeds; if it landed (or the game was taken over) the store stays broken (or
+  becomes fenced): close and reopen it. A connection lent longer than the pool's deadline
+  (a silent server) is cut and counts as lost (`pool`).
 
 No message carries the connection string's password.
 """
@@ -45,6 +47,7 @@ from jfsm.stores.postgres.fencing import (
     CONFIRM,
     RELEASE,
     SEED,
+    SETTLE,
     take_many,
     take_ownership,
 )
@@ -57,7 +60,7 @@ from jfsm.stores.postgres.games import (
     remove_game,
 )
 from jfsm.stores.postgres.group import Lost, group_commit_default, grouped
-from jfsm.stores.postgres.pool import PgPool, close_pools, shared_pool
+from jfsm.stores.postgres.pool import RELEASE_WAIT, PgPool, close_pools, shared_pool
 from jfsm.stores.postgres.schema import SCHEMA_VERSION, connection_error, migrate, schema_version
 
 __all__ = [
@@ -112,6 +115,7 @@ class PostgresStore:
             key: None for key in set(image.keys()).union(base) if image.raw(key) != base.get(key)
         }
         self._broken: int | None = None  # the seq of a write whose outcome is unknown
+        self._settling = False  # a settle of this handle was sent and its answer lost
         self._fenced = False
         self._writes = 0  # writes this handle landed: each proved its ownership (R121)
         pool.register(self)
@@ -337,16 +341,16 @@ class PostgresStore:
 
     async def close(self) -> None:
         """End this owner's lease at once (the next plain open need not wait) and leave the
-        pool. Idempotent; never raises: if the server cannot be reached, the lease simply
-        runs out."""
+        pool. Idempotent; never raises: if no connection can be had within `RELEASE_WAIT`
+        seconds (the server out of reach), the lease simply runs out."""
         pool, self._pool = self._pool, None
         if pool is None:
             return
         pool.unregister(self)
         if self._fenced:
             return
-        try:
-            async with pool.connection() as conn:
+        try:  # a server out of reach is not waited for long: the lease runs out by itself
+            async with pool.connection(timeout=RELEASE_WAIT) as conn:
                 await conn.execute(RELEASE, {"game": self.game_id, "token": self.token})
         except (psycopg.Error, StoreUnavailable):
             pass
@@ -408,20 +412,37 @@ class PostgresStore:
             await self._resolve()
 
     async def _resolve(self) -> None:
-        """After a lost connection: ask the database (a fresh pooled connection) whether the
-        write numbered `_broken` landed. Not landed: owner again. Landed: stay broken."""
+        """After a lost connection: settle for good, on a fresh pooled connection, whether
+        the write numbered `_broken` landed (`fencing.SETTLE`). Not landed: the handle takes
+        a new token in that statement, so the lost write can never land later, and is an
+        owner again. Landed: it stays broken. Another owner's token: fenced; but when a
+        settle of this handle was itself cut off, a changed token may be its own, so it
+        stays broken (close and reopen: the same owner id reclaims the game)."""
         pool, expected = self._pool, self._broken
         assert pool is not None and expected is not None
-        for attempt in range(3):  # a read: safe to retry on the pool's next connection
+        params = {
+            "game": self.game_id,
+            "token": self.token,
+            "seq": self._seq,
+            "lease": pool.lease_seconds,
+        }
+        settled = row = None
+        for attempt in range(4):
             try:
                 async with pool.connection() as conn:
-                    cur = await conn.execute(
-                        "SELECT token, seq FROM jfsm_game WHERE game_id = %s", (self.game_id,)
-                    )
-                    row = await cur.fetchone()
-                break
-            except psycopg.Error as exc:
-                if attempt < 2:
+                    if not self._settling:  # no settle of ours in doubt: settle now
+                        self._settling = True
+                        cur = await conn.execute(SETTLE, params)
+                        settled = await cur.fetchone()
+                        self._settling = False
+                    if settled is None:
+                        cur = await conn.execute(
+                            "SELECT token, seq FROM jfsm_game WHERE game_id = %s",
+                            (self.game_id,),
+                        )
+                        row = await cur.fetchone()
+            except (psycopg.Error, StoreUnavailable) as exc:
+                if attempt < 3 and isinstance(exc, psycopg.Error):  # not after a pool's wait
                     continue
                 raise StoreUnavailable(
                     f"store of game {self.game_id!r}: the server is still unreachable; "
@@ -429,15 +450,23 @@ class PostgresStore:
                     state="broken",
                     seq=expected,
                 ) from exc
-        if row is None or int(row[0]) != self.token:
-            self._fenced = True
-            raise self.fenced_error()
-        if int(row[1]) == self._seq:
+            mine = row is not None and int(row[0]) == self.token
+            unsettled = row is not None and mine and int(row[1]) == self._seq
+            if settled is None and self._settling and unsettled:
+                self._settling = False  # our earlier settle did not land: settle again
+                continue
+            break
+        if settled is not None:
+            self.token = int(settled[0])  # the lost write, if it ever runs, is fenced
             self._broken = None  # it did not land: the image is the database's
             return
+        if not mine and not self._settling:
+            self._fenced = True
+            raise self.fenced_error()
         raise StoreUnavailable(
             f"store of game {self.game_id!r}: the write numbered {expected} landed after its "
-            "connection was lost; close and reopen the store",
+            "connection was lost, or the outcome of settling it is unknown; close and "
+            "reopen the store",
             state="broken",
             seq=expected,
         )

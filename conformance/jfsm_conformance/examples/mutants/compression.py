@@ -36,6 +36,7 @@ __all__ = [
     "model_in_body",
     "no_call_id",
     "publication_in_two_commits",
+    "refusal_published",
     "retry_refusal",
     "stale_published",
     "submit_without_summary",
@@ -205,6 +206,22 @@ class _StaleIgnored(StackCompression):
 @mutant("publishes a stale reply after a reset or edit (only a closed scene is stale)")
 def stale_published() -> ReferenceDriver:
     return _with_stack(_StaleIgnored)
+
+
+class _RefusalPublished(StackCompression):
+    async def call(self, request: CompressionRequest) -> CompressionResult:
+        result = await super().call(request)
+        if result.outcome != "refused":
+            return result
+        text = f"Error generating summary: {result.error_code}"
+        return dataclasses.replace(
+            result, outcome="ok", summary=text, call_id=result.call_id or "refused"
+        )
+
+
+@mutant("a refused compression publishes the refusal's text as the summary")
+def refusal_published() -> ReferenceDriver:
+    return _with_stack(_RefusalPublished)
 
 
 # -- CALL: what is submitted -------------------------------------------------------------------

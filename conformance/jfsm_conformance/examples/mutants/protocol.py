@@ -16,6 +16,7 @@ from jfsm_conformance.examples.mutants.seams import _with_stack, mutant
 
 __all__ = [
     "change_log_unsorted",
+    "generate_hides_forced",
     "history_compresses",
     "intervene_full_output",
     "intervene_marker",
@@ -79,6 +80,19 @@ class _NotRetryable(BrokenDriver):
 @mutant("compression_pending is not marked retryable")
 def pending_not_retryable() -> BrokenDriver:
     return _NotRetryable()
+
+
+class _HidesForced(BrokenDriver):
+    async def bend_generate(self, message: dict[str, Any]) -> dict[str, Any]:
+        reply = await self.inner.handle(message)
+        if reply.get("ok"):
+            reply["result"].pop("forced", None)
+        return reply
+
+
+@mutant("a generation's report leaves out the forced compression it settled first")
+def generate_hides_forced() -> BrokenDriver:
+    return _HidesForced()
 
 
 class _InterveneMarker(BrokenDriver):
