@@ -26,6 +26,9 @@ one statement `group`'s (decision R152), reading and removing games without owni
   (a silent server) is cut and counts as lost (`pool`).
 
 No message carries the connection string's password.
+
+**The one concept:** one game's owner handle on PostgreSQL: its image, its token and the
+state a lost write leaves (broken, settled, fenced); the statements are `fencing`'s.
 """
 
 from __future__ import annotations
