@@ -16,10 +16,10 @@ Writes `postgres.json` and `postgres.md` (default `docs/benchmarks/`). The serve
    through the same driver (goal <= 2).
 4. Workers: 1, 2 and 4 processes, each owning its own game and committing rounds for a few
    seconds: aggregate rounds/s.
-5. The pooled store at scale (`benchmarks/postgres_pool.py`, issue 21): rounds/s at 1, 8,
-   64 and 512 concurrent games in one process against the FileStore and the old
-   per-game-connection store, commit latency against a bare `INSERT; COMMIT`, event-loop
-   lag, connections against games open; its goals are the rows of the page's Goals table.
+5. The pooled store (`benchmarks/postgres_pool.py`, issue 21): commit latency against a
+   bare `INSERT; COMMIT`, connections against games open, rounds/s beside the old
+   per-game-connection store; its goals are the rows of the page's Goals table. Rounds/s and
+   the loop's stalls at 1 to 512 games are `benchmarks/concurrency.py`'s (issue 32).
 
 Needs the PostgreSQL binaries (see `jfsm.stores.postgres.server`); without them it writes a result
 that says why.

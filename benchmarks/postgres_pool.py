@@ -1,32 +1,28 @@
-"""The pooled, leased PostgreSQL store at scale (issue 21, item 7), measured side by side.
+"""The pooled, leased PostgreSQL store against what it replaced and against a bare client,
+measured side by side (issue 21, item 7).
 
 Run from `benchmarks/postgres.py` (same throwaway server, `fsync=on`); each measurement is a
-ratio taken in one run, never a time compared with a constant.
+ratio taken in one run, never a time compared with a constant. Rounds/s and the event
+loop's stalls at 1 to 512 games, beside the FileStore and a bare `INSERT; COMMIT` client,
+are `benchmarks/concurrency.py`'s (issue 32); the row "64 games >= 8x one game" was
+retired there (R153): on a 2-core machine it measured the CPU, not the store.
 
-1. Rounds/s in one process with 1, 8, 64 and 512 concurrent games (one task per game,
-   each committing round projections back to back), on the PostgreSQL store (one shared
-   pool) and on the FileStore (one directory per game). Goal: PostgreSQL at 64 games at
-   least 8x its 1-game rate (the server flushes concurrent commits' WAL together).
-2. Commit latency: `PostgresStore.commit` of a round projection against a bare
+1. Commit latency: `PostgresStore.commit` of a round projection against a bare
    single-statement `INSERT ... ; COMMIT` of the same bytes on the same server (autocommit,
    synchronous_commit on), interleaved. Goal: median ratio <= 1.3.
-3. Event-loop lag during the 512-game PostgreSQL storm: a ticker task sleeping 1 ms records
-   how late it wakes (max, p99). Goal: max <= 5 ms.
-4. Connections used against games open (10, 100, 1,000, all committing at once) with a pool
+2. Connections used against games open (10, 100, 1,000, all committing at once) with a pool
    of 10: the server's count of connections. Goal: never above the pool size.
-5. The old store (one dedicated connection per open game, its liveness a session advisory
-   lock, writes blocking the loop) beside the new one: rounds/s at 1, 8 and 64 games and its
-   connections; it lives only here, for the comparison.
+3. The old store (one dedicated connection per open game, its liveness a session advisory
+   lock, writes blocking the loop) beside the pooled one: rounds/s at 1, 8 and 64 games and
+   its connections; it lives only here, for the comparison.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-import os
 import random
 import statistics
-import tempfile
 import time
 from typing import Any
 
@@ -37,7 +33,6 @@ from jfsm.projection import Projection
 __all__ = ["measure"]
 
 FULL: dict[str, Any] = {
-    "games": [1, 8, 64, 512],
     "seconds": 3.0,
     "latency_reps": 300,
     "connection_games": [10, 100, 1000],
@@ -45,7 +40,6 @@ FULL: dict[str, Any] = {
     "pool": 10,
 }
 QUICK: dict[str, Any] = {
-    "games": [1, 8],
     "seconds": 0.3,
     "latency_reps": 10,
     "connection_games": [2, 8],
@@ -93,7 +87,7 @@ def _connections(conninfo: str, *, pooled: bool = True) -> int:
     return int(row[0]) if row else 0
 
 
-async def _storm(stores: list[Any], seconds: float, lag: list[float] | None = None) -> float:
+async def _storm(stores: list[Any], seconds: float) -> float:
     """Rounds/s of one task per store committing back to back for `seconds`."""
     done = [0]
     deadline = time.monotonic() + seconds
@@ -106,49 +100,27 @@ async def _storm(stores: list[Any], seconds: float, lag: list[float] | None = No
             n += 1
             done[0] += 1
 
-    async def ticker() -> None:
-        assert lag is not None
-        while time.monotonic() < deadline:
-            t0 = time.perf_counter()
-            await asyncio.sleep(0.001)
-            lag.append((time.perf_counter() - t0 - 0.001) * 1000)
-
     started = time.monotonic()
-    tasks = [game(store) for store in stores] + ([ticker()] if lag is not None else [])
-    await asyncio.gather(*tasks)
+    await asyncio.gather(*(game(store) for store in stores))
     return done[0] / (time.monotonic() - started)
 
 
-async def _pg_rates(conninfo: str, cfg: dict[str, Any]) -> tuple[dict[int, float], list[float]]:
+async def _pg_rates(conninfo: str, cfg: dict[str, Any]) -> dict[int, float]:
+    """The pooled store's rounds/s at the old store's numbers of games."""
     from jfsm.stores.postgres.store import PostgresStore, close_pools
 
     rates: dict[int, float] = {}
-    lag: list[float] = []
     try:
-        for n in cfg["games"]:
+        for n in cfg["old_games"]:
             opened, _ = await PostgresStore.open_many(
                 conninfo, [f"rate-{n}-{i}" for i in range(n)], pool_size=cfg["pool"]
             )
             stores = list(opened.values())
-            rates[n] = round(
-                await _storm(stores, cfg["seconds"], lag if n == max(cfg["games"]) else None), 1
-            )
+            rates[n] = round(await _storm(stores, cfg["seconds"]), 1)
             for store in stores:
                 await store.close()
     finally:
         await close_pools()
-    return rates, lag
-
-
-async def _file_rates(root: str, cfg: dict[str, Any]) -> dict[int, float]:
-    from jfsm.stores.file.store import FileStore
-
-    rates: dict[int, float] = {}
-    for n in cfg["games"]:
-        stores = [FileStore.open_sync(os.path.join(root, f"rate-{n}-{i}")) for i in range(n)]
-        rates[n] = round(await _storm(stores, cfg["seconds"]), 1)
-        for store in stores:
-            await _call(store.close())
     return rates
 
 
@@ -282,42 +254,22 @@ async def _old_rates(conninfo: str, cfg: dict[str, Any]) -> list[dict[str, Any]]
 
 
 def measure(conninfo: str, *, quick: bool = False, log: Any = print) -> dict[str, Any]:
-    """All five measurements (see the module docstring) and their goals."""
+    """All three measurements (see the module docstring) and their goals."""
     cfg = QUICK if quick else FULL
-    log("postgres pool: rounds/s by concurrent games, PostgreSQL and FileStore")
-    pg, lag = asyncio.run(_pg_rates(conninfo, cfg))
-    with tempfile.TemporaryDirectory(prefix="jfsm-bench-fs-") as root:
-        files = asyncio.run(_file_rates(root, cfg))
     log("postgres pool: commit latency against a bare INSERT")
     latency = asyncio.run(_latency(conninfo, cfg))
     log("postgres pool: connections against games open")
     connections = asyncio.run(_connections_vs_games(conninfo, cfg))
-    log("postgres pool: the old per-game-connection store")
+    log("postgres pool: the pooled store and the old per-game-connection store")
+    pg = asyncio.run(_pg_rates(conninfo, cfg))
     old = asyncio.run(_old_rates(conninfo, cfg))
-    top = max(cfg["games"])
-    at64 = pg.get(64)
-    speedup = ratio(at64, pg[1]) if at64 else None
-    lag_max = round(max(lag), 2) if lag else None
-    lag_p99 = round(statistics.quantiles(lag, n=100)[98], 2) if len(lag) > 100 else None
     flat = all(row["connections"] <= row["pool"] for row in connections)
     goals = [
-        {
-            "goal": "PostgreSQL rounds/s at 64 games vs 1 game",
-            "target": ">= 8x",
-            "measured": f"{speedup}x" if speedup is not None else "not run",
-            "met": speedup is not None and speedup >= 8,
-        },
         {
             "goal": "commit latency vs bare INSERT; COMMIT",
             "target": "<= 1.3x (median)",
             "measured": f"{latency['ratio']}x",
             "met": latency["ratio"] is not None and latency["ratio"] <= 1.3,
-        },
-        {
-            "goal": f"event-loop lag during the {top}-game storm",
-            "target": "max <= 5 ms",
-            "measured": f"max {lag_max} ms, p99 {lag_p99} ms",
-            "met": lag_max is not None and lag_max <= 5,
         },
         {
             "goal": "connections used vs games open",
@@ -328,10 +280,8 @@ def measure(conninfo: str, *, quick: bool = False, log: Any = print) -> dict[str
     ]
     return {
         "config": cfg,
-        "rounds_per_s": {"postgres": pg, "filestore": files},
-        "speedup_64_over_1": speedup,
+        "rounds_per_s": {"postgres": pg},
         "latency": latency,
-        "loop_lag_ms": {"max": lag_max, "p99": lag_p99, "samples": len(lag)},
         "connections": connections,
         "old_store": old,
         "goals": goals,
@@ -353,16 +303,19 @@ def render(result: dict[str, Any]) -> list[str]:
         )
     out += [
         "",
-        "## Rounds/s in one process by concurrent games",
+        "## The pooled store against the old one (rounds/s, one process)",
         "",
-        "| games | PostgreSQL (pool) | FileStore | old PostgreSQL store (a connection per game) |",
-        "|---|---|---|---|",
+        "Rounds/s against games up to 512, beside the FileStore and a bare client: "
+        "[One worker, many games](concurrency.md).",
+        "",
+        "| games | PostgreSQL (pool) | old PostgreSQL store (a connection per game) |",
+        "|---|---|---|",
     ]
     old = {row["games"]: row for row in result["old_store"]}
     for n, rate in rates["postgres"].items():
         before = old.get(int(n))
         shown = f"{before['rounds_per_s']} ({before['connections']} connections)" if before else "–"
-        out.append(f"| {n} | {rate} | {rates['filestore'].get(n, '–')} | {shown} |")
+        out.append(f"| {n} | {rate} | {shown} |")
     lat = result["latency"]
     out += [
         "",

@@ -8,6 +8,10 @@
   over a `Session`, at the spec thresholds and at the small thresholds the quick profile
   also uses, in process and over stdio, interleaved run by run. A step is one `Session`
   operation (each verifies the whole observable state against the oracle).
+- The main job (`jfsm conformance`: the quick profile, its default driver and companions)
+  is the quick profile's "after" run below: its wall time and peak RSS (the suite's process,
+  and the sum over it and the processes it started, sampled every 0.5 s) are a row of the
+  Goals table (issue 32).
 - The quick and standard profiles before and after issue 14's speed and memory round, one
   after the other in the same run: `jfsm conformance --profile P` in a fresh subprocess (the
   suite's process: suite, fake compress.v2 and the in-process reference driver) with the
@@ -256,6 +260,35 @@ def sample():
         samples.append([round(time.monotonic() - t0, 1), round(rss / 1024, 1)])
         time.sleep(5)
 threading.Thread(target=sample, daemon=True).start()
+tree_peak = [0]
+def tree_rss():
+    # this process and every process below it (the companions, R92), summed: KiB
+    parents = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    parents[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                pass
+    tree, todo = set(), [os.getpid()]
+    while todo:
+        pid = todo.pop()
+        tree.add(pid)
+        todo.extend(p for p, parent in parents.items() if parent == pid and p not in tree)
+    total = 0
+    for pid in tree:
+        try:
+            with open(f"/proc/{pid}/statm") as f:
+                total += int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
+        except (OSError, ValueError, IndexError):
+            pass
+    return total
+def sample_tree():
+    while True:
+        tree_peak[0] = max(tree_peak[0], tree_rss())
+        time.sleep(0.5)
+threading.Thread(target=sample_tree, daemon=True).start()
 limit = float(os.environ.get("JFSM_BENCH_LIMIT") or 0)
 if limit:
     threading.Timer(limit, os.kill, (os.getpid(), signal.SIGTERM)).start()
@@ -271,7 +304,7 @@ except (OSError, StopIteration):
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 with open(os.environ["JFSM_BENCH_OUT"], "w") as f:
     json.dump({"code": code, "wall": wall, "peak_kib": peak, "messages": messages[0],
-               "rss": samples}, f)
+               "rss": samples, "tree_peak_kib": tree_peak[0]}, f)
 os._exit(code)
 """
 
@@ -340,6 +373,7 @@ def _profile_run(
             "exit_code": int(got["code"]),
             "wall_s": round(wall, 2),
             "peak_rss_mib": round(int(got["peak_kib"]) / 1024, 1),
+            "tree_peak_rss_mib": round(int(got.get("tree_peak_kib", 0)) / 1024, 1),
             "steps": steps,
             "messages": got["messages"],
             "steps_per_s": round(steps / wall, 1) if steps else None,

@@ -480,6 +480,14 @@ class GameEngine:
             for stack in stacks
         )
 
+    async def telemetry_written(self) -> None:
+        """Wait until the telemetry sink has taken every event emitted so far (a sink that
+        returns an awaitable is awaited in the background, in order: decision R151). A
+        failed write is counted in `status()["telemetryFailures"]`, never raised."""
+        await self.memory.telemetry_written()
+
     async def close(self) -> None:
-        """Close the store (awaited: a durable store releases its files or connection)."""
+        """Wait for the telemetry handed to the sink, then close the store (awaited: a
+        durable store releases its files or connection)."""
+        await self.memory.telemetry_written()
         await self.store.close()

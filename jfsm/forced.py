@@ -141,9 +141,7 @@ class ForcedCompression(CompressionListener):
     def publishing(self, stack: StackState, through_seq: int) -> Iterator[dict[str, Any]]:
         """A game-stack publication: the flag it writes is whether an intervened exchange
         stays exact in the suffix; undone if the publication is not committed."""
-        self._remain = any(
-            chunk.origin == "intervene" for seq, chunk in stack.chunks.items() if seq > through_seq
-        )
+        self._remain = stack.intervened_after(through_seq)
         with self.machine.acting(ForcedEvent.PUBLICATION) as flag:
             yield {"forced_compression": flag}
 

@@ -4,6 +4,11 @@
 written), the `MemoryIndex` over it, the critical section (an `asyncio.Lock`: every commit
 happens while it is held, a compress.v2 call never) and the telemetry outlet.
 
+A telemetry sink that returns an awaitable (one that writes a file or a row) is awaited in
+the background, one event at a time in the order they were emitted, so its I/O never runs
+on the event loop's callback that emitted it (decision R151); `telemetry_written` waits for
+those handed over so far, and a failure is counted as a synchronous sink's is (R75).
+
 A commit is given *records* (decision R34): each is encoded to its JCS bytes exactly once,
 straight from its fields (`Record.jcs`), the projection goes through the store, and only
 once the store has accepted it does the index learn the same records. Nothing is decoded
@@ -17,9 +22,11 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import inspect
 import logging
 import sys
-from collections.abc import Iterable, Mapping
+from collections import deque
+from collections.abc import Awaitable, Iterable, Mapping
 from typing import Any
 
 from jfsm.errors import InvalidInput
@@ -55,6 +62,8 @@ class GameMemory:
         self.telemetry: list[dict[str, Any]] = []
         self.telemetry_failures = 0  # events the sink could not take (`status`, R75)
         self._sink = telemetry
+        self._outbox: deque[Awaitable[Any]] | None = None  # an async sink's writes, in order
+        self._writer: asyncio.Task[None] | None = None
 
     async def commit(
         self,
@@ -93,19 +102,45 @@ class GameMemory:
     def emit(self, event: dict[str, Any]) -> None:
         """Record a telemetry event; a failing sink is never the caller's error (what it
         reports is still published): it is counted in `telemetry_failures`, and the first
-        failure is one line on stderr (R75)."""
+        failure is one line on stderr (R75). An awaitable the sink returns is awaited in the
+        background, after the ones before it (see the module docstring)."""
         self.telemetry.append(event)
-        if self._sink is not None:
+        if self._sink is None:
+            return
+        try:
+            pending = self._sink(event)
+        except Exception as exc:
+            self._sink_failed(exc)
+            return
+        if inspect.isawaitable(pending):
+            if self._outbox is None:
+                self._outbox = deque()
+            self._outbox.append(pending)
+            if self._writer is None or self._writer.done():
+                self._writer = asyncio.get_running_loop().create_task(self._write_out())
+
+    async def telemetry_written(self) -> None:
+        """Wait until every event handed to an async sink so far is written (or counted as
+        failed). Never raises but `CancelledError`."""
+        while self._writer is not None and not self._writer.done():
+            await asyncio.shield(self._writer)
+
+    async def _write_out(self) -> None:
+        while self._outbox:
+            pending = self._outbox.popleft()
             try:
-                self._sink(event)
+                await pending
             except Exception as exc:
-                self.telemetry_failures += 1
-                if self.telemetry_failures == 1:
-                    code = getattr(exc, "errno", None)
-                    name = errno.errorcode.get(code, type(exc).__name__) if code else ""
-                    print(
-                        f"jfsm: a telemetry event was not written ({name or type(exc).__name__}:"
-                        f" {exc}); later failures are only counted (status telemetryFailures)",
-                        file=sys.stderr,
-                    )
-                _log.debug("telemetry sink failed", exc_info=True)
+                self._sink_failed(exc)
+
+    def _sink_failed(self, exc: Exception) -> None:
+        self.telemetry_failures += 1
+        if self.telemetry_failures == 1:
+            code = getattr(exc, "errno", None)
+            name = errno.errorcode.get(code, type(exc).__name__) if code else ""
+            print(
+                f"jfsm: a telemetry event was not written ({name or type(exc).__name__}:"
+                f" {exc}); later failures are only counted (status telemetryFailures)",
+                file=sys.stderr,
+            )
+        _log.debug("telemetry sink failed", exc_info=exc)

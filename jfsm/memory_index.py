@@ -10,6 +10,12 @@ Canonical rounds are counted, not held: their texts stay in the store (as JCS by
 are read back only by a rebuild (`GameMemory.rounds`), so the index costs memory in
 proportion to the stacks, not to the game's history. A malformed stack record raises
 `InvalidInput` while the index is built.
+
+What the index keeps long is plain data the garbage collector stops tracking (decision
+R150): an exact chunk is a tuple of strings (`ChunkTexts`), not its record (a record is two
+tracked objects, walked by every full collection for as long as the chunk stays exact), and
+the round numbers are the keys of a dict of `None` (a set is always tracked, and walked
+entry by entry). So a collection's work for a game does not grow with its history.
 """
 
 from __future__ import annotations
@@ -32,13 +38,16 @@ from jfsm.records import (
 )
 from jfsm.text import canonical_text, exchange_cost, summary_cost
 
-__all__ = ["MemoryIndex", "StackState", "Stored"]
+__all__ = ["ChunkTexts", "MemoryIndex", "StackState", "Stored"]
 
 _SCENE_PREFIX = "jfCatalystStack."
 _ROUND_PREFIX = "jfRounds."
 
 #: What a key of agent memory holds once committed: a record, the archives, or nothing.
 Stored = Record | Mapping[str, ArchiveRecord] | None
+
+#: What the index keeps of an exact chunk: `(user, assistant, origin)`.
+ChunkTexts = tuple[str, str, str]
 
 
 @dataclass
@@ -52,7 +61,7 @@ class StackState:
     keys: StackKeys
     meta: StackMeta | SceneMeta | None = None
     summary: Summary | None = None
-    chunks: dict[int, Chunk] = field(default_factory=dict)
+    chunks: dict[int, ChunkTexts] = field(default_factory=dict)
     length: int = 0
 
     @property
@@ -82,9 +91,9 @@ class StackState:
             seq = int(key[len(self.keys.chunk_prefix) :])
             old = self.chunks.pop(seq, None)
             if old is not None:
-                self.length -= exchange_cost(old.user, old.assistant)
+                self.length -= exchange_cost(old[0], old[1])
             if record is not None:
-                self.chunks[seq] = record
+                self.chunks[seq] = (record.user, record.assistant, record.origin)
                 self.length += exchange_cost(record.user, record.assistant)
 
     def parse(self, key: str, value: Any) -> Record:
@@ -95,15 +104,25 @@ class StackState:
             return parse_record(Summary, value)
         return parse_record(Chunk, value)
 
+    def chunk(self, seq: int) -> Chunk:
+        """Exact chunk `seq` as its record (`KeyError` if the stack has no such chunk)."""
+        user, assistant, origin = self.chunks[seq]
+        return Chunk.trusted(seq=seq, user=user, assistant=assistant, origin=origin)
+
     def ordered(self) -> list[Chunk]:
-        """Exact chunks in seq order."""
-        return [self.chunks[seq] for seq in sorted(self.chunks)]
+        """Exact chunks in seq order, as records."""
+        return [self.chunk(seq) for seq in sorted(self.chunks)]
+
+    def intervened_after(self, seq: int) -> bool:
+        """Whether an exact chunk after `seq` came from an intervene."""
+        return any(n > seq and c[2] == "intervene" for n, c in self.chunks.items())
 
     def text(self) -> str:
         """The canonical text (what is measured and what would be submitted)."""
+        chunks = self.chunks
         return canonical_text(
             None if self.summary is None else self.summary.text,
-            ((c.user, c.assistant) for c in self.ordered()),
+            (chunks[seq][:2] for seq in sorted(chunks)),
         )
 
     def current_meta(self) -> StackMeta | SceneMeta:
@@ -139,7 +158,9 @@ class MemoryIndex:
     def __init__(self, image: StoreImage) -> None:
         self.game = StackState(GAME)
         self.scenes: dict[str, StackState] = {}
-        self.rounds: set[int] = set()
+        #: The canonical round numbers: the keys of a dict of None (an ordered set that the
+        #: garbage collector does not track, see the module docstring).
+        self.rounds: dict[int, None] = {}
         self.last_round = 0
         self.archives: dict[str, ArchiveRecord] = {}
         for key in list(image.keys()):
@@ -192,11 +213,11 @@ class MemoryIndex:
         elif key.startswith(_ROUND_PREFIX):
             n = int(key[len(_ROUND_PREFIX) :])
             if record is None:
-                self.rounds.discard(n)
+                self.rounds.pop(n, None)
                 if n == self.last_round:  # only a reset deletes rounds: O(rounds) there
                     self.last_round = max(self.rounds, default=0)
             else:
-                self.rounds.add(n)
+                self.rounds[n] = None
                 self.last_round = max(self.last_round, n)
         elif key == ARCHIVES:
             assert record is None or isinstance(record, Mapping)

@@ -134,6 +134,9 @@ class SyncGameEngine:
     def checkpoint(self) -> None:
         return self._run(self.engine.checkpoint())
 
+    def telemetry_written(self) -> None:
+        return self._run(self.engine.telemetry_written())
+
     def duplicate(
         self, target: Store, game_id: str, *, telemetry: TelemetrySink | None = None
     ) -> SyncGameEngine:

@@ -9,14 +9,17 @@ or `aborted` when the store itself failed while publishing (the error reaches th
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from jfsm.compressor import Attempt, CompressionRequest, CompressionResult
 
 __all__ = ["FINAL_OUTCOMES", "TelemetrySink", "attempt_events"]
 
-TelemetrySink = Callable[[dict[str, Any]], None]
+#: Takes one event. It may return an awaitable (a write that does I/O): the engine then
+#: awaits it in the background, in the order of the events, never on the callback that
+#: emitted it (decision R151). An error, raised or awaited, is counted, never the caller's.
+TelemetrySink = Callable[[dict[str, Any]], Awaitable[None] | None]
 
 FINAL_OUTCOMES = (
     "published",

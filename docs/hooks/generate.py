@@ -3,7 +3,8 @@
 Registered under `hooks:` in `mkdocs.yml`. Nothing is written to `docs/`: generated pages are
 added to the build as virtual files (`File.generated`) in `on_files`, so they cannot drift
 from the data they render. Inputs are only `spec/`, the test tree (`tests/`, parsed, never
-imported), the public functions of `jfsm`, and `jfsm_conformance.run.coverage` when it exists.
+imported), the public functions of `jfsm`, `jfsm_conformance.run.coverage` when it exists, and
+the benchmarks' JSON in `docs/benchmarks/`, whose plots are drawn here (`jfdocs.plots`).
 
 Hand-written pages (the reference pages' prose included) embed generated parts with markers
 `<!-- jfsm:NAME -->`: a block on its own line or a value inside a sentence (see
@@ -19,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from jfdocs import spec_pages, worked_example
+from jfdocs import plots, spec_pages, worked_example
 from jfdocs.fragments import expand_fragments
 from jfdocs.traceability import conformance_coverage, scan_tests
 from mkdocs.structure.files import File, Files
@@ -82,6 +83,8 @@ def on_files(files: Files, config: Any) -> Files:
             files.remove(existing)
             log.warning("docs/%s is generated; the hand-written copy is ignored", path)
         files.append(File.generated(config, path, content=markdown))
+    for path, svg in plots.plots(Path(config["docs_dir"])).items():  # from the benchmarks' JSON
+        files.append(File.generated(config, path, content=svg))
     log.info("jfsm: generated pages in %.2f s", time.perf_counter() - started)
     return files
 

@@ -52,6 +52,7 @@ from jfsm.stores.base import OwnedStore
 from jfsm.stores.file.store import FileStore
 from jfsm.stores.memory import MemoryStore
 from jfsm.stores.offload import run_blocking
+from jfsm.telemetry import TelemetrySink
 
 if TYPE_CHECKING:
     from jfsm.driver.pg import DatabaseGames
@@ -321,13 +322,18 @@ class ReferenceDriver:
             thresholds=self._thresholds,
         )
 
-    def _telemetry_sink(self, game_id: str) -> Callable[[dict[str, Any]], None] | None:
+    def _telemetry_sink(self, game_id: str) -> TelemetrySink | None:
         state = self.state
         if state is None:
             return None
         folder, fs = state.folder(game_id), self._fs
-        # a crashed driver writes nothing more (its telemetry neither)
-        return lambda event: None if fs and fs.dead else state.append_telemetry(folder, event)
+
+        def sink(event: dict[str, Any]) -> Awaitable[None] | None:
+            if fs and fs.dead:  # a crashed driver writes nothing more (its telemetry neither)
+                return None
+            return run_blocking(state.append_telemetry, folder, event)  # off the loop (R151)
+
+        return sink
 
     def claim_directory(self) -> None:
         """Hold the state directory as served plainly or shared (R120; `StoreLocked` while a
@@ -364,6 +370,8 @@ class ReferenceDriver:
         open before reopen now, the others when an op names them (R56). After a `crash` op
         the restart is a kill: every engine is abandoned as it is."""
         was_open = list(self.games)
+        for engine in self.games.values():  # events emitted before the kill are written
+            await engine.telemetry_written()
         if self._fs is not None and self._fs.used:
             self._fs.abandon()
             self._fs = CrashSwitch()
@@ -535,6 +543,7 @@ class ReferenceDriver:
 
     async def op_telemetry(self, args: Mapping[str, Any]) -> Any:
         engine = await self._game(args)
+        await engine.telemetry_written()
         if self.db is not None:
             return await self.db.read_telemetry(engine.game_id) or list(engine.telemetry)
         if self.state is not None:

@@ -46,6 +46,7 @@ from jfsm.records import Participant
 from jfsm.stores.file.lease import LeaseKeeper, lease_seconds, next_token, write_new_lease
 from jfsm.stores.file.store import FileStore, fs_unavailable
 from jfsm.stores.offload import run_blocking
+from jfsm.telemetry import TelemetrySink
 
 __all__ = ["SharedDirectoryGames"]
 
@@ -200,10 +201,11 @@ class SharedDirectoryGames:
         await store.close()
 
     # -- telemetry -----------------------------------------------------------------------
-    def telemetry_sink(self, game_id: str) -> Callable[[dict[str, Any]], None]:
-        """A sink appending the game's events to its file (one line, flushed, each)."""
+    def telemetry_sink(self, game_id: str) -> TelemetrySink:
+        """A sink appending the game's events to its file (one line, flushed, each), off
+        the event loop (the engine awaits each write in the background, in order)."""
         folder = self.directory.folder(game_id)
-        return lambda event: self.directory.append_telemetry(folder, event)
+        return lambda event: run_blocking(self.directory.append_telemetry, folder, event)
 
     async def read_telemetry(self, game_id: str) -> list[Any] | None:
         """The game's saved events, from every process; None if it has none."""

@@ -326,6 +326,7 @@ def test_a_planted_file_link_is_never_written_through(
             await _ok(driver, "record_round", {"game": "g", **ROUND})
             assert (await _ok(driver, "generate", {"game": "g"}))["outcome"] == "published"
             assert _outside(outside) == before
+            await driver.games["g"].telemetry_written()  # written off the loop (R151)
             assert driver.games["g"].status()["telemetryFailures"] == 2
         elif name == "participants.json":
             people = [{"id": "p", "human": True, "spectator": False}]

@@ -349,6 +349,7 @@ def test_a_failed_telemetry_write_is_counted_and_logged_once(
                 assert (await _call(driver, "record_round", {"game": "g", **rounds}))["ok"]
             reply = await _call(driver, "generate", {"game": "g"})
             assert reply["result"]["outcome"] == "published", reply  # published all the same
+        await driver.games["g"].telemetry_written()  # written off the loop (R151)
         assert driver.games["g"].status()["telemetryFailures"] == 2
         await driver.close()
 

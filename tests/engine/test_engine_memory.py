@@ -35,7 +35,7 @@ def _stack(stack: StackState) -> dict[str, Any]:
     return {
         "meta": None if stack.meta is None else (type(stack.meta).__name__, stack.meta.to_json()),
         "summary": None if stack.summary is None else stack.summary.to_json(),
-        "chunks": {seq: chunk.to_json() for seq, chunk in stack.chunks.items()},
+        "chunks": {chunk.seq: chunk.to_json() for chunk in stack.ordered()},
         "length": stack.length,
     }
 
@@ -124,7 +124,7 @@ async def test_rounds_are_counted_not_held_and_read_back_by_a_rebuild() -> None:
     engine, _ = make_engine()
     for i in range(1, 5):
         await engine.record_round(f"in {i} 𝄞", f"out {i}")
-    assert engine.index.rounds == {1, 2, 3, 4} and engine.index.last_round == 4
+    assert set(engine.index.rounds) == {1, 2, 3, 4} and engine.index.last_round == 4
     assert [r.input for r in engine.memory.rounds()] == [f"in {i} 𝄞" for i in range(1, 5)]
     await engine.edit_round(2, "new", "text")
     assert engine.memory.round(2).input == "new"

@@ -168,6 +168,51 @@ def test_a_failing_telemetry_sink_does_not_fail_a_committed_operation() -> None:
     run(scenario())
 
 
+@pytest.mark.req("JF-CALL-011", "JF-CONC-006")
+def test_an_async_sink_is_awaited_off_the_emitting_call_in_order_and_its_failures_counted() -> None:
+    """A sink returning an awaitable (the driver's file append run off the loop, R151):
+    the operation that emitted does not wait for it; the writes land one at a time in the
+    order emitted, whatever each one's duration; a failed write is counted as a raising
+    sink's is (R75); `telemetry_written` and `close` wait for all of them."""
+    written: list[tuple[str, int]] = []
+    started: list[int] = []
+    gate = asyncio.Event()
+
+    def sink(event: dict[str, Any]) -> Any:
+        number = len(started)
+        started.append(number)
+
+        async def write() -> None:
+            await gate.wait()
+            await asyncio.sleep(0.002 * (number % 3))  # later writes may be quicker
+            if number == 1:
+                raise OSError(28, "No space left on device")
+            written.append((event["outcome"], number))
+
+        return write()
+
+    async def scenario() -> None:
+        e, fake = engine(telemetry=sink, thresholds={"game": 10})
+        fake.queue({"reply": "refuse", "code": "policy"})
+        for _ in range(3):
+            await e.record_round("x" * 20, "y")
+            await e.before_generation()
+        assert len(e.telemetry) >= 3 and written == []  # emitted, none written yet
+        gate.set()
+        await e.telemetry_written()
+        assert [n for _, n in written] == [n for n in range(len(e.telemetry)) if n != 1]
+        assert [o for o, _ in written] == [
+            ev["outcome"] for n, ev in enumerate(e.telemetry) if n != 1
+        ]
+        assert e.status()["telemetryFailures"] == 1
+        await e.record_round("x" * 20, "y")
+        await e.before_generation()
+        await e.close()  # waits for the last write
+        assert len(written) == len(e.telemetry) - 1
+
+    run(scenario())
+
+
 @pytest.mark.req("JF-ERR-002", "JF-ERR-005")
 def test_an_unknown_scene_is_refused_before_the_forced_retry_runs() -> None:
     async def scenario() -> None:

@@ -70,6 +70,7 @@ LAYERS: dict[int, tuple[str, ...]] = {
         "stores.postgres.fencing",
         "stores.postgres.games",
         "stores.postgres.pool",
+        "stores.postgres.group",
         "stores.postgres.store",
         "stores.postgres",
         "stores.postgres.blocking",

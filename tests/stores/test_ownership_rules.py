@@ -335,11 +335,15 @@ def file_mutants(mp: pytest.MonkeyPatch, backend: FileBackend) -> dict[str, Call
 
 
 def pg_mutants(mp: pytest.MonkeyPatch, backend: PgBackend) -> dict[str, Callable[[], None]]:
-    from jfsm.stores.postgres import fencing, pool, store
+    from jfsm.stores.postgres import fencing, group, pool, store
     from jfsm.stores.postgres.store import PostgresStore
 
     untokened = " AND token = %(token)s"
-    assert untokened in fencing.COMMIT and untokened in fencing.CONFIRM
+    assert untokened in fencing.CONFIRM
+    untokened_group = " AND g.token = m.token"  # each member's check (R152), twice
+    assert group.GROUP_COMMIT.count(untokened_group) == 2
+    unowned_renewal = (" AND g.token = o.token", " AND g.token = l.token")
+    assert all(check in fencing.RENEW for check in unowned_renewal)
 
     async def never_expires(conn: Any, game: str, who: str, **kw: Any) -> Any:
         row = await (
@@ -381,9 +385,9 @@ def pg_mutants(mp: pytest.MonkeyPatch, backend: PgBackend) -> dict[str, Callable
         "renew-only-own: a renewal that extends any lease": lambda: mp.setattr(
             pool,
             "RENEW",
-            fencing.RENEW.replace(" AND g.token = o.token", "").replace(
-                "RETURNING g.game_id, g.token", "RETURNING g.game_id, o.token"
-            ),
+            fencing.RENEW.replace(unowned_renewal[0], "")
+            .replace(unowned_renewal[1], "")
+            .replace("RETURNING g.game_id, g.token", "RETURNING g.game_id, l.token"),
         ),
         "release: close leaves the lease": lambda: mp.setattr(
             store, "RELEASE", "SELECT %(game)s::text, %(token)s::bigint"
@@ -395,7 +399,7 @@ def pg_mutants(mp: pytest.MonkeyPatch, backend: PgBackend) -> dict[str, Callable
             store, "take_ownership", never_expires
         ),
         "fence-write: a write without its token check": lambda: mp.setattr(
-            store, "COMMIT", fencing.COMMIT.replace(untokened, "")
+            group, "GROUP_COMMIT", group.GROUP_COMMIT.replace(untokened_group, "")
         ),
         "fence-write: a fenced write lands half of it": lambda: mp.setattr(
             PostgresStore, "commit", half

@@ -10,7 +10,11 @@ so commits extend the log often.
 
 With a PostgreSQL server (`test_memory_file_and_postgres_agree`), a `PostgresStore` of a fresh
 game runs alongside: closed and reopened, or taken over by a new handle while the old one is
-still open (the old handle's next commit is fenced and writes nothing).
+still open (the old handle's next commit is fenced and writes nothing). Group commit is on
+(R152): a neighbour game gets every projection too, committed at the same time, and the two
+must travel in one statement and both equal the model; the fenced handle's late commit
+shares a statement with a bystander game's, which lands while nothing of the fenced one
+does.
 """
 
 from __future__ import annotations
@@ -107,20 +111,46 @@ class StoreEquivalence(RuleBasedStateMachine):
         self.model: dict[str, bytes] = {}
         self.model_base: dict[str, bytes] = {}
         self.pg: Any = None
+        self.neighbour: Any = None
+        self.bystander: Any = None
         if self.postgres is not None:
             from jfsm.stores.postgres.blocking import BlockingPostgresStore
 
             self.game = "eq-" + uuid.uuid4().hex
             self.pg = BlockingPostgresStore.open(self.postgres, self.game, quota=QUOTA)
+            self.neighbour = BlockingPostgresStore.open(
+                self.postgres, self.game + "-n", quota=QUOTA
+            )
+            self.bystander = BlockingPostgresStore.open(self.postgres, self.game + "-b")
+            self.bystanding = 0
 
     def stores(self) -> list[Any]:
-        return [self.memory, self.file] + ([self.pg] if self.pg is not None else [])
+        return [self.memory, self.file]
+
+    def postgres_stores(self) -> list[Any]:
+        return [self.pg, self.neighbour] if self.pg is not None else []
 
     def teardown(self) -> None:
         done(self.file.close())
         shutil.rmtree(self.directory, ignore_errors=True)
-        if self.pg is not None:
-            self.pg.close()
+        for store in [*self.postgres_stores(), self.bystander]:
+            if store is not None:
+                store.close()
+
+    def _together(self, *calls: Any) -> list[Any]:
+        """PostgreSQL stores' commits started at once on their loop; their outcomes (an
+        exception or None) and how many statements the pool sent for them."""
+        from jfsm.stores.postgres.blocking import run
+        from jfsm.stores.postgres.group import grouped
+
+        group = grouped(self.pg.store._pool)
+        before = group.batches
+
+        async def both() -> list[Any]:
+            return await asyncio.gather(*calls, return_exceptions=True)
+
+        outcomes = run(both())
+        return [*outcomes, group.batches - before]
 
     def _commit(self, projection: Projection) -> None:
         post = dict(self.model)
@@ -135,6 +165,17 @@ class StoreEquivalence(RuleBasedStateMachine):
                 outcomes.append(None)
             except QuotaExceeded as exc:
                 outcomes.append(exc.details)
+        if self.pg is not None:  # the game and its neighbour in one statement (R152)
+            *pg, statements = self._together(
+                *(store.store.commit(projection) for store in self.postgres_stores())
+            )
+            for outcome in pg:
+                assert outcome is None or isinstance(outcome, QuotaExceeded), outcome
+                outcomes.append(None if outcome is None else outcome.details)
+            sent = outcomes[0] is None and not projection.is_empty()
+            assert statements == (1 if sent else 0)
+            if statements:
+                event("postgres: two games in one statement")
         assert all(outcome == outcomes[0] for outcome in outcomes)
         if would_be <= QUOTA:
             assert outcomes[0] is None
@@ -160,7 +201,7 @@ class StoreEquivalence(RuleBasedStateMachine):
 
     @rule()
     def checkpoint(self) -> None:
-        for store in self.stores():
+        for store in self.stores() + self.postgres_stores():
             done(store.checkpoint())
         self.model_base = dict(self.model)
 
@@ -172,6 +213,8 @@ class StoreEquivalence(RuleBasedStateMachine):
             assert self.postgres is not None
             self.pg.close()
             self.pg = type(self.pg).open(self.postgres, self.game, quota=QUOTA)
+            self.neighbour.close()
+            self.neighbour = type(self.pg).open(self.postgres, self.game + "-n", quota=QUOTA)
 
     @rule(verify=st.booleans())
     def reopen_abandoned(self, verify: bool) -> None:
@@ -190,18 +233,29 @@ class StoreEquivalence(RuleBasedStateMachine):
             assert self.postgres is not None
             old = self.pg
             self.pg = type(old).open(self.postgres, self.game, quota=QUOTA, takeover=True)
-            for late in (lambda: old.commit(Projection.of({}, ["a"])), old.checkpoint):
-                try:
-                    late()
-                    raise AssertionError("a fenced handle wrote")
-                except StoreFenced:
-                    event("postgres: the old handle is fenced")
+            # its late commit shares a statement with a bystander's: that one lands alone
+            self.bystanding += 1
+            fenced, landed, statements = self._together(
+                old.store.commit(Projection.of({}, ["a"])),
+                self.bystander.store.commit(Projection.of({"n": self.bystanding})),
+            )
+            assert isinstance(fenced, StoreFenced) and landed is None and statements == 1
+            assert self.bystander.image.get("n") == self.bystanding
+            from jfsm.stores.postgres.store import read_image
+
+            assert read_image(self.postgres, self.game + "-b").get("n") == self.bystanding
+            event("postgres: the old handle is fenced, its statement's other member lands")
+            try:
+                old.checkpoint()
+                raise AssertionError("a fenced handle wrote")
+            except StoreFenced:
+                pass
             old.close()
 
     @invariant()
     def stores_agree(self) -> None:
-        if self.pg is not None:
-            pg = self.pg.image
+        for store in self.postgres_stores():
+            pg = store.image
             assert pg.values_bytes() == self.model
             assert pg.base_bytes() == self.model_base
             assert pg.change_log() == _log_of(self.model, self.model_base)
@@ -230,10 +284,12 @@ TestStoreEquivalence = pytest.mark.req(
 )(StoreEquivalence.TestCase)
 
 
-@pytest.mark.req("JF-STORE-015", "JF-STORE-013", "JF-ATOM-001", "JF-QUOTA-001")
+@pytest.mark.req(
+    "JF-STORE-015", "JF-STORE-013", "JF-ATOM-001", "JF-QUOTA-001", "JF-STORE-050", "JF-STORE-051"
+)
 def test_memory_file_and_postgres_agree(pg_target: str) -> None:
     """The same machine with a PostgresStore alongside (a real server, see pg_fixtures),
-    directly and through PgBouncer in transaction pooling mode."""
+    directly and through PgBouncer in transaction pooling mode, group commit on."""
 
     class WithPostgres(StoreEquivalence):
         postgres = pg_target

@@ -73,13 +73,18 @@ def test_every_example_broken_driver_exits_1(tmp_path: Path) -> None:
 
 
 @pytest.mark.req("JF-ERR-008")
-def test_an_http_driver_that_drops_a_hostile_request_has_given_no_reply() -> None:
+@pytest.mark.parametrize("close", ["fin", "rst"])
+def test_an_http_driver_that_drops_a_hostile_request_has_given_no_reply(close: str) -> None:
     """A connection closed without a response to a hostile request is no reply, for the
-    probe to fail (JF-ERR-008, exit 1); before, "unreachable": a harness error (exit 2)."""
+    probe to fail (JF-ERR-008, exit 1), whether the driver closed it after reading the
+    request (`fin`) or reset it (`rst`: closed with the request unread, or SO_LINGER 0);
+    before, "unreachable": a harness error (exit 2). A driver nobody listens for stays a
+    harness error."""
     import socket
+    import struct
     import threading
 
-    from jfsm_conformance.client.driver import DriverClient
+    from jfsm_conformance.client.driver import DriverClient, HarnessError
 
     server = socket.create_server(("127.0.0.1", 0))
     port = server.getsockname()[1]
@@ -87,6 +92,8 @@ def test_an_http_driver_that_drops_a_hostile_request_has_given_no_reply() -> Non
     def drop() -> None:
         conn, _ = server.accept()
         conn.recv(65536)
+        if close == "rst":
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         conn.close()  # no response
 
     thread = threading.Thread(target=drop, daemon=True)
@@ -99,7 +106,14 @@ def test_an_http_driver_that_drops_a_hostile_request_has_given_no_reply() -> Non
         thread.join(10)
         server.close()
     assert status is None
-    assert isinstance(reply, str) and reply.startswith("no reply: the driver closed")
+    assert isinstance(reply, str) and reply.startswith("no reply: the driver closed"), reply
+
+    nobody = DriverClient(f"http://127.0.0.1:{port}")  # the port is closed now
+    try:
+        with pytest.raises(HarnessError, match="unreachable"):
+            nobody.send_raw(b"[]", None)
+    finally:
+        nobody.close()
 
 
 def test_the_sweep_serves_http_examples_for_their_run() -> None:

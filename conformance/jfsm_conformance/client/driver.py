@@ -359,13 +359,16 @@ class _Http:
     async def send_raw(self, data: bytes, msg_id: int | None) -> tuple[int | None, Any]:
         """POST `data` as it is: the status and the body (None if it is not JSON); a
         connection closed without a response is no reply (a text saying so), for the probe
-        to judge (JF-ERR-008), while an unreachable driver is a `HarnessError`."""
+        to judge (JF-ERR-008), whether it closed (FIN) or reset (RST: it closed with the
+        request unread) the connection; a driver that could not be reached at all (no
+        connection) is a `HarnessError`."""
         import httpx
 
         try:
             response = await self.client.post(self.url, content=data, headers=self.headers)
-        except httpx.RemoteProtocolError as exc:  # it closed without an answer: no reply
-            return None, f"no reply: the driver closed the connection without a response ({exc})"
+        except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
+            # connected, then closed without an answer: no reply
+            return None, f"no reply: the driver closed the connection without a response ({exc!r})"
         except httpx.HTTPError as exc:
             raise HarnessError(f"driver at {self.url} unreachable: {exc!r}") from exc
         try:

@@ -216,12 +216,14 @@ def guarantees_page(tests: dict[str, list[str]]) -> str:
         "<!-- Generated at build time from jfsm/guarantees.toml by docs/hooks. Do not edit. -->\n",
         "Promises the reference engine `jfsm` makes about its own formats and tools: the "
         "file store's layout, manifest, lock and windowed reader, `jfsm inspect`, its "
-        "construction options, and the reference driver's state directory. They are **not** "
-        "requirements of the specification: another implementation owes none of them, the "
-        "conformance suite does not judge them, and the [requirements](requirements.md) page "
-        "does not count them. They keep the IDs they had in the catalog, which lists those "
-        "IDs as [retired](requirements.md#retired) and never reuses them (decision R78). "
-        "The reference engine's own tests pin each one.\n",
+        "construction options, the reference driver's state directory, its PostgreSQL "
+        "store's group commit and what its event loop's garbage collector walks. They are "
+        "**not** requirements of the specification: another implementation owes none of "
+        "them, the conformance suite does not judge them, and the "
+        "[requirements](requirements.md) page does not count them. Those that began in the "
+        "catalog keep the IDs they had there, which it lists as "
+        "[retired](requirements.md#retired) and never reuses (decision R78); later ones take "
+        "IDs the catalog never used. The reference engine's own tests pin each one.\n",
     ]
     for g in guarantees():
         gid = g["id"]

@@ -8,7 +8,10 @@ acknowledged write is committed by the server (with the server's own durability 
 `synchronous_commit`, replicas). Values are stored as their exact JCS bytes, so a game's
 footprint is byte for byte a `FileStore`'s (JF-QUOTA-001..003). A lease is read against the
 database server's clock only, never a client's. A connection lost mid-write leaves the
-store *broken* until a fresh connection tells whether the write landed.
+store *broken* until a fresh connection tells whether the write landed. The commits of
+different games that a process makes at the same time share one statement (group commit,
+R152), each member still fenced by its own token and acknowledged only after the shared
+commit; a member that is fenced or refused fails alone (JF-STORE-050..053).
 
 **The format.** Three tables and one sequence, created and upgraded by `migrate`: one row a
 game (`jfsm_game`: owner, lease, fencing token, write count, footprint, participants), one
@@ -18,7 +21,8 @@ never repeats for any game id. `schema` has the tables in full.
 
 **The modules.** `store` (`PostgresStore`: one game, its errors), `fencing` (leases and
 fenced writes as SQL), `games` (a game's rows without owning it: load, list, inspect,
-remove), `pool` (one pool a process and database, and the lease timer), `schema` (tables,
+remove), `pool` (one pool a process and database, and the lease timer), `group` (group
+commit: the batches of a pool's concurrent commits), `schema` (tables,
 migrations, connecting), `conninfo` (connection strings as users write them; errors that
 never show a secret), `blocking` (the store for synchronous code), `server` (a throwaway
 server from the machine's binaries, for tests, benchmarks and trying it out).

@@ -2,8 +2,9 @@
 writes, every game of a process on one shared pool of connections (native async).
 
 The tables and their migrations are `schema`'s, leases and fenced writes
-`fencing`'s, the pool and the lease timer `pool`'s, reading and
-removing games without owning them `games`'s (modules of this package).
+`fencing`'s, the pool and the lease timer `pool`'s, the grouping of concurrent commits into
+one statement `group`'s (decision R152), reading and removing games without owning them
+`games`'s (modules of this package).
 
 # Errors
 
@@ -25,6 +26,9 @@ removing games without owning them `games`'s (modules of this package).
   (a silent server) is cut and counts as lost (`pool`).
 
 No message carries the connection string's password.
+
+**The one concept:** one game's owner handle on PostgreSQL: its image, its token and the
+state a lost write leaves (broken, settled, fenced); the statements are `fencing`'s.
 """
 
 from __future__ import annotations
@@ -43,7 +47,6 @@ from jfsm.private_loop import run as run_on_private_loop
 from jfsm.projection import Projection
 from jfsm.stores.postgres.fencing import (
     CHECKPOINT,
-    COMMIT,
     CONFIRM,
     RELEASE,
     SEED,
@@ -59,6 +62,7 @@ from jfsm.stores.postgres.games import (
     read_image,
     remove_game,
 )
+from jfsm.stores.postgres.group import Lost, group_commit_default, grouped
 from jfsm.stores.postgres.pool import RELEASE_WAIT, PgPool, close_pools, shared_pool
 from jfsm.stores.postgres.schema import SCHEMA_VERSION, connection_error, migrate, schema_version
 
@@ -89,18 +93,29 @@ class PostgresStore:
     durable = True
 
     def __init__(
-        self, pool: PgPool, game_id: str, token: int, seq: int, image: StoreImage, created: bool
+        self,
+        pool: PgPool,
+        game_id: str,
+        token: int,
+        seq: int,
+        image: StoreImage,
+        created: bool,
+        group_commit: bool | None = None,
     ) -> None:
         # Use `PostgresStore.open`; this only assembles what it loaded.
         self._pool: PgPool | None = pool
+        #: commits join the pool's batches (R152); False: each is a batch of its own
+        self.group_commit = group_commit_default() if group_commit is None else group_commit
         self.game_id = game_id
         self.token = token
         self._seq = seq
         self._image = image
         self.created = created  # this open created the game's row
         base = image.base_bytes()
-        self._dirty: set[str] = {
-            key for key in set(image.keys()).union(base) if image.raw(key) != base.get(key)
+        # the keys written since the checkpoint: a dict's keys, which the garbage collector
+        # does not walk, as it would a set's (R150)
+        self._dirty: dict[str, None] = {
+            key: None for key in set(image.keys()).union(base) if image.raw(key) != base.get(key)
         }
         self._broken: int | None = None  # the seq of a write whose outcome is unknown
         self._settling = False  # a settle of this handle was sent and its answer lost
@@ -120,6 +135,7 @@ class PostgresStore:
         lease_seconds: float | None = None,
         pool_size: int | None = None,
         owner: str | None = None,
+        group_commit: bool | None = None,
     ) -> PostgresStore:
         """Own game `game_id` in the database at `conninfo` (URL or keyword string) and load
         its rows once, in one transaction on the process's shared pool.
@@ -130,8 +146,9 @@ class PostgresStore:
         `pool_size` sizes it when this open creates it. `owner` is the lease's owner id
         (default: unique to this open; `InvalidInput` unless it matches
         `jfsm.limits.OWNER_PATTERN`); a given owner id reclaims its own live lease at once
-        (a restarted worker, R61). Other errors: see the module docstring; nothing
-        changes on error.
+        (a restarted worker, R61). `group_commit` (default `JFSM_PG_GROUP_COMMIT`, on):
+        this game's commits share statements with the pool's other games' (R152, module
+        `group`). Other errors: see the module docstring; nothing changes on error.
         """
         check_game_id(game_id)
         if owner is not None:
@@ -151,7 +168,7 @@ class PostgresStore:
                 image = await load_image(conn, game_id, quota)
         except psycopg.Error as exc:
             raise connection_error(exc, conninfo, f"open game {game_id!r} at") from None
-        return cls(pool, game_id, token, seq, image, created)
+        return cls(pool, game_id, token, seq, image, created, group_commit)
 
     @classmethod
     async def open_many(
@@ -164,6 +181,7 @@ class PostgresStore:
         lease_seconds: float | None = None,
         pool_size: int | None = None,
         owner: str | None = None,
+        group_commit: bool | None = None,
     ) -> tuple[dict[str, PostgresStore], dict[str, str]]:
         """Own many games at once (a worker starting up): `open` of each (created if
         missing), in one transaction of a few statements whatever their number. Returns
@@ -183,7 +201,7 @@ class PostgresStore:
         except psycopg.Error as exc:
             raise connection_error(exc, conninfo, "open games at") from None
         stores = {
-            game: cls(pool, game, token, seq, images[game], created)
+            game: cls(pool, game, token, seq, images[game], created, group_commit)
             for game, (token, seq, created) in taken.items()
         }
         return stores, refused
@@ -200,6 +218,7 @@ class PostgresStore:
         lease_seconds: float | None = None,
         pool_size: int | None = None,
         owner: str | None = None,
+        group_commit: bool | None = None,
     ) -> PostgresStore:
         """`open` for blocking code (decision R162): the store is opened on the process's
         private event loop (`jfsm.private_loop`), the loop `SyncGameEngine` runs on, so pass
@@ -221,6 +240,7 @@ class PostgresStore:
                 lease_seconds=lease_seconds,
                 pool_size=pool_size,
                 owner=owner,
+                group_commit=group_commit,
             )
         )
 
@@ -262,22 +282,40 @@ class PostgresStore:
             raise self.fenced_error()
 
     async def commit(self, projection: Projection) -> None:
-        """Write `projection` in one statement fenced by this owner's token (renewing the
-        lease), then apply it. Raises `QuotaExceeded` (nothing sent), `StoreFenced`, or
-        `StoreUnavailable` (see the module docstring for what each leaves)."""
+        """Write `projection` fenced by this owner's token (renewing the lease), in one
+        statement shared with the concurrent commits of the pool's other games (R152), then
+        apply it. Raises `QuotaExceeded` (nothing sent), `StoreFenced`, or
+        `StoreUnavailable` (see the module docstring for what each leaves); another game's
+        refusal in the same statement is never this one's."""
         await self._require_writable()
         footprint = self._image.check(projection)
         if projection.is_empty():
             return
-        params = {
-            "footprint": footprint,
-            "keys": _encode_keys(projection.sets),
-            "values": list(projection.sets.values()),
-            "deletes": _encode_keys(projection.deletes),
-        }
-        await self._write(COMMIT, params, "commit")
+        pool = self._pool
+        assert pool is not None
+        expected = self._seq + 1
+        try:
+            seq = await grouped(pool).commit(
+                self.game_id,
+                self.token,
+                footprint,
+                _encode_keys(projection.sets),
+                list(projection.sets.values()),
+                _encode_keys(projection.deletes),
+                alone=not self.group_commit,
+            )
+        except Lost:
+            self._broken = expected
+            raise self._lost("commit", expected) from None
+        except psycopg.Error as exc:
+            raise self._refused(exc, "commit", expected) from None
+        if seq is None:
+            self._fenced = True
+            raise self.fenced_error()
+        self._seq = seq
+        self._writes += 1
         self._image.apply_unchecked(projection)
-        self._dirty.update(projection.touched())
+        self._dirty.update(dict.fromkeys(projection.touched()))
 
     async def checkpoint(self) -> None:
         """Make the current store the change log's base, in one fenced statement.
@@ -287,7 +325,7 @@ class PostgresStore:
         params = {"footprint": image.footprint(), "keys": _encode_keys(self._dirty)}
         await self._write(CHECKPOINT, params, "checkpoint")
         self._image = image
-        self._dirty = set()
+        self._dirty = {}
 
     async def seed(self, values: Mapping[str, bytes]) -> None:
         """Fill this *empty* store with `values` as its checkpointed base (empty change log).
@@ -463,19 +501,24 @@ class PostgresStore:
         except psycopg.Error as exc:
             if lost:
                 self._broken = expected
-                raise StoreUnavailable(
-                    f"{what} of game {self.game_id!r}: the connection was lost, so it may or "
-                    f"may not have landed: the next call asks the database (compare a "
-                    f"reopened store's seq with {expected})",
-                    state="broken",
-                    seq=expected,
-                ) from None
-            error = connection_error(exc, pool.conninfo, f"{what} game {self.game_id!r} at")
-            raise type(error)(
-                f"{error.message}; nothing was written", state="open", seq=expected
-            ) from None
+                raise self._lost(what, expected) from None
+            raise self._refused(exc, what, expected) from None
         if row is None:
             self._fenced = True
             raise self.fenced_error()
         self._seq = int(row[0])
         self._writes += 1
+
+    def _lost(self, what: str, expected: int) -> StoreUnavailable:
+        return StoreUnavailable(
+            f"{what} of game {self.game_id!r}: the connection was lost, so it may or "
+            f"may not have landed: the next call asks the database (compare a "
+            f"reopened store's seq with {expected})",
+            state="broken",
+            seq=expected,
+        )
+
+    def _refused(self, exc: psycopg.Error, what: str, expected: int) -> StoreUnavailable:
+        assert self._pool is not None
+        error = connection_error(exc, self._pool.conninfo, f"{what} game {self.game_id!r} at")
+        return type(error)(f"{error.message}; nothing was written", state="open", seq=expected)
