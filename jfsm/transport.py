@@ -35,6 +35,7 @@ import asyncio
 import json
 import logging
 import math
+import ssl
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -124,6 +125,14 @@ class Reply:
     call_id: str | None
     summary: str | None = None
     error_code: str | None = None
+
+
+@cache
+def _tls() -> ssl.SSLContext:
+    """httpx's default TLS context (certificates verified), built once per process: loading
+    the certificate store costs about 20 ms, and the engine makes an executor per compressor
+    URL it is given (every driver `hello`)."""
+    return httpx.create_ssl_context()
 
 
 @cache
@@ -275,7 +284,11 @@ class HttpCompressor:
         self._clock = clock
         self._httpx_timeout = httpx.Timeout(timeout, connect=min(connect_timeout, timeout))
         self._owns_client = client is None
-        self._client = httpx.AsyncClient(timeout=self._httpx_timeout) if client is None else client
+        self._client = (
+            httpx.AsyncClient(timeout=self._httpx_timeout, verify=_tls())
+            if client is None
+            else client
+        )
         self._sleep = sleep
 
     async def aclose(self) -> None:
@@ -463,7 +476,7 @@ class SyncHttpCompressor:
         async def pause(seconds: float) -> None:
             sleep(seconds)
 
-        client = httpx.AsyncClient(transport=transport)
+        client = httpx.AsyncClient(transport=transport, verify=_tls())
         self._executor = HttpCompressor(
             base_url,
             client=client,
