@@ -113,3 +113,21 @@ def test_both_refuse_what_is_not_i_json(bad: object) -> None:
         canonicalize(bad)
     with pytest.raises(rfc8785.CanonicalizationError):
         rfc8785.dumps(bad)
+
+
+def test_every_code_point_is_escaped_as_the_rfc8785_package_escapes_it() -> None:
+    """Strings go through the standard library's C encoder (`jfsm.jcs._string`): every
+    code point outside the surrogates, alone and in runs, comes out as RFC 8785 writes it."""
+    points = [c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
+    for start in range(0, len(points), 4096):
+        run = "".join(map(chr, points[start : start + 4096]))
+        assert canonicalize(run).encode("utf-8") == rfc8785.dumps(run)
+    for c in range(0x80):
+        assert canonicalize(chr(c)).encode("utf-8") == rfc8785.dumps(chr(c))
+
+
+@pytest.mark.parametrize("text", ["\ud800", "a\udfffb", 'q"\n\udc00', "é\ud83d"])
+def test_a_lone_surrogate_is_refused_naming_it(text: str) -> None:
+    lone = next(ch for ch in text if 0xD800 <= ord(ch) <= 0xDFFF)
+    with pytest.raises(ValueError, match=f"U\\+{ord(lone):04X}"):
+        canonicalize(text)

@@ -11,8 +11,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from jfsm.driver import ReferenceDriver, serve_http
+from jfsm_conformance.client.driver import _wire
 from jfsm_conformance.run.runner import Options, run
 from jfsm_conformance.run.smoke import smoke
 
@@ -193,3 +196,54 @@ def test_smoke_lists_and_counts_each_op_once(tmp_path: Path) -> None:
     assert ops.count("create_game") == 1, text
     assert len(ops) == len(set(ops)), text
     assert "1 ok, 0 failed, 1 not implemented" in text.splitlines()[-1], text
+
+
+_plain = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False)
+    | st.text(st.characters(), max_size=8),  # lone surrogates included
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.tuples(inner, inner)
+        | st.dictionaries(st.text(max_size=4), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+def _round_trip(value: object) -> object:
+    return json.loads(json.dumps(value, ensure_ascii=True))
+
+
+def _containers(value: object) -> list[int]:
+    if isinstance(value, dict):
+        return [id(value)] + [i for v in value.values() for i in _containers(v)]
+    if isinstance(value, list):
+        return [id(value)] + [i for v in value for i in _containers(v)]
+    return []
+
+
+@given(_plain)
+def test_an_in_process_driver_is_handed_what_the_wire_would_hand_it(value: object) -> None:
+    """The in-process transport copies plain JSON values instead of encoding them: the same
+    as the JSON round trip, sharing no container with the original."""
+    copied = _wire(value, lambda v: pytest.fail(f"{v!r} is plain JSON"))
+    assert copied == _round_trip(value)
+    assert json.dumps(copied) == json.dumps(_round_trip(value))  # lists for tuples, key order
+    assert not set(_containers(copied)) & set(_containers(value))
+
+
+class _Mapping(dict):  # type: ignore[type-arg]
+    pass
+
+
+@pytest.mark.parametrize(
+    "value",
+    [{1: "int key"}, {"s": {1, 2}}, [_Mapping(a=1)], {"deep": [[[[]]]], "odd": frozenset()}],
+)
+def test_what_is_not_plain_json_goes_through_the_json_round_trip(value: object) -> None:
+    seen: list[object] = []
+    _wire(value, seen.append)
+    assert seen == [value]

@@ -46,6 +46,7 @@ import tempfile
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from jfsm_conformance.client.protocol import ProtocolViolation, Reply, protocol
@@ -85,6 +86,41 @@ def _encode(message: dict[str, Any]) -> bytes:
         return json.dumps(message, ensure_ascii=True).encode("ascii") + b"\n"
 
 
+class _NotPlain(Exception):
+    """A value the fast copy leaves to the JSON round trip (`_wire`)."""
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def _copy(value: Any) -> Any:
+    kind = type(value)
+    if kind in _SCALARS:
+        return value  # immutable: what JSON would give back, without re-reading 30 MiB
+    if kind is dict:
+        out = {}
+        for key, item in value.items():
+            if type(key) is not str:
+                raise _NotPlain
+            out[key] = _copy(item)
+        return out
+    if kind is list or kind is tuple:
+        return [_copy(item) for item in value]
+    raise _NotPlain
+
+
+def _wire(value: Any, through_json: Callable[[Any], Any]) -> Any:
+    """`value` as the wire would deliver it: a fresh copy of plain JSON types, or, for
+    anything else (a subclass, a non-string key, a set, nesting too deep), what
+    `through_json` (the JSON round trip, which converts or raises) makes of it. Equal to the
+    round trip on plain values (`tests/suite/test_driver_client.py`), at the cost of the
+    containers only."""
+    try:
+        return _copy(value)
+    except (_NotPlain, RecursionError):
+        return through_json(value)
+
+
 class _InProcess:
     def __init__(self, target: str) -> None:
         module_name, _, factory_name = target.partition(":")
@@ -102,9 +138,9 @@ class _InProcess:
     native_restart = property(lambda self: callable(getattr(self.driver, "restart", None)))
 
     async def send(self, message: dict[str, Any]) -> Any:
-        wire = json.loads(_encode(message))
+        wire = _wire(message, lambda m: json.loads(_encode(m)))
         reply = await self.driver.handle(wire)
-        return json.loads(json.dumps(reply, ensure_ascii=True))
+        return _wire(reply, lambda r: json.loads(json.dumps(r, ensure_ascii=True)))
 
     async def send_raw(self, data: bytes, msg_id: int | None) -> tuple[int | None, Any]:
         """Hostile bytes: to `handle_bytes` if the driver has it, else (JSON only) `handle`."""
