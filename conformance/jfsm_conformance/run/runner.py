@@ -743,6 +743,8 @@ def _machines_apart(r: _Run, profile: Profile) -> Callable[[_Run], None]:
         with tempfile.TemporaryFile() as err:
             proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err)
             lane.process = proc
+            if r.stop.is_set():  # the run stopped while it started: the run's end kills it
+                proc.kill()
             assert proc.stdin is not None and proc.stdout is not None
             with proc.stdin:
                 proc.stdin.write(json.dumps(request).encode("utf-8"))
@@ -912,9 +914,9 @@ def run(options: Options) -> RunResult:
                         workers=machines
                         and workers.unfit(options.driver, r.capabilities) is not None,
                     )
-                if options.parallel:
+                if options.parallel:  # all but a lane going on with the run's own session
                     for lane in r.lanes:
-                        if lane is not rest:
+                        if lane is not rest or apart:
                             lane.start()
                 r.scenarios(session, leave=waiting)
                 if apart:  # the run's own session is done with
@@ -941,14 +943,14 @@ def run(options: Options) -> RunResult:
         options.progress(f"INTERRUPTED after {r.phase}")
     finally:
         r.stop.set()
+        for lane in r.lanes:  # a lane's process still running: the run stops (its thread too)
+            if lane.process is not None and lane.process.poll() is None:
+                lane.process.kill()
+                lane.process.wait(10)
         with contextlib.suppress(KeyboardInterrupt):
             for lane in r.lanes:
                 if lane.thread is not None:
                     lane.thread.join(LANE_JOIN_TIMEOUT)
-        for lane in r.lanes:
-            if lane.process is not None and lane.process.poll() is None:
-                lane.process.kill()
-                lane.process.wait(10)
         if session is not None and (rest is None or not rest.started or not rest.shares):
             with contextlib.suppress(Exception):
                 session.close()
