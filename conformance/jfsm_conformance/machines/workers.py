@@ -35,11 +35,12 @@ requirement is exercised in every run), then with the lease probes (decision R12
 workers are greeted again with hello's `leaseSeconds` (`LEASE_ASKED`) and state the length in
 force; a game is taken over and released while the superseded owner keeps running, and after
 one stated length a plain open must succeed (no renewal brought a lease back, JF-STORE-031);
-then its owner is killed, and once the stated length has passed (plus `LEASE_MARGIN`) a plain
-open by another worker must succeed (JF-STORE-032). A stated length over `LEASE_WAIT_MAX`
-leaves those two not exercised, with the reason. Every sequence ends with a takeover and read
-of each game. No shrinking: a failure is reported with the sequence that found it (its steps,
-each naming its worker, and the protocol messages of every worker, merged in time order).
+then its owner is killed, and another worker opens it plainly every `LEASE_POLL` seconds: once
+the stated length has passed (plus `LEASE_MARGIN`) the open must succeed (JF-STORE-032). A
+stated length over `LEASE_WAIT_MAX` leaves those two not exercised, with the reason. Every
+sequence ends with a takeover and read of each game. No shrinking: a failure is reported with
+the sequence that found it (its steps, each naming its worker, and the protocol messages of
+every worker, merged in time order).
 
 The machine accounts for itself: per worker, how many opens, takeovers, refusals, releases,
 fenced writes and reads, implicit opens, held publications and kills it made
@@ -97,7 +98,8 @@ KILLS = 1  # SIGKILLs per sequence: each costs a process start (about a second)
 TIMEOUT = 60.0
 LEASE_ASKED = 2.0  # seconds: hello's leaseSeconds in the lease probes (R122)
 LEASE_WAIT_MAX = 60.0  # the longest stated lease the probes wait out
-LEASE_MARGIN = 1.0  # seconds waited past a stated lease (a quarter of it more, if longer)
+LEASE_MARGIN = 0.5  # seconds waited past a stated lease (a quarter of it, if longer; R172)
+LEASE_POLL = 0.25  # seconds between plain opens of a killed owner's game (R172)
 
 
 class WorkerPool:
@@ -344,7 +346,7 @@ def _machine(
                     self.read(u, game)
                     break
                 self.history.open_refused(u, game, reply.code, takeover=False)
-                left = max(0.05, wait - (time.monotonic() - killed))
+                left = min(LEASE_POLL, max(0.05, wait - (time.monotonic() - killed)))
                 self.step("wait", u, seconds=round(left, 2), why="a killed owner's lease")
                 time.sleep(left)
             self._release(u, game)
