@@ -283,6 +283,8 @@ class _Run:
             if not self.root.stop.is_set():
                 self.body(self)
         except (HarnessError, ProtocolViolation) as exc:
+            if self.root.stop.is_set():  # the run stops (interrupted): the stop's doing
+                return
             self.harness_error = f"in {self.current}: {exc}"
             self.o.progress(f"HARNESS ERROR {self.harness_error}")
         except Exception as exc:  # a bug of the suite: raised again in the run's thread
@@ -958,7 +960,7 @@ def run(options: Options) -> RunResult:
     fold = r.settle()
     if interrupted:
         harness_error = (
-            f"interrupted after {fold.phase}: the run did not finish; the verdicts cover only "
+            f"interrupted after {r.phase}: the run did not finish; the verdicts cover only "
             "what ran before"
         )
     harness_error = harness_error or fold.harness_error

@@ -206,6 +206,10 @@ class OwnershipHistory:
         )
         rival = h.owner is not None and h.owner != worker and h.owner_may_live
         rival = rival and not was_owner
+        # another worker released it: either its release left the lease live, or one of
+        # its renewals extended a lease it no longer held (JF-STORE-031); from outside the
+        # two look the same, so both are named
+        released = h.owner is not None and h.owner != worker and not h.owner_may_live
         self.ledger.expect(
             ONE_OWNER,
             rival,
@@ -213,9 +217,16 @@ class OwnershipHistory:
                 f"a plain open of game {game!r} by worker {worker} was refused "
                 f"(store_locked) although no other worker's ownership can live (owner "
                 f"{h.owner}, {'released' if not h.owner_may_live else 'this worker'}): the caller "
-                "of open becomes the owner" + self._context()
+                "of open becomes the owner"
+                + (
+                    "; a released game's lease ends with its release, and no renewal extends "
+                    "a lease its process does not hold"
+                    if released
+                    else ""
+                )
+                + self._context()
             ),
-            ids=("JF-STORE-010",),
+            ids=("JF-STORE-010", "JF-STORE-031") if released else ("JF-STORE-010",),
         )
 
     def released(self, worker: int, game: str) -> None:
