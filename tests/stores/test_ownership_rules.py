@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import os
 import subprocess
 import sys
@@ -38,8 +37,9 @@ from jfsm.projection import Projection
 from jfsm.stores.file import lease as file_lease
 from jfsm.stores.file import store as file_store
 from jfsm.stores.file.directory import read_contents
-from jfsm.stores.file.lease import RECORD_SIZE, FileLease, LeaseRecord, host_clock
+from jfsm.stores.file.lease import FileLease, LeaseRecord
 from jfsm.stores.file.store import FileStore
+from jfsm_conformance.examples.broken_owners import extend_any_lease
 
 LONG = 30.0  # seconds: a lease that cannot run out during a check
 SHORT = 1.0  # seconds: a dead owner's lease, waited out
@@ -265,21 +265,6 @@ def _takeover_as(forced: bool, open_fn: Callable[..., Any]) -> Callable[..., Any
     return bent
 
 
-def _extend_any(lease: FileLease) -> bool:
-    """A renewal that rewrites whatever lease the file holds to end one lease from now."""
-    fd = os.open(lease.path, os.O_RDWR)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        record = LeaseRecord.decode(os.pread(fd, RECORD_SIZE, 0))
-        if record is not None:
-            boot, now = host_clock()
-            later = LeaseRecord(record.owner, record.token, boot, now + lease.seconds)
-            os.pwrite(fd, later.encode(), 0)
-    finally:
-        os.close(fd)
-    return True
-
-
 def _end_without_ending(lease: FileLease) -> None:
     fd, lease._fd = lease._fd, None
     if fd is not None:
@@ -311,7 +296,7 @@ def file_mutants(mp: pytest.MonkeyPatch, backend: FileBackend) -> dict[str, Call
             FileLease, "renew", lambda self: True
         ),
         "renew-only-own: a renewal that extends any lease": lambda: mp.setattr(
-            FileLease, "renew", _extend_any
+            FileLease, "renew", extend_any_lease
         ),
         "release: close leaves the lease": lambda: mp.setattr(
             FileLease, "end", _end_without_ending

@@ -50,7 +50,7 @@ from jfsm.projection import Projection
 from jfsm.records import Participant
 from jfsm.stores.file.lease import RECORD_SIZE, FileLease, LeaseKeeper, LeaseRecord, host_clock
 
-__all__ = ["FLAWS", "OwnersDriver", "main"]
+__all__ = ["FLAWS", "OwnersDriver", "extend_any_lease", "main"]
 
 FLAWS = (
     "no_token_check",
@@ -80,13 +80,14 @@ class _AnyLeaseKeeper(LeaseKeeper):
     def renew_all(self) -> int:
         for lease in list(self._leases):
             with contextlib.suppress(OSError):
-                _extend_any(lease)
+                extend_any_lease(lease)
         return len(self._leases)
 
 
-def _extend_any(lease: FileLease) -> None:
+def extend_any_lease(lease: FileLease) -> bool:
     """Rewrite the lease in `lease`'s file to end one lease length from now, whatever owner
-    and token it names (a released one comes back to life)."""
+    and token it names (a released one comes back to life). Also the ownership-rule
+    mutant `renew-only-own` of `tests/stores/test_ownership_rules.py`."""
     fd = os.open(lease.path, os.O_RDWR)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
@@ -97,6 +98,7 @@ def _extend_any(lease: FileLease) -> None:
             os.pwrite(fd, later.encode(), 0)
     finally:
         os.close(fd)
+    return True  # as a renewal answers: still held
 
 
 class _FlawedStore:
