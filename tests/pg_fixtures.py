@@ -17,13 +17,16 @@ loopback port in front of that server (`TemporaryBouncer`), and `bouncer_databas
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import os
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
 
 import pytest
 
+from jfsm.stores.postgres.pool import close_pools
 from jfsm.stores.postgres.server import (
     TemporaryBouncer,
     TemporaryServer,
@@ -107,3 +110,17 @@ def fresh_database(postgres_server: TemporaryServer) -> Callable[[], str]:
 def game_id() -> str:
     """A game id no other test uses."""
     return "g-" + uuid.uuid4().hex[:12]
+
+
+def run_closing_pools(scenario: Callable[[], Awaitable[Any]], timeout: float | None = None) -> Any:
+    """Run `scenario()` on a fresh event loop and close the process's PostgreSQL pools after
+    it, whatever happened; with `timeout`, a scenario still waiting then fails instead of
+    hanging the run."""
+
+    async def wrapped() -> Any:
+        try:
+            return await asyncio.wait_for(scenario(), timeout)
+        finally:
+            await close_pools()
+
+    return asyncio.run(wrapped())

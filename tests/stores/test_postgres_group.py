@@ -16,22 +16,16 @@ from typing import Any
 
 import psycopg
 import pytest
-from pg_fixtures import game_id
+from pg_fixtures import game_id, run_closing_pools
 
 from jfsm.errors import QuotaExceeded, StoreFenced, StoreUnavailable
 from jfsm.projection import Projection
 from jfsm.stores.postgres.group import GroupCommit, grouped
-from jfsm.stores.postgres.store import PostgresStore, close_pools, migrate, read_image
+from jfsm.stores.postgres.store import PostgresStore, migrate, read_image
 
 
 def run(scenario: Callable[[], Awaitable[Any]]) -> Any:
-    async def wrapped() -> Any:
-        try:
-            return await scenario()
-        finally:
-            await close_pools()
-
-    return asyncio.run(wrapped())
+    return run_closing_pools(scenario)
 
 
 async def _open(target: str, n: int, **kwargs: Any) -> list[PostgresStore]:

@@ -19,13 +19,13 @@ from typing import Any
 
 import psycopg
 import pytest
-from pg_fixtures import game_id, require_bouncer, require_postgres
+from pg_fixtures import game_id, require_bouncer, require_postgres, run_closing_pools
 
 from jfsm.errors import StoreUnavailable
 from jfsm.projection import Projection
 from jfsm.stores.postgres.pool import VERIFY_IDLE_SECONDS
 from jfsm.stores.postgres.server import TemporaryBouncer, TemporaryServer, postgres_family
-from jfsm.stores.postgres.store import PostgresStore, close_pools, migrate, read_image
+from jfsm.stores.postgres.store import PostgresStore, migrate, read_image
 
 IDLE_CUT = "1500ms"  # the server (or pooler) ends a session idle this long
 PAUSE = 2.0  # between two writes: longer than the cut, so every write meets a dead connection
@@ -33,13 +33,7 @@ WRITES = 5
 
 
 def run(scenario: Callable[[], Awaitable[Any]]) -> Any:
-    async def wrapped() -> Any:
-        try:  # a store that waits forever fails here instead of hanging the run
-            return await asyncio.wait_for(scenario(), 120)
-        finally:
-            await close_pools()
-
-    return asyncio.run(wrapped())
+    return run_closing_pools(scenario, 120)
 
 
 @contextlib.contextmanager

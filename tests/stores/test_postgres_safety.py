@@ -21,7 +21,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from pg_fixtures import game_id, require_postgres
+from pg_fixtures import game_id, require_postgres, run_closing_pools
 
 from jfsm.errors import (
     InvalidInput,
@@ -33,19 +33,13 @@ from jfsm.errors import (
 from jfsm.projection import Projection
 from jfsm.stores.postgres.conninfo import database_target
 from jfsm.stores.postgres.server import TemporaryServer
-from jfsm.stores.postgres.store import PostgresStore, close_pools, migrate, read_image
+from jfsm.stores.postgres.store import PostgresStore, migrate, read_image
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def run(scenario: Callable[[], Awaitable[Any]]) -> Any:
-    async def wrapped() -> Any:
-        try:
-            return await scenario()
-        finally:
-            await close_pools()
-
-    return asyncio.run(wrapped())
+    return run_closing_pools(scenario)
 
 
 # -- creation, tokens, fencing across removal --------------------------------------------------
