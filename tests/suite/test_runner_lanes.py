@@ -29,6 +29,12 @@ def _report(tmp_path: Path, parallel: bool) -> dict[str, Any]:
     )
     report = json.loads(json.dumps(to_json(result)))
     del report["durations_s"], report["driver_log"]
+    # the workers machine's real processes race by design: how often it exercised each
+    # rule varies from run to run, serial runs too; its verdicts are compared, not counts
+    report["exercised"].pop("workers", None)
+    for row in report["verdicts"]:
+        if row["id"].startswith("JF-STORE-"):
+            row.pop("passes", None)
     return report
 
 
