@@ -96,6 +96,8 @@ ADAPTERS: dict[str, Registered] = {
     ),
     "maf": Registered("maf_compaction:adapter", *_MAF),
     "maf-default-history": Registered("maf_compaction:default_history_adapter", *_MAF),
+    "crewai": Registered("crewai_context:adapter", *_CREWAI),
+    "crewai-strict": Registered("crewai_context:strict_adapter", *_CREWAI),
 }
 
 
