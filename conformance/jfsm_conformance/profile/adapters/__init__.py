@@ -20,7 +20,7 @@ takes as it is: a registered name is only a short name for its `module:attr` ref
 | `pydantic-ai` | `pydantic_ai_history:adapter` | the docs' summarizing history processor |
 | `maf`, `maf-default-history` | `maf_compaction:<config>` | Agent Framework `CompactionProvider` |
 | `crewai`, `crewai-strict` | `crewai_context:<config>` | crewAI `respect_context_window` |
-| `camel`, `camel-*` | `camel_summary:<config>` | CAMEL `ChatAgent` summarization |
+| `camel` | `camel_summary:adapter` | CAMEL `ChatAgent` summarization |
 
 A library adapter imports its library at the top, as an adapter of your own would: its
 module does not import without the library, and `resolve` turns that `ImportError` into
@@ -98,6 +98,7 @@ ADAPTERS: dict[str, Registered] = {
     "maf-default-history": Registered("maf_compaction:default_history_adapter", *_MAF),
     "crewai": Registered("crewai_context:adapter", *_CREWAI),
     "crewai-strict": Registered("crewai_context:strict_adapter", *_CREWAI),
+    "camel": Registered("camel_summary:adapter", *_CAMEL),
 }
 
 
