@@ -90,7 +90,7 @@ def measure(
         if (only and cell.library != only) or (versions and cell.version not in versions):
             continue
         venv = workdir / f"{cell.package}-{cell.version}"
-        install_release(venv, cell.package, cell.version, ROOT)
+        install_release(venv, cell.package, cell.version, ROOT, also=cell.also)
         for adapter in cell.adapters:
             if adapters and adapter not in adapters:
                 continue

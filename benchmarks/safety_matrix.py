@@ -42,10 +42,13 @@ class Cell:
     version: str
     adapters: tuple[str, ...]
     why: str
+    also: tuple[str, ...] = ()  # more requirements installed with the release
 
 
 _LANGCHAIN = ("langchain", "langchain-sync", "langchain-trim")
 _AUTOGEN = ("autogen-unbounded", "autogen-buffered", "autogen-head-tail", "autogen-token-limited")
+_MAF = ("maf", "maf-default-history")
+_CREWAI = ("crewai", "crewai-strict")
 MATRIX: tuple[Cell, ...] = (
     Cell("langchain", "langchain", "1.3.14", _LANGCHAIN, "before #38867's fix"),
     Cell("langchain", "langchain", "1.3.15", _LANGCHAIN, "#38867 fixed (PR #39268)"),
@@ -70,6 +73,23 @@ MATRIX: tuple[Cell, ...] = (
     Cell("agno", "agno[sqlite]", "3.1.10", ("agno",), "current"),
     Cell("autogen-core", "autogen-agentchat", "0.7.5", _AUTOGEN, "current"),
     Cell("pydantic-ai-slim", "pydantic-ai-slim", "2.68.0", ("pydantic-ai",), "current"),
+    # the last three minor releases of each library added in issue 41
+    *(
+        Cell("agent-framework-core", "agent-framework-core", version, _MAF, why)
+        for version, why in (("1.22.0", "two minors back"), ("1.23.0", "one minor back"))
+    ),
+    Cell("agent-framework-core", "agent-framework-core", "1.26.0", _MAF, "current"),
+    *(
+        Cell("crewai", "crewai", version, _CREWAI, why)
+        for version, why in (("1.13.0", "two minors back"), ("1.14.7", "one minor back"))
+    ),
+    Cell("crewai", "crewai", "1.15.30", _CREWAI, "current"),
+    # camel-ai imports FastMCP from mcp.server, which mcp 2 removed
+    *(
+        Cell("camel-ai", "camel-ai", version, ("camel",), why, ("mcp<2",))
+        for version, why in (("0.2.87", "two releases back"), ("0.2.89", "one release back"))
+    ),
+    Cell("camel-ai", "camel-ai", "0.2.90", ("camel",), "current", ("mcp<2",)),
 )
 
 # (library, property ID) -> [(issue, versions it affects ("" while unfixed), a text the
@@ -146,7 +166,7 @@ def run_cell(
     it is there) and run the profile once per adapter (of `adapters`, default all the
     cell's); the reports go under `reports_dir` (default `workdir/reports`)."""
     venv = workdir / f"{cell.package}-{cell.version}"
-    python = install_release(venv, cell.package, cell.version, source)
+    python = install_release(venv, cell.package, cell.version, source, also=cell.also)
     reports = []
     for adapter in adapters or cell.adapters:
         out = (reports_dir or workdir / "reports") / f"{adapter}-{cell.version}"
