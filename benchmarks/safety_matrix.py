@@ -132,6 +132,15 @@ FINDINGS: dict[tuple[str, str], str] = {
     ("agno", "JF-SAFE-004"): "findings/agno-blank-summary.md",
     ("pydantic-ai-slim", "JF-SAFE-006"): "findings/pydantic-ai-docs-processor-window.md",
     ("pydantic-ai-slim", "JF-SAFE-004"): "findings/pydantic-ai-blank-summary.md",
+    # a `+several` key: a cell of the two-overlapping-writers search
+    ("maf", "JF-SAFE-006+several"): "findings/maf-concurrent-run-summary-lost.md",
+    ("maf-default-history", "JF-SAFE-007"): "findings/maf-default-history-pitfall.md",
+    ("maf-default-history", "JF-SAFE-012"): "findings/maf-default-history-pitfall.md",
+    ("crewai", "JF-SAFE-004"): "findings/crewai-empty-summary.md",
+    **{
+        ("camel-ai", rid): "findings/camel-failed-summary-clears-memory.md"
+        for rid in ("JF-SAFE-002", "JF-SAFE-003", "JF-SAFE-004")
+    },
 }
 
 
