@@ -52,7 +52,9 @@ async def main():
     )
     # a second writer on the same session: a sub-agent run through as_tool(propagate_session=True)
     # shares the session's state the same way
-    helper = Agent(client=Client(lambda text: "helper answer"), name="h", context_providers=[history])
+    helper = Agent(
+        client=Client(lambda text: "helper answer"), name="h", context_providers=[history]
+    )
     session = agent.create_session()
     for n in (1, 2, 3):
         await helper.run(f"question {n}", session=session)
