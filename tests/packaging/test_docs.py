@@ -594,7 +594,8 @@ def test_safety_matrix_renders_compact_in_headless_chromium(site: Path, tmp_path
         assert len(row["cells"]) == len(report["verdicts"]) == 14
         several = report.get("several_writers")
         assert ("⇉" in row["name"]) == (several is not None)
-        pairs = zip(report["verdicts"], several["verdicts"] if several else report["verdicts"])
+        others = several["verdicts"] if several else report["verdicts"]
+        pairs = zip(report["verdicts"], others, strict=True)
         for cell, (verdict, other) in zip(row["cells"], pairs, strict=True):
             targets = []
             if several is None:

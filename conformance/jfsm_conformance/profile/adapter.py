@@ -21,8 +21,8 @@ an adapter only declares in its `Scope` whether its summarizer call can be held 
 `Scope` says what the library claims, so a verdict never blames it for what it does not
 claim: one writer or several (`writers="multi"`, with `writers_claim` quoting the library's
 own line that lets two runs share a session: the profile then searches twice, one writer and
-two overlapping writers, and reports both), which failures its provider can really produce, native or
-custom storage, `by_design`: property ID -> reason, for findings the library documents
+two overlapping writers, and reports both), which failures its provider can really produce,
+native or custom storage, `by_design`: property ID -> reason, for findings the library documents
 as intended, and `not_applicable`: property ID -> reason, for properties about a step the
 library does not have (a memory without a summarizer has no compaction for JF-SAFE-006 to
 judge); those are *not applicable* with that reason, never searched.
