@@ -33,13 +33,22 @@ scope: the proactive summary before a call (`_proactively_summarize_context`, th
 
 from __future__ import annotations
 
+import inspect
 from importlib import metadata
 from typing import Any
 
 from crewai.llms.base_llm import BaseLLM
+from crewai.utilities import agent_utils
 from crewai.utilities.agent_utils import handle_context_length
-from crewai.utilities.message_utils import format_message_for_llm
+from crewai.utilities.i18n import I18N
 from crewai.utilities.printer import Printer
+
+# 1.15 moved it to message_utils; before, agent_utils had it (and handle_context_length
+# took an `I18N`)
+format_message_for_llm = getattr(agent_utils, "format_message_for_llm", None)
+if format_message_for_llm is None:
+    from crewai.utilities.message_utils import format_message_for_llm
+_TAKES_I18N = "i18n" in inspect.signature(handle_context_length).parameters
 
 from jfsm_conformance.profile import (
     AdapterSpec,
@@ -146,6 +155,7 @@ class CrewAIContextAdapter:
     async def compact(self) -> None:
         if len(self.messages) <= _OVERFLOW:
             return  # the model answers: no context-length error, no recovery step
+        extra: dict[str, Any] = {"i18n": I18N()} if _TAKES_I18N else {}
         try:
             handle_context_length(
                 respect_context_window=self.respect,
@@ -154,6 +164,7 @@ class CrewAIContextAdapter:
                 llm=self.llm,
                 callbacks=[],
                 verbose=False,
+                **extra,
             )
         except SystemExit as exc:  # the strict setting stops the run: a raise, not an exit
             raise RuntimeError(f"crewAI stopped the run: {exc}") from exc
