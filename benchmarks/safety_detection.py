@@ -39,7 +39,7 @@ from typing import Any
 from benchmarks.safety_matrix import MATRIX, ROOT
 from jfsm_conformance.profile.isolated import install_release
 
-__all__ = ["main", "measure", "merge_rows", "rows_from_reports", "write_page"]
+__all__ = ["main", "measure", "merge_rows", "rows_from_reports", "verdict_map", "write_page"]
 
 _OK = ("pass", "not applicable", "not exercised")
 
@@ -69,7 +69,7 @@ def _run_once(venv: Path, adapter: str, seed: int, out: Path, budget: tuple[int,
         "seed": seed,
         "seconds": report["duration_s"],
         "exit_code": report["exit_code"],
-        "verdicts": {v["id"]: v["verdict"] for v in report["verdicts"]},
+        "verdicts": verdict_map(report),
     }
 
 
@@ -90,7 +90,7 @@ def measure(
         if (only and cell.library != only) or (versions and cell.version not in versions):
             continue
         venv = workdir / f"{cell.package}-{cell.version}"
-        install_release(venv, cell.package, cell.version, ROOT)
+        install_release(venv, cell.package, cell.version, ROOT, also=cell.also)
         for adapter in cell.adapters:
             if adapters and adapter not in adapters:
                 continue
@@ -156,7 +156,7 @@ def rows_from_reports(
                 {
                     "seconds": report["duration_s"],
                     "exit_code": report["exit_code"],
-                    "verdicts": {v["id"]: v["verdict"] for v in report["verdicts"]},
+                    "verdicts": verdict_map(report),
                     "budget": (report["examples"], report["steps"]),
                 }
             )
@@ -166,9 +166,18 @@ def rows_from_reports(
     return rows
 
 
+def verdict_map(report: dict[str, Any]) -> dict[str, str]:
+    """A report's cells: property ID -> verdict, and for the several-writers search of an
+    adapter that declares it, `ID (two writers)` -> verdict (each its own cell)."""
+    cells = {v["id"]: v["verdict"] for v in report["verdicts"]}
+    for v in (report.get("several_writers") or {}).get("verdicts", []):
+        cells[f"{v['id']} (two writers)"] = v["verdict"]
+    return cells
+
+
 def _cells(rep: dict[str, Any]) -> dict[str, str]:
-    """A results-page row's cells: property ID -> verdict, for every one that did not pass."""
-    return {v["id"]: v["verdict"] for v in rep["verdicts"] if v["verdict"] not in _OK}
+    """A results-page row's cells: cell -> verdict, for every one that did not pass."""
+    return {rid: verdict for rid, verdict in verdict_map(rep).items() if verdict not in _OK}
 
 
 def merge_rows(

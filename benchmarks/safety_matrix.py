@@ -42,10 +42,13 @@ class Cell:
     version: str
     adapters: tuple[str, ...]
     why: str
+    also: tuple[str, ...] = ()  # more requirements installed with the release
 
 
 _LANGCHAIN = ("langchain", "langchain-sync", "langchain-trim")
 _AUTOGEN = ("autogen-unbounded", "autogen-buffered", "autogen-head-tail", "autogen-token-limited")
+_MAF = ("maf", "maf-default-history")
+_CREWAI = ("crewai", "crewai-strict")
 MATRIX: tuple[Cell, ...] = (
     Cell("langchain", "langchain", "1.3.14", _LANGCHAIN, "before #38867's fix"),
     Cell("langchain", "langchain", "1.3.15", _LANGCHAIN, "#38867 fixed (PR #39268)"),
@@ -70,6 +73,23 @@ MATRIX: tuple[Cell, ...] = (
     Cell("agno", "agno[sqlite]", "3.1.10", ("agno",), "current"),
     Cell("autogen-core", "autogen-agentchat", "0.7.5", _AUTOGEN, "current"),
     Cell("pydantic-ai-slim", "pydantic-ai-slim", "2.68.0", ("pydantic-ai",), "current"),
+    # the last three minor releases of each library added in issue 41
+    *(
+        Cell("agent-framework-core", "agent-framework-core", version, _MAF, why)
+        for version, why in (("1.22.0", "two minors back"), ("1.23.0", "one minor back"))
+    ),
+    Cell("agent-framework-core", "agent-framework-core", "1.26.0", _MAF, "current"),
+    *(
+        Cell("crewai", "crewai", version, _CREWAI, why)
+        for version, why in (("1.13.0", "two minors back"), ("1.14.7", "one minor back"))
+    ),
+    Cell("crewai", "crewai", "1.15.30", _CREWAI, "current"),
+    # camel-ai imports FastMCP from mcp.server, which mcp 2 removed
+    *(
+        Cell("camel-ai", "camel-ai", version, ("camel",), why, ("mcp<2",))
+        for version, why in (("0.2.87", "two releases back"), ("0.2.89", "one release back"))
+    ),
+    Cell("camel-ai", "camel-ai", "0.2.90", ("camel",), "current", ("mcp<2",)),
 )
 
 # (library, property ID) -> [(issue, versions it affects ("" while unfixed), a text the
@@ -112,6 +132,15 @@ FINDINGS: dict[tuple[str, str], str] = {
     ("agno", "JF-SAFE-004"): "findings/agno-blank-summary.md",
     ("pydantic-ai-slim", "JF-SAFE-006"): "findings/pydantic-ai-docs-processor-window.md",
     ("pydantic-ai-slim", "JF-SAFE-004"): "findings/pydantic-ai-blank-summary.md",
+    # a `+several` key: a cell of the two-overlapping-writers search
+    ("maf", "JF-SAFE-006+several"): "findings/maf-concurrent-run-summary-lost.md",
+    ("maf-default-history", "JF-SAFE-007"): "findings/maf-default-history-pitfall.md",
+    ("maf-default-history", "JF-SAFE-012"): "findings/maf-default-history-pitfall.md",
+    ("crewai", "JF-SAFE-004"): "findings/crewai-empty-summary.md",
+    **{
+        ("camel-ai", rid): "findings/camel-failed-summary-clears-memory.md"
+        for rid in ("JF-SAFE-002", "JF-SAFE-003", "JF-SAFE-004")
+    },
 }
 
 
@@ -146,7 +175,7 @@ def run_cell(
     it is there) and run the profile once per adapter (of `adapters`, default all the
     cell's); the reports go under `reports_dir` (default `workdir/reports`)."""
     venv = workdir / f"{cell.package}-{cell.version}"
-    python = install_release(venv, cell.package, cell.version, source)
+    python = install_release(venv, cell.package, cell.version, source, also=cell.also)
     reports = []
     for adapter in adapters or cell.adapters:
         out = (reports_dir or workdir / "reports") / f"{adapter}-{cell.version}"
@@ -199,22 +228,29 @@ def _issue_link(issue: str) -> str:
     return f"[{ref}](https://github.com/{repo}/issues/{number})" + (f" {rest}" if rest else "")
 
 
-def _findings_page(report: dict[str, Any], rid: str) -> str | None:
-    return FINDINGS.get((report["adapter"], rid)) or FINDINGS.get(
-        (report["matrix"]["library"], rid)
-    )
+def _findings_page(report: dict[str, Any], rid: str, several: bool = False) -> str | None:
+    """The findings page of a cell: a several-writers cell's own entry (`ID+several`) wins,
+    then the adapter's, then the library's."""
+    keys = [rid + "+several"] if several else []
+    for key in [*keys, rid]:
+        for owner in (report["adapter"], report["matrix"]["library"]):
+            if (owner, key) in FINDINGS:
+                return FINDINGS[(owner, key)]
+    return None
 
 
-def _confirmation(report: dict[str, Any], rid: str) -> str:
+def _confirmation(report: dict[str, Any], rid: str, several: bool = False) -> str:
     """What the page says for a failure with no known issue: its findings page, and the
     end-to-end confirmation through the library's normal entry point, when one was run and
     reproduced it."""
-    page = _findings_page(report, rid)
+    page = _findings_page(report, rid, several)
     if page:
         same = [
             v["id"]
-            for v in report["verdicts"]
-            if v["id"] != rid and v["verdict"] == "fail" and _findings_page(report, v["id"]) == page
+            for v in (report["several_writers"]["verdicts"] if several else report["verdicts"])
+            if v["id"] != rid
+            and v["verdict"] == "fail"
+            and _findings_page(report, v["id"], several) == page
         ]
         one = f" (one defect with {', '.join(same)}: one page)" if same else ""
         return f"no known issue; ready to file: [{page.removeprefix('findings/')}]({page}){one}"
@@ -228,17 +264,18 @@ def _confirmation(report: dict[str, Any], rid: str) -> str:
     return "no known issue"
 
 
-def _links(report: dict[str, Any]) -> dict[str, str]:
+def _links(report: dict[str, Any], several: bool = False) -> dict[str, str]:
     """Property ID -> where its failing or by-design cell links: the findings page (as a link
     from the results page), else the known issue it matches, else the page's findings table
-    (`#findings`)."""
+    (`#findings`). `several`: the cells of the several-writers search."""
     lib, version = report["matrix"]["library"], report["matrix"]["version"]
     links = {}
-    for v in report["verdicts"]:
+    verdicts = report["several_writers"]["verdicts"] if several else report["verdicts"]
+    for v in verdicts:
         if v["verdict"] not in ("fail", "by design"):
             continue
         issue = known_issue(lib, v["id"], version, v.get("message") or "")
-        page = _findings_page(report, v["id"])
+        page = _findings_page(report, v["id"], several)
         if v["verdict"] == "fail" and issue:
             ref, _, _ = issue.partition(" ")
             repo, _, number = ref.partition("#")
@@ -279,6 +316,30 @@ def write_results(reports: list[dict[str, Any]], path: Path) -> str:
     ]
     for rep in reports:
         rep["matrix"]["links"] = _links(rep)
+        if rep.get("several_writers"):
+            rep["matrix"]["links_several"] = _links(rep, several=True)
+    declared = [r for r in reports if r.get("several_writers")]
+    claims = {r["adapter"]: (r["scope"] or {}).get("writers_claim", "") for r in declared}
+    lines += [
+        "",
+        "## Several writers",
+        "",
+        "An adapter whose library lets two runs share a session (or thread, or memory) "
+        "declares it; its rows (⇉) are searched twice, with one writer and with a second "
+        "writer appending while the first one's summarizer call is held, then released with "
+        "a drawn outcome (ok, failure, timeout, empty), and each cell shows both verdicts. "
+        "The adapters that declare it, and the library's line that allows it:",
+        "",
+        "| adapter | why two runs may share a session |",
+        "|---|---|",
+    ]
+    lines += [f"| `{name}` | {_cell(claim)} |" for name, claim in claims.items()]
+    lines += [
+        "",
+        "Every other adapter declares one writer: a graph step, an object in the "
+        "application's memory, or a task execution's own list, with no claim to a second "
+        "writer.",
+    ]
     lines += [
         "",
         "## Findings",
@@ -301,12 +362,16 @@ def write_results(reports: list[dict[str, Any]], path: Path) -> str:
         "view keeps. The ones ready to file upstream have a page with a reproduction script "
         "under [findings](findings/index.md).",
         "",
-        "| library | version | adapter | property | verdict | minimal example | known issue |",
-        "|---|---|---|---|---|---|---|",
+        "| library | version | adapter | writers | property | verdict | minimal example | known "
+        "issue |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for rep in reports:
         lib, version = rep["matrix"]["library"], rep["matrix"]["version"]
-        for v in rep["verdicts"]:
+        rows = [(v, False) for v in rep["verdicts"]]
+        if rep.get("several_writers"):
+            rows += [(v, True) for v in rep["several_writers"]["verdicts"]]
+        for v, several in rows:
             if v["verdict"] not in ("fail", "by design", "error"):
                 continue
             example = "<br>".join(f"`{s}`" for s in v.get("example") or [])
@@ -320,9 +385,9 @@ def write_results(reports: list[dict[str, Any]], path: Path) -> str:
             elif v["verdict"] == "by design":
                 issue_text = "by design: " + v["reason"]
             else:
-                issue_text = _confirmation(rep, v["id"])
+                issue_text = _confirmation(rep, v["id"], several)
             lines.append(
-                f"| {lib} | {version} | {rep['adapter']} | "
+                f"| {lib} | {version} | {rep['adapter']} | {'two' if several else 'one'} | "
                 f"[{v['id']}](../reference/requirements.md#{v['id']}) {_cell(v['title'])} | "
                 f"{v['verdict']} | {_cell(v['message'])}<br>{example} | {_cell(issue_text)} |"
             )

@@ -542,8 +542,15 @@ class _Matrix(HTMLParser):
             self._where = "name"
         elif self._where == "body" and tag == "td":
             self.rows[-1]["cells"].append(
-                {"class": classes[0] if classes else "", "href": None, "title": a.get("title")}
+                {
+                    "class": classes[0] if classes else "",
+                    "href": None,
+                    "title": a.get("title"),
+                    "halves": [],
+                }
             )
+        elif self._where == "body" and tag == "span" and "jf-half" in classes:
+            self.rows[-1]["cells"][-1]["halves"].append(classes[1])
         elif self._where == "body" and tag == "a":
             self.rows[-1]["cells"][-1]["href"] = a.get("href")
 
@@ -585,16 +592,34 @@ def test_safety_matrix_renders_compact_in_headless_chromium(site: Path, tmp_path
         assert report["adapter"] in row["name"] and report["matrix"]["version"] in row["name"]
         assert report["matrix"]["why"] in row["name"]
         assert len(row["cells"]) == len(report["verdicts"]) == 14
-        for cell, verdict in zip(row["cells"], report["verdicts"], strict=True):
-            assert cell["class"] == "jf-v-" + kinds.get(verdict["verdict"], "other")
-            assert cell["title"] == f"{verdict['id']}: {verdict['verdict']}"
-            if verdict["verdict"] in ("fail", "by design"):
-                link = report["matrix"]["links"][verdict["id"]]
-                want = link[:-3] + ".html" if link.endswith(".md") else link
+        several = report.get("several_writers")
+        assert ("⇉" in row["name"]) == (several is not None)
+        others = several["verdicts"] if several else report["verdicts"]
+        pairs = zip(report["verdicts"], others, strict=True)
+        for cell, (verdict, other) in zip(row["cells"], pairs, strict=True):
+            targets = []
+            if several is None:
+                assert cell["class"] == "jf-v-" + kinds.get(verdict["verdict"], "other")
+                assert cell["title"] == f"{verdict['id']}: {verdict['verdict']}"
+                if verdict["verdict"] in ("fail", "by design"):
+                    targets = [report["matrix"]["links"][verdict["id"]]]
+            else:  # one writer left, two overlapping writers right
+                assert cell["class"] == "jf-v-split"
+                assert cell["halves"] == [
+                    "jf-v-" + kinds.get(v["verdict"], "other") for v in (verdict, other)
+                ]
+                assert cell["title"] == (
+                    f"{verdict['id']}: {verdict['verdict']}; two writers: {other['verdict']}"
+                )
+                for v, key in ((verdict, "links"), (other, "links_several")):
+                    if v["verdict"] in ("fail", "by design"):
+                        targets.append(report["matrix"][key][v["id"]])
+            if targets:
+                want = targets[0][:-3] + ".html" if targets[0].endswith(".md") else targets[0]
                 assert cell["href"] == want, (report["adapter"], verdict["id"])
             else:
                 assert cell["href"] is None
-    assert matrix.legend == 5
+    assert matrix.legend == 6
     assert "<table>" not in page.read_text("utf-8").split('id="findings"')[0].split("Verdicts")[1]
 
 

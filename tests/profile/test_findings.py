@@ -17,6 +17,7 @@ FINDINGS = ROOT / "docs" / "safety" / "findings"
 LANGMEM = ("langmem", "0.0.30", ("langchain==1.5.2",))
 STRANDS = ("strands-agents", "1.62.0", ("strands-agents", "1.62.0", ()))
 PYDANTIC_AI = ("pydantic-ai-slim", "2.68.0", ("pydantic-ai-slim", "2.68.0", ()))
+MAF = ("agent-framework-core", "1.26.0", ("agent-framework-core", "1.26.0", ()))
 # script -> (the distribution it targets, its pinned release, the venv that holds it)
 SCRIPTS = {
     "langchain_empty_summary.py": ("langchain", "1.5.2", LANGMEM),
@@ -54,6 +55,15 @@ SCRIPTS = {
     "agno_blank_summary.py": ("agno", "3.1.10", ("agno[sqlite]", "3.1.10", ())),
     "pydantic_ai_docs_processor_window.py": PYDANTIC_AI,
     "pydantic_ai_blank_summary.py": PYDANTIC_AI,
+    "maf_concurrent_run_summary_lost.py": MAF,
+    "maf_default_history_pitfall.py": MAF,
+    "crewai_empty_summary.py": ("crewai", "1.15.30", ("crewai", "1.15.30", ())),
+    # camel-ai imports FastMCP from mcp.server, which mcp 2 removed
+    "camel_failed_summary_clears_memory.py": (
+        "camel-ai",
+        "0.2.90",
+        ("camel-ai", "0.2.90", ("mcp<2",)),
+    ),
 }
 _VERSION = "import sys, importlib.metadata as m; print(m.version(sys.argv[1]))"
 
@@ -74,6 +84,9 @@ def test_every_findings_page_has_a_tested_script() -> None:
     "JF-SAFE-010",
     "JF-SAFE-011",
     "JF-SAFE-013",
+    "JF-SAFE-003",
+    "JF-SAFE-007",
+    "JF-SAFE-012",
 )
 @pytest.mark.parametrize("script", sorted(SCRIPTS))
 def test_script_reproduces_against_the_pinned_release(

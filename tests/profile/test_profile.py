@@ -49,15 +49,19 @@ def _verdicts(result: ProfileResult) -> dict[str, str]:
 def test_reference_engine_passes_every_property(tmp_path: Path) -> None:
     result = _run("reference", examples=30)
     assert result.harness_error is None
-    assert _verdicts(result) == dict.fromkeys(ALL, "pass")
+    # it declares several writers: JF-SAFE-009 is judged in the second search
+    assert _verdicts(result) == {**dict.fromkeys(ALL, "pass"), "JF-SAFE-009": "not applicable"}
+    assert result.several is not None
+    assert _verdicts(result.several) == dict.fromkeys(ALL, "pass")
     assert result.exit_code == 0
-    reached = result.recorder.reached
+    reached = result.recorder.reached + result.several.recorder.reached
     for outcome in ("ok", "raise", "timeout", "empty", "blank", "hold"):
         n = sum(k == outcome or k == f"hold→{outcome}" for k in reached)
         assert n > 0, f"the search never reached the summarizer with {outcome}"
     json_path, md_path = write_report(result, tmp_path)
     data = json.loads(json_path.read_text("utf-8"))
-    assert data["counts"] == {"pass": len(ALL)}
+    assert data["counts"] == {"pass": len(ALL) - 1, "not applicable": 1}
+    assert data["several_writers"]["counts"] == {"pass": len(ALL)}
     assert "| JF-SAFE-009 | `appends-in-flight-kept` | pass |" in md_path.read_text("utf-8")
 
 
@@ -116,9 +120,11 @@ def test_full_search_blames_only_the_bugs_property() -> None:
     """Over the whole catalog, with shrinking: the stale snapshot (openai-agents #4679's
     shape) is blamed on JF-SAFE-009 alone, with a short example."""
     result = _run("toy:stale-snapshot", examples=20, steps=12)
-    failed = {rid for rid, verdict in _verdicts(result).items() if verdict == "fail"}
+    assert result.several is not None
+    assert not [v for v in result.verdicts if v["verdict"] == "fail"]  # one writer
+    failed = {rid for rid, verdict in _verdicts(result.several).items() if verdict == "fail"}
     assert failed == {"JF-SAFE-009"}
-    row = next(v for v in result.verdicts if v["id"] == "JF-SAFE-009")
+    row = next(v for v in result.several.verdicts if v["id"] == "JF-SAFE-009")
     assert any("while the compaction is held" in step for step in row["example"])
     assert len(row["example"]) <= 6
 
@@ -196,6 +202,11 @@ LIBRARIES = {
     "autogen-head-tail": "autogen_core",
     "autogen-token-limited": "autogen_core",
     "pydantic-ai": "pydantic_ai",
+    "maf": "agent_framework",
+    "maf-default-history": "agent_framework",
+    "crewai": "crewai",
+    "crewai-strict": "crewai",
+    "camel": "camel",
 }
 
 
@@ -255,7 +266,8 @@ def test_replay_reproduces_a_recorded_failure(tmp_path: Path) -> None:
 
     result = _run("toy:stale-snapshot", only=frozenset({"JF-SAFE-009"}), examples=20, steps=12)
     write_report(result, tmp_path)
-    row = next(v for v in result.verdicts if v["id"] == "JF-SAFE-009")
+    assert result.several is not None
+    row = next(v for v in result.several.verdicts if v["id"] == "JF-SAFE-009")
     trace = Path(row["trace_path"])
     assert json.loads(trace.read_text("utf-8"))["property"] == "JF-SAFE-009"
     assert f"jfsm profile replay {trace}" in (tmp_path / "profile.md").read_text("utf-8")
@@ -286,6 +298,50 @@ def test_replay_judges_the_property_it_was_recorded_for(tmp_path: Path) -> None:
     lines.clear()
     assert replay(Path(row["trace_path"]), adapter="toy", progress=lines.append) == 0
     assert "fixed: JF-SAFE-012 no longer fails on these steps" in lines
+
+
+@pytest.mark.req("JF-SAFE-009")
+def test_several_writers_is_a_second_search_beside_one_writer(tmp_path: Path) -> None:
+    """An adapter that declares several writers is searched twice: with one writer nothing
+    is appended while a compaction is held (JF-SAFE-009 not applicable there), with two
+    overlapping writers the stale snapshot fails JF-SAFE-009; the report carries both, and
+    the several-writers trace replays in its own dimension."""
+    from jfsm_conformance.profile.runner import replay
+
+    result = _run("toy:stale-snapshot", examples=20, steps=12)
+    assert result.several is not None
+    assert _verdicts(result)["JF-SAFE-009"] == "not applicable"
+    assert _verdicts(result.several)["JF-SAFE-009"] == "fail"
+    assert result.exit_code == 1
+    write_report(result, tmp_path)
+    data = json.loads((tmp_path / "profile.json").read_text("utf-8"))
+    assert data["scope"]["writers"] == "multi"
+    assert {v["id"]: v["verdict"] for v in data["several_writers"]["verdicts"]}[
+        "JF-SAFE-009"
+    ] == "fail"
+    assert "## Verdict per property, two overlapping writers" in (
+        tmp_path / "profile.md"
+    ).read_text("utf-8")
+    trace = tmp_path / "traces" / "several-writers" / "JF-SAFE-009.json"
+    assert json.loads(trace.read_text("utf-8"))["writers"] == "multi"
+    assert replay(trace, progress=lambda _: None) == 1
+    assert replay(trace, adapter="toy", progress=lambda _: None) == 0
+    one = _run("toy:stale-snapshot", examples=10, steps=10, writers="single")
+    assert one.several is None and _verdicts(one)["JF-SAFE-009"] == "not applicable"
+
+
+def test_one_writer_adapter_has_no_second_search() -> None:
+    from jfsm_conformance.profile.adapter import Scope
+    from jfsm_conformance.profile.adapters import toy
+
+    single = Scope(library="toy", version="0", entry_point="x", hold=True)
+    result = run_profile(
+        ProfileOptions(adapter="toy", examples=5, progress=lambda _: None),
+        factory=toy.adapter.factory,
+        scope=single,
+    )
+    assert result.several is None
+    assert to_json(result)["several_writers"] is None
 
 
 def test_version_needs_a_library_adapter() -> None:

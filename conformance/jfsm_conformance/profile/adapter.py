@@ -19,8 +19,10 @@ Hold and release are the summarizer's (`ScriptedSummarizer.script("hold")`, `rel
 an adapter only declares in its `Scope` whether its summarizer call can be held (async).
 
 `Scope` says what the library claims, so a verdict never blames it for what it does not
-claim: one writer or several, which failures its provider can really produce, native or
-custom storage, `by_design`: property ID -> reason, for findings the library documents
+claim: one writer or several (`writers="multi"`, with `writers_claim` quoting the library's
+own line that lets two runs share a session: the profile then searches twice, one writer and
+two overlapping writers, and reports both), which failures its provider can really produce,
+native or custom storage, `by_design`: property ID -> reason, for findings the library documents
 as intended, and `not_applicable`: property ID -> reason, for properties about a step the
 library does not have (a memory without a summarizer has no compaction for JF-SAFE-006 to
 judge); those are *not applicable* with that reason, never searched.
@@ -38,7 +40,7 @@ replacement write; the adapter's `observed_states()` is `take()` and its
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol
 
 from .summarizer import ScriptedSummarizer
@@ -65,12 +67,17 @@ class Scope:
     version: str
     entry_point: str
     writers: Literal["single", "multi"] = "single"
+    writers_claim: str = ""
     failures: frozenset[str] = frozenset({"raise", "timeout", "empty"})
     storage: Literal["native", "custom", "none"] = "none"
     hold: bool = False
     by_design: dict[str, str] = field(default_factory=dict)
     not_applicable: dict[str, str] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+
+    def one_writer(self) -> Scope:
+        """This scope with one writer: the single-writer search of a `multi` adapter."""
+        return replace(self, writers="single")
 
     def capabilities(self) -> frozenset[str]:
         """The scope as the words properties need: outcomes, `multi`, `hold`."""

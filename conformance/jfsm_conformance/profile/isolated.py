@@ -26,6 +26,9 @@ __all__ = ["PACKAGES", "run_isolated"]
 
 # adapter name -> the package whose version `--version` pins
 PACKAGES = {name: entry.package for name, entry in ADAPTERS.items() if entry.package}
+# package -> what its releases need installed beside them (camel-ai imports FastMCP from
+# mcp.server, which mcp 2 removed)
+ALSO: dict[str, tuple[str, ...]] = {"camel-ai": ("mcp<2",)}
 
 _ROOT = Path(__file__).resolve().parents[3]
 
@@ -44,7 +47,7 @@ def run_isolated(adapter: str, version: str, args: list[str], venv_dir: str | No
         return 2
     venv = Path(venv_dir or tempfile.mkdtemp(prefix=f"jfsm-{package}-{version}-"))
     try:
-        install_release(venv, package, version, _ROOT)
+        install_release(venv, package, version, _ROOT, also=ALSO.get(package, ()))
     except subprocess.CalledProcessError as exc:
         print(f"jfsm profile: could not install {package}=={version}: {exc}", file=sys.stderr)
         return 2

@@ -27,6 +27,7 @@ def to_json(result: ProfileResult) -> dict[str, Any]:
             "version": scope.version,
             "entry_point": scope.entry_point,
             "writers": scope.writers,
+            "writers_claim": scope.writers_claim,
             "failures": sorted(scope.failures),
             "storage": scope.storage,
             "hold": scope.hold,
@@ -38,6 +39,24 @@ def to_json(result: ProfileResult) -> dict[str, Any]:
         "harness_error": result.harness_error,
         "examples": result.options.examples,
         "steps": result.options.steps,
+        "searches": result.searches,
+        "duration_s": round(result.duration_s, 2),
+        "counts": dict(Counter(v["verdict"] for v in result.verdicts)),
+        "summarizer_reached": dict(sorted(rec.reached.items())),
+        "outcomes_requested": dict(sorted(rec.requested.items())),
+        "adapter_raised": dict(sorted(rec.raised.items())),
+        "library_warnings": dict(rec.warnings.most_common()),
+        "verdicts": result.verdicts,
+        "several_writers": None if result.several is None else _dimension_json(result.several),
+    }
+
+
+def _dimension_json(result: ProfileResult) -> dict[str, Any]:
+    """The several-writers search of a `multi` adapter: its own verdicts and counts."""
+    rec = result.recorder
+    return {
+        "exit_code": result.exit_code,
+        "harness_error": result.harness_error,
         "searches": result.searches,
         "duration_s": round(result.duration_s, 2),
         "counts": dict(Counter(v["verdict"] for v in result.verdicts)),
@@ -85,7 +104,28 @@ def to_markdown(result: ProfileResult) -> str:
     for v in result.verdicts:
         detail = v["reason"] or v["message"] or f"{v['evaluations']} checks"
         lines.append(f"| {v['id']} | `{v['check']}` | {v['verdict']} | {_cell(detail)} |")
+    several = result.several
+    if several is not None:
+        lines += [
+            "",
+            "## Verdict per property, two overlapping writers",
+            "",
+            f"The library lets two runs share a session ({_cell(scope.get('writers_claim'))}): "
+            "searched again with a second writer appending while the first one's summarizer "
+            "call is held.",
+            "",
+            "| ID | check | verdict | detail |",
+            "|---|---|---|---|",
+        ]
+        for v in several.verdicts:
+            detail = v["reason"] or v["message"] or f"{v['evaluations']} checks"
+            lines.append(f"| {v['id']} | `{v['check']}` | {v['verdict']} | {_cell(detail)} |")
     shown = [v for v in result.verdicts if v["example"]]
+    shown += [
+        {**v, "title": v["title"] + " (two overlapping writers)"}
+        for v in (several.verdicts if several is not None else [])
+        if v["example"]
+    ]
     if shown:
         lines += ["", "## Minimal examples", ""]
         for v in shown:
@@ -143,18 +183,30 @@ def to_junit(result: ProfileResult) -> str:
 
 
 def write_traces(result: ProfileResult, directory: Path) -> None:
-    """One replayable trace per violated property, `traces/<ID>.json`; each verdict row
-    gets its path (`jfsm profile replay PATH`)."""
-    for v in result.verdicts:
+    """One replayable trace per violated property, `traces/<ID>.json` (the several-writers
+    search's under `traces/several-writers/`), each naming the dimension it was recorded in;
+    each verdict row gets its path (`jfsm profile replay PATH`)."""
+    dimensions = [(result, "traces", result.writers)]
+    if result.several is not None:
+        dimensions.append((result.several, "traces/several-writers", "multi"))
+    for dimension, folder, writers in dimensions:
+        _write_dimension_traces(result, dimension.verdicts, directory / folder, writers)
+
+
+def _write_dimension_traces(
+    result: ProfileResult, verdicts: list[dict[str, Any]], folder: Path, writers: str
+) -> None:
+    for v in verdicts:
         if not v.get("trace"):
             continue
-        path = directory / "traces" / f"{v['id']}.json"
+        path = folder / f"{v['id']}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         trace = {
             "format": TRACE_FORMAT,
             "adapter": result.options.adapter,
             "property": v["id"],
             "message": v["message"],
+            "writers": writers,
             "steps": v["trace"],
         }
         path.write_text(json.dumps(trace, ensure_ascii=False, indent=1), encoding="utf-8")
@@ -180,6 +232,16 @@ def summary_lines(result: ProfileResult) -> list[str]:
         if v["verdict"] in ("fail", "by design", "error"):
             why = (v["message"] or v["reason"] or "").splitlines()[0][:150]
             out.append(f"  {v['verdict'].upper():9} {v['id']}  {v['title']}: {why}")
+    if result.several is not None:
+        many = result.several.verdicts
+        counts = Counter(v["verdict"] for v in many)
+        out.append(
+            "Two overlapping writers: " + ", ".join(f"{k} {n}" for k, n in sorted(counts.items()))
+        )
+        for v in many:
+            if v["verdict"] in ("fail", "by design", "error"):
+                why = (v["message"] or v["reason"] or "").splitlines()[0][:150]
+                out.append(f"  {v['verdict'].upper():9} {v['id']}  {v['title']}: {why}")
     said = result.recorder.warnings
     if said:
         out.append(

@@ -11,6 +11,13 @@ again, until a search passes. Verdicts:
 - `not exercised`: applicable but never checked;
 - `error`: undecided, the search stopped early (a harness error, or `first_failure`).
 
+An adapter whose scope declares several writers (`writers="multi"`) is searched twice, as
+two dimensions: with one writer (its scope with `writers="single"`: nothing is appended while
+a compaction is held) and with two overlapping writers (a second writer appends while the
+first one's summarizer call is held and released with a drawn outcome). `ProfileResult`
+holds the single-writer verdicts and, in `several`, the several-writers result;
+`ProfileOptions.writers` runs one dimension only. The exit code is the worse of the two.
+
 While it searches, what the library says is captured, not printed between the verdicts: its
 `warnings` and its log records at WARNING and above (through a handler on the root logger,
 and in place of the handlers of loggers that print on their own), one line each, counted
@@ -66,6 +73,7 @@ class ProfileOptions:
     shrink: bool = True
     only: frozenset[str] | None = None
     first_failure: bool = False
+    writers: str | None = None  # "single" or "multi": one dimension only (None: both)
     progress: Callable[[str], None] = field(
         default=lambda line: print(line, file=sys.stderr), repr=False
     )
@@ -83,6 +91,8 @@ class ProfileResult:
     duration_s: float
     exit_code: int
     harness_error: str | None = None
+    several: ProfileResult | None = None  # the several-writers dimension, if searched
+    writers: str = "single"  # the dimension these verdicts were searched in
 
 
 def run_profile(
@@ -108,6 +118,33 @@ def run_profile(
     except (KeyError, Unavailable) as exc:
         error = f"adapter: {adapter_error(exc)}"
         return ProfileResult(options, None, [], recorder, 0, 0.0, 2, error)
+    if options.writers not in (None, "single", "multi"):
+        return ProfileResult(options, scope, [], recorder, 0, 0.0, 2, "writers: single or multi")
+    if scope.writers == "multi" and options.writers is None:
+        single = _dimension(options, factory, scope.one_writer(), recorder, began, "one writer")
+        several = _dimension(
+            options, factory, scope, Recorder(), time.monotonic(), "two overlapping writers"
+        )
+        single.scope, single.several = scope, several
+        single.exit_code = max(single.exit_code, several.exit_code)
+        single.harness_error = single.harness_error or several.harness_error
+        single.duration_s = time.monotonic() - began
+        return single
+    if options.writers == "single":
+        scope = scope.one_writer()
+    label = "two overlapping writers" if scope.writers == "multi" else "one writer"
+    return _dimension(options, factory, scope, recorder, began, label)
+
+
+def _dimension(
+    options: ProfileOptions,
+    factory: AdapterFactory,
+    scope: Scope,
+    recorder: Recorder,
+    began: float,
+    label: str,
+) -> ProfileResult:
+    """One search of the profile (see `run_profile`) with `scope` as given."""
     caps = scope.capabilities()
     enabled = {
         p.id
@@ -129,6 +166,7 @@ def run_profile(
     )
     options.progress(
         f"profile {options.adapter}: {scope.library} {scope.version} via {scope.entry_point}"
+        f" ({label})"
     )
     with captured(recorder.warnings):
         searches, harness_error, stopped_early = _search(
@@ -147,6 +185,7 @@ def run_profile(
         time.monotonic() - began,
         code,
         harness_error,
+        writers=scope.writers,
     )
 
 
@@ -306,6 +345,8 @@ def replay(
         name = adapter or trace["adapter"]
         recorded = str(trace["property"])
         factory, scope = resolve(name)
+        if trace.get("writers") == "single":  # recorded in the one-writer search
+            scope = scope.one_writer()
     except (KeyError, Unavailable) as exc:
         progress(f"HARNESS ERROR: {adapter_error(exc)}")
         return 2

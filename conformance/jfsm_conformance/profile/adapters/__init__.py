@@ -18,6 +18,9 @@ takes as it is: a registered name is only a short name for its `module:attr` ref
 | `agno` | `agno_compaction:adapter` | Agno `Compaction` |
 | `autogen-*` | `autogen_context:<context>` | AutoGen model contexts |
 | `pydantic-ai` | `pydantic_ai_history:adapter` | the docs' summarizing history processor |
+| `maf`, `maf-default-history` | `maf_compaction:<config>` | Agent Framework `CompactionProvider` |
+| `crewai`, `crewai-strict` | `crewai_context:<config>` | crewAI `respect_context_window` |
+| `camel` | `camel_summary:adapter` | CAMEL `ChatAgent` summarization |
 
 A library adapter imports its library at the top, as an adapter of your own would: its
 module does not import without the library, and `resolve` turns that `ImportError` into
@@ -64,6 +67,9 @@ class Registered:
 _LANGCHAIN = ("profile-langchain", "langchain")
 _LLAMAINDEX = ("profile-llamaindex", "llama-index-core")
 _AUTOGEN = ("profile-autogen", "autogen-agentchat")
+_MAF = ("profile-agent-framework", "agent-framework-core")
+_CREWAI = ("profile-crewai", "crewai")
+_CAMEL = ("profile-camel", "camel-ai")
 
 ADAPTERS: dict[str, Registered] = {
     "toy": Registered("toy:adapter"),
@@ -88,6 +94,11 @@ ADAPTERS: dict[str, Registered] = {
     "pydantic-ai": Registered(
         "pydantic_ai_history:adapter", "profile-pydantic-ai", "pydantic-ai-slim"
     ),
+    "maf": Registered("maf_compaction:adapter", *_MAF),
+    "maf-default-history": Registered("maf_compaction:default_history_adapter", *_MAF),
+    "crewai": Registered("crewai_context:adapter", *_CREWAI),
+    "crewai-strict": Registered("crewai_context:strict_adapter", *_CREWAI),
+    "camel": Registered("camel_summary:adapter", *_CAMEL),
 }
 
 

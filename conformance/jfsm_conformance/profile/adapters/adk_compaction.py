@@ -52,6 +52,10 @@ def scope() -> Scope:
         entry_point="Runner._run_post_invocation_compaction (sliding window, "
         "InMemorySessionService)",
         writers="multi",
+        writers_claim=(
+            "a session service serves every Runner.run_async for the session; the "
+            "compaction is appended as one more event beside the turns appended meanwhile"
+        ),
         failures=frozenset({"raise", "timeout", "empty", "write_fail"}),
         storage="native",
         hold=True,

@@ -63,6 +63,10 @@ def scope() -> Scope:
         version=metadata.version("agno"),
         entry_point="Agent.acompact (Compaction, SqliteDb)",
         writers="multi",
+        writers_claim=(
+            "Agno's archive: two containers writing different runs of one session never "
+            "clobber one another (a fold is anchored on a message id)"
+        ),
         failures=frozenset({"raise", "timeout", "empty", "write_fail"}),
         storage="native",
         hold=True,

@@ -45,6 +45,11 @@ def scope() -> Scope:
         version=metadata.version("openai-agents"),
         entry_point="OpenAIResponsesCompactionSession.run_compaction (custom Session store)",
         writers="multi",
+        writers_claim=(
+            "a Session is shared by every Runner.run given it; openai-agents#4679 (fixed in "
+            "0.22.1 by PR #4736) made items added while responses.compact is in flight "
+            "survive"
+        ),
         failures=frozenset({"raise", "timeout", "empty", "write_fail"}),
         storage="custom",
         hold=True,

@@ -42,6 +42,10 @@ def scope() -> Scope:
         version=__version__,
         entry_point="GameEngine.record_round / before_generation",
         writers="multi",
+        writers_claim=(
+            "jfsm's engine (D19): appends to a game are accepted while its compression call "
+            "is in flight"
+        ),
         failures=frozenset({"raise", "timeout", "empty", "write_fail"}),
         storage="native",
         hold=True,

@@ -47,6 +47,9 @@ def scope(variant: str = "") -> Scope:
         version="0",
         entry_point="ToyMemory.compact",
         writers="multi",
+        writers_claim=(
+            "the toy memory's own claim: appends and compactions of one memory may interleave"
+        ),
         failures=frozenset({"raise", "timeout", "empty", "write_fail"}),
         storage="custom",
         hold=True,
