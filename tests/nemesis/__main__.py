@@ -66,7 +66,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         report = run(options)
     except RuntimeError as exc:
-        print(f"nemesis: {str(exc).splitlines()[0] if str(exc) else 'could not run'}", file=sys.stderr)
+        first = str(exc).splitlines()[0] if str(exc) else "could not run"
+        print(f"nemesis: {first}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("nemesis: interrupted; everything it started is stopped", file=sys.stderr)

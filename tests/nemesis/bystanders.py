@@ -35,7 +35,8 @@ NS_LAST_PID = Path("/proc/sys/kernel/ns_last_pid")
 
 _HOLDER = r"""
 import fcntl, os, sys, time
-path, mode, seconds, fork, status = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4] == "fork", sys.argv[5]
+path, mode, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
+fork, status = sys.argv[4] == "fork", sys.argv[5]
 def say(text):
     with open(status, "a") as out:
         out.write(text + "\n")
@@ -150,7 +151,8 @@ class Bystanders:
             return None
         for _ in range(3):
             name = f"reuse{len(self.all)}"
-            argv = [sys.executable, "-c", _SLEEPER, str(seconds), str(self.folder / f"{name}.status")]
+            status = str(self.folder / f"{name}.status")
+            argv = [sys.executable, "-c", _SLEEPER, str(seconds), status]
             try:
                 NS_LAST_PID.write_text(str(pid - 1))
             except OSError:

@@ -27,8 +27,9 @@ Checks (each a list of findings; the run passes when every list is empty), decis
   or in a ledger game it was not sent to (each unknown write is counted as landed or not);
 - `created_twice`: two `create_game` / `duplicate` into one churn id acknowledged with no
   removal that may have run between them (two creators of one life of the id);
-- `bystanders_harmed`: a bystander process killed or stopped; `workers_signalled`: a worker
-  that died although the nemesis did not kill it;
+- `bystanders_harmed`: a bystander process killed or stopped; `workers_signalled`: a serving
+  worker killed by a signal the nemesis did not send (a store must never signal a process);
+  `workers_exited`: a serving worker that exited by itself;
 - `internal_errors`: an `internal_error` reply (a bug by the protocol's own words);
 - `leftovers`: `.new-` folders left in a state directory after the last driver's `hello`.
 
@@ -40,6 +41,7 @@ acknowledged that was sent after it; by the faulted worker for a worker fault).
 from __future__ import annotations
 
 import asyncio
+import itertools
 import re
 import statistics
 from collections import Counter, defaultdict
@@ -66,6 +68,7 @@ CHECKS = (
     "created_twice",
     "bystanders_harmed",
     "workers_signalled",
+    "workers_exited",
     "internal_errors",
     "leftovers",
 )
@@ -148,7 +151,9 @@ def check(
     found = verdict.findings
     pairs = list(history.pairs())
     writes = [(i, c) for i, c in pairs if i.f == "record_round"]
-    by_text: dict[str, tuple[Event, Event | None]] = {str(i.value["text"]): (i, c) for i, c in writes}
+    by_text: dict[str, tuple[Event, Event | None]] = {
+        str(i.value["text"]): (i, c) for i, c in writes
+    }
 
     def kind(completion: Event | None) -> str:
         return "info" if completion is None else completion.type
@@ -219,7 +224,7 @@ def check(
             )
         for entry in state.get("changeLog", []):
             if entry.get("op") == "set" and entry.get("value") != state["store"].get(entry["key"]):
-                found["footprint"].append(f"{game}: change log entry {entry['key']} unlike the store")
+                found["footprint"].append(f"{game}: log entry {entry['key']} unlike the store")
         if recorded is not None and game in recorded and recorded[game] != state.get("footprint"):
             found["footprint"].append(
                 f"{game}: recorded footprint {recorded[game]}, recounted {state.get('footprint')}"
@@ -233,8 +238,10 @@ def check(
         state = final.get(churned)
         if state is None:
             continue
-        if recorded is not None and churned in recorded and recorded[churned] != state.get(
-            "footprint"
+        if (
+            recorded is not None
+            and churned in recorded
+            and recorded[churned] != state.get("footprint")
         ):
             found["footprint"].append(
                 f"{churned}: recorded footprint {recorded[churned]}, "
@@ -275,7 +282,7 @@ def check(
             for i, c in pairs
             if i.game == churned and i.f in _REMOVALS and kind(c) != "fail"
         ]
-        for (_, first_sent, first), (second_done, _, second) in zip(made, made[1:], strict=False):
+        for (_, first_sent, first), (second_done, _, second) in itertools.pairwise(made):
             if not any(start < second_done and end > first_sent for start, end in removals):
                 found["created_twice"].append(
                     f"{churned}: {first} and then {second} both acknowledged, no removal between"
@@ -285,8 +292,9 @@ def check(
     for name, why in sorted((harmed or {}).items()):
         found["bystanders_harmed"].append(f"{name}: {why}")
     for event in history.events:
-        if event.f == "worker-died":
-            found["workers_signalled"].append(f"{event.worker} at {event.time:.1f} s: {event.value}")
+        if event.f in ("worker-signalled", "worker-exited"):
+            where = "workers_signalled" if event.f == "worker-signalled" else "workers_exited"
+            found[where].append(f"{event.worker} at {event.time:.1f} s: {event.value}")
     for invoked, done in pairs:
         if done is not None and done.value.get("code") == "internal_error":
             found["internal_errors"].append(f"{invoked.f} on {invoked.game} by {invoked.worker}")

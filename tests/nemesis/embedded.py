@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -130,10 +131,8 @@ class Embedded:
     async def release(self, game: str) -> None:
         engine = self.games.pop(game, None)
         if engine is not None:
-            try:
+            with contextlib.suppress(JfsmError, OSError):  # fenced or broken: closed as it can
                 await engine.close()
-            except (JfsmError, OSError):
-                pass  # a fenced or broken store: closed as it can
 
     async def answer(self, line: bytes, out: asyncio.Lock) -> None:
         message: dict[str, Any] = {}

@@ -13,10 +13,11 @@ not be applied).
 - `bystander-lock`: a lock holder on a file or folder of the state directory (a pid reuser
   takes its parent's pid when a child holds the lock).
 
-On the cluster one database fault runs at a time, after the cluster is whole again. A worker
-that dies while the nemesis did not kill it is recorded (`worker-died`, process `observer`)
-and started again. `heal` ends every fault early (SIGCONT, thaw, restart), so that the run
-ends with every worker serving and the store whole.
+On the cluster one database fault runs at a time, after the cluster is whole again. A
+serving worker that dies while the nemesis did not kill it is recorded (`worker-signalled`
+or `worker-exited`, process `observer`) and started again. `heal` ends every fault early
+(SIGCONT, thaw, restart), so that the run ends with every worker serving and the store
+whole.
 """
 
 from __future__ import annotations
@@ -164,10 +165,12 @@ class Nemesis:
         result["restarted"] = bool(reply and reply.get("ok"))
         return result
 
-    async def _start(self, worker: Worker) -> dict[str, Any] | None:
-        """Start the worker, trying again for a while if its hello fails."""
+    async def _start(self, worker: Worker, within: float = 240.0) -> dict[str, Any] | None:
+        """Start the worker, again and again while its start fails (a driver on a database it
+        cannot reach exits), for at most `within` seconds."""
         reply: dict[str, Any] | None = None
-        for _ in range(20):
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline:
             reply = await worker.start()
             if reply is not None and reply.get("ok"):
                 return reply
@@ -177,7 +180,8 @@ class Nemesis:
 
     def died(self, worker: Worker, code: int | None) -> None:
         """A worker ended without the nemesis: record it and start it again."""
-        self.history.add("observer", "info", "worker-died", worker=worker.name, returncode=code)
+        kind = "worker-signalled" if code is not None and code < 0 else "worker-exited"
+        self.history.add("observer", "info", kind, worker=worker.name, returncode=code)
 
         async def restart() -> None:
             await asyncio.sleep(0.2)

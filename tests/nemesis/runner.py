@@ -111,10 +111,12 @@ def run(options: Options) -> dict[str, Any]:
     schedule_path = out / "schedule.json"
     if options.schedule is None or options.schedule.resolve() != schedule_path.resolve():
         schedule_path.write_text(schedule.dumps())
-    marker = f"{options.backend}-{options.seed}-{os.getpid()}-{secrets.token_hex(4)}"
-    previous = os.environ.get(MARKER)
+    previous = os.environ.get(MARKER)  # a caller's marker stays a prefix of the run's
+    run_id = f"{options.backend}-{options.seed}-{os.getpid()}-{secrets.token_hex(4)}"
+    marker = f"{previous}/{run_id}" if previous else run_id
     os.environ[MARKER] = marker  # every process started from here on carries it
-    system = make_system(options.backend, out, **({"ttl": options.ttl} if options.backend == "cluster" else {}))
+    sizes = {"ttl": options.ttl} if options.backend == "cluster" else {}
+    system = make_system(options.backend, out, **sizes)
     report: dict[str, Any] = {}
     leaked: list[str] = []
     try:
@@ -293,4 +295,3 @@ def descendants_env(marker: str) -> list[str]:
                 cmd = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ")
                 lines.append(f"{entry}: {cmd.decode(errors='replace')[:200]}")
     return lines
-

@@ -141,7 +141,7 @@ def draw(
     for worker in range(workers):
         at = 1.0 + rng.uniform(0, lease)
         while True:
-            at += rng.expovariate(1 / max(6.0, seconds / 6))
+            at += rng.expovariate(1 / 8.0)
             if at >= end:
                 break
             if rng.random() < 0.45:
@@ -157,17 +157,19 @@ def draw(
         for at in _times(rng, 7.0, 2.0, end):
             faults.append(Fault(at, "idle-cut"))
     if backend == "postgres":
-        for at in _times(rng, max(15.0, seconds / 3), 4.0, end):
+        for at in _times(rng, 25.0, 4.0, end):
             faults.append(Fault(at, "crash-postgres"))
     if backend == "cluster":
         # one database fault at a time: each starts after the last one's planned end and a
         # pause (the runner also waits for the cluster to be whole again first)
-        at = 5.0
+        at, bag = 5.0, []
         while True:
             at += rng.expovariate(1 / 20.0)
             if at >= end:
                 break
-            kind = rng.choice(DATABASE_FAULTS)
+            if not bag:  # every kind once, in a random order, then again
+                bag = rng.sample(DATABASE_FAULTS, len(DATABASE_FAULTS))
+            kind = bag.pop()
             if kind in ("freeze-primary", "freeze-patroni"):
                 duration = rng.uniform(1.0, 4 * ttl)
             elif kind == "etcd-down":

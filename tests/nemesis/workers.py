@@ -30,8 +30,9 @@ __all__ = ["Worker"]
 
 
 class Worker:
-    """One worker process (module docstring). `died` is called with the worker when its
-    process ends without the nemesis having killed it."""
+    """One worker process (module docstring). `died` is called with the worker and its exit
+    status when its process ends, after its `hello` was answered, without the nemesis having
+    killed it."""
 
     def __init__(
         self,
@@ -53,6 +54,7 @@ class Worker:
         self._waiting: dict[int, asyncio.Future[dict[str, Any]]] = {}
         self._next = 0
         self._reader: asyncio.Task[None] | None = None
+        self._life = asyncio.Lock()  # one start or kill at a time: no process left untracked
 
     @property
     def kind(self) -> str:
@@ -67,7 +69,14 @@ class Worker:
         return self.proc is not None and self.proc.returncode is None
 
     async def start(self) -> dict[str, Any] | None:
-        """Start the process and send `hello`; returns hello's reply (None: no reply)."""
+        """Start the process (ending the one before, if it still runs) and send `hello`;
+        returns hello's reply (None: no reply)."""
+        async with self._life:
+            if self.alive:
+                await self._kill()
+            return await self._start()
+
+    async def _start(self) -> dict[str, Any] | None:
         with self.log.open("ab") as log:
             self.proc = await asyncio.create_subprocess_exec(
                 *self.argv,
@@ -102,8 +111,9 @@ class Worker:
                 future.set_exception(ConnectionError("worker gone"))
         self._waiting.clear()
         if self.proc is proc:
+            served = self.ready.is_set()  # a start that failed is no death
             self.ready.clear()
-            if not self.killing and self._died is not None:
+            if served and not self.killing and self._died is not None:
                 self._died(self, code)
 
     async def call(self, op: str, timeout: float = 30.0, **args: Any) -> dict[str, Any] | None:
@@ -131,6 +141,10 @@ class Worker:
 
     async def kill(self) -> int | None:
         """`kill -9` of the worker's process group; returns the dead process's pid."""
+        async with self._life:
+            return await self._kill()
+
+    async def _kill(self) -> int | None:
         if self.proc is None:
             return None
         self.killing = True
