@@ -35,6 +35,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--games", type=int, default=6)
     parser.add_argument("--lease", type=float, default=2.0)
     parser.add_argument("--ttl", type=int, default=10)
+    parser.add_argument(
+        "--record",
+        action="store_true",
+        help="keep this run as its backend's entry of tests/nemesis/long-runs.json and "
+        "rewrite the Deploying page's table from it",
+    )
     return parser
 
 
@@ -73,6 +79,11 @@ def main(argv: list[str] | None = None) -> int:
         print("nemesis: interrupted; everything it started is stopped", file=sys.stderr)
         return 130
     print(json.dumps(report["counts"], sort_keys=True))
+    if args.record:
+        from .table import record, write_table
+
+        record(report)
+        write_table()
     if report["passed"] and report["leaked"] == 0:
         print(f"nemesis: passed ({args.backend}, seed {seed})")
         return 0

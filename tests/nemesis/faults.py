@@ -210,7 +210,8 @@ class Nemesis:
 
     # -- healing -------------------------------------------------------------------------
     async def heal(self, timeout: float = 240.0) -> None:
-        """End every fault (module docstring) and wait until the store serves again."""
+        """End every fault (module docstring) and wait (at most `timeout` seconds) until the
+        store is whole again: a cluster that is not is recorded (`not-whole`)."""
         self.healing = True
         if self._tasks:
             await asyncio.wait(list(self._tasks), timeout=timeout)
@@ -230,7 +231,10 @@ class Nemesis:
         for worker in self.workers:
             if not worker.alive:
                 await self._start(worker)
-        await asyncio.to_thread(self.system.whole, timeout)
+        try:
+            await asyncio.to_thread(self.system.whole, timeout)
+        except TimeoutError as exc:  # recorded; the final read says whether it serves
+            self.history.add("nemesis", "info", "not-whole", error=str(exc)[:2000])
 
     async def stop(self) -> None:
         """Cancel whatever fault still runs (an exit path other than the end of the run)."""

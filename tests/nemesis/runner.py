@@ -206,12 +206,14 @@ async def _run(
         if rest > 0:
             await asyncio.sleep(rest)
         healing = time.monotonic()
+        print(f"nemesis: {options.backend}: faults over, healing", flush=True)
         await nemesis.heal()
         history.add("nemesis", "info", "healed", took=round(time.monotonic() - healing, 2))
         await asyncio.sleep(options.quiet)
         await clients.stop()
         for worker in workers:
             await worker.stop()
+        print(f"nemesis: {options.backend}: reading every game", flush=True)
         harmed = await asyncio.to_thread(bystanders.check)
         final, leftovers = await _final_read(system, env, out, hello, games + churn_ids, timeout)
         recorded = await asyncio.to_thread(system.recorded_footprints) if system.url else None

@@ -3,8 +3,9 @@ module, one entry a backend, the latest run's) and the Markdown table the Deploy
 shows of it (`tests/nemesis/test_nemesis.py` checks that the page holds exactly this table,
 so the page cannot drift from the runs).
 
-`uv run python -m tests.nemesis.table` prints the table to paste into
-`docs/guide/deploying.md` after a long run (`uv run pytest -m nemesis`).
+`uv run python -m tests.nemesis.table` prints the table; with `--write` it replaces the
+table in `docs/guide/deploying.md` (between its `nemesis-table` comments), to run after the
+long runs (`uv run pytest -m nemesis`).
 """
 
 from __future__ import annotations
@@ -15,9 +16,14 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-__all__ = ["RESULTS", "record", "render_table"]
+__all__ = ["PAGE", "RESULTS", "page_table", "record", "render_table", "write_table"]
 
 RESULTS = Path(__file__).with_name("long-runs.json")
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "guide" / "deploying.md"
+_START, _END = (
+    "<!-- nemesis-table: made by `uv run python -m tests.nemesis.table --write` -->",
+    ("<!-- /nemesis-table -->"),
+)
 _NAMES = {
     "postgres": "PostgreSQL server",
     "cluster": "Patroni cluster",
@@ -95,5 +101,26 @@ def render_table(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def page_table(page: str) -> str:
+    """The table between the page's `nemesis-table` comments ('' when there are none)."""
+    if _START not in page or _END not in page:
+        return ""
+    return page.split(_START, 1)[1].split(_END, 1)[0].strip()
+
+
+def write_table() -> None:
+    """Replace the Deploying page's table by the results file's."""
+    page = PAGE.read_text(encoding="utf-8")
+    before, rest = page.split(_START, 1)
+    after = rest.split(_END, 1)[1]
+    table = render_table(json.loads(RESULTS.read_text()))
+    PAGE.write_text(f"{before}{_START}\n\n{table}\n\n{_END}{after}", encoding="utf-8")
+
+
 if __name__ == "__main__":
-    print(render_table(json.loads(RESULTS.read_text())))
+    import sys
+
+    if sys.argv[1:] == ["--write"]:
+        write_table()
+    else:
+        print(render_table(json.loads(RESULTS.read_text())))
