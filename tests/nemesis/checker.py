@@ -320,18 +320,18 @@ def check(
 def _serve_again(
     faults: list[tuple[Event, Event | None]], acked: list[tuple[Event, Event]]
 ) -> dict[str, dict[str, float]]:
-    """Per fault kind: the median and the longest seconds from a fault's start to the first
-    round acknowledged that was sent after it (by the faulted worker for a worker fault)."""
+    """Per fault kind: the median and the longest seconds from a fault's start (the instant
+    it struck, for a database fault) to the first round acknowledged that was sent after it
+    (by the faulted worker for a worker fault)."""
     times: dict[str, list[float]] = defaultdict(list)
-    for fault, _ in faults:
+    for fault, done in faults:
         worker = fault.value.get("worker") if fault.f in _WORKER_FAULTS else None
+        struck = float((done.value if done is not None else {}).get("struck", fault.time))
         after = [
-            c.time
-            for i, c in acked
-            if i.time >= fault.time and (worker is None or i.worker == worker)
+            c.time for i, c in acked if i.time >= struck and (worker is None or i.worker == worker)
         ]
         if after:
-            times[fault.f].append(round(min(after) - fault.time, 3))
+            times[fault.f].append(round(min(after) - struck, 3))
     return {
         kind: {"median": round(statistics.median(ts), 3), "max": max(ts), "n": len(ts)}
         for kind, ts in sorted(times.items())

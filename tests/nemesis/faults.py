@@ -108,29 +108,33 @@ class Nemesis:
         if kind == "idle-cut":
             return {"cut": await asyncio.to_thread(self.system.idle_cut)}
         if kind == "crash-postgres":
-            return {"node": await asyncio.to_thread(self.system.crash_postgres)}
+            node, struck = await asyncio.to_thread(self.system.crash_postgres)
+            return {"node": node, "struck": self._at(struck)}
         if kind == "switchover":
-            return {"from": await asyncio.to_thread(self.system.switchover)}  # type: ignore[attr-defined]
+            node, struck = await asyncio.to_thread(self.system.switchover)  # type: ignore[attr-defined]
+            return {"from": node, "struck": self._at(struck)}
         if kind in ("freeze-primary", "freeze-patroni"):
             assert cluster is not None
             primary = await asyncio.to_thread(cluster.wait_primary, 120)
             freeze = cluster.freeze if kind == "freeze-primary" else cluster.freeze_patroni
             await asyncio.to_thread(freeze, primary)
+            struck = self._at(time.monotonic())
             self.frozen.add(primary)
             await self._hold(fault.duration)
             if primary in self.frozen:
                 self.frozen.discard(primary)
                 await asyncio.to_thread(cluster.thaw, primary)
-            return {"node": primary}
+            return {"node": primary, "struck": struck}
         if kind == "etcd-down":
             assert cluster is not None
             await asyncio.to_thread(cluster.freeze_dcs)
+            struck = self._at(time.monotonic())
             self.dcs_frozen = True
             await self._hold(fault.duration)
             if self.dcs_frozen:
                 self.dcs_frozen = False
                 await asyncio.to_thread(cluster.thaw_dcs)
-            return {}
+            return {"struck": struck}
         if kind == "churn":
             game = self.churn_ids[fault.target % len(self.churn_ids)]
             rng = random.Random(f"{self.schedule.seed}:churn:{index}")
@@ -139,6 +143,10 @@ class Nemesis:
         if kind == "bystander-lock":
             return await self._lock(fault)
         raise ValueError(f"unknown fault {kind!r}")
+
+    def _at(self, instant: float) -> float:
+        """A `time.monotonic()` instant as the history's time."""
+        return round(instant - self.history.started, 4)
 
     async def _hold(self, seconds: float) -> None:
         """Sleep `seconds`, or less once `heal` began."""

@@ -86,7 +86,8 @@ class System:
             ).fetchone()
         return 0 if row is None else int(row[0])
 
-    def crash_postgres(self) -> str:
+    def crash_postgres(self) -> tuple[str, float]:
+        """`kill -9` of the primary's postgres: (the node, the instant of the kill)."""
         raise RuntimeError(f"no PostgreSQL to crash on {self.backend}")
 
     def whole(self, timeout: float) -> None:
@@ -130,15 +131,16 @@ class PostgresSystem(System):
             _kill_family(self.server.postmaster_pid())
         self.server.stop()
 
-    def crash_postgres(self) -> str:
+    def crash_postgres(self) -> tuple[str, float]:
         """`kill -9` of the server's every process, then a start (WAL replay)."""
         pid = self.server.postmaster_pid()
         _kill_family(pid)
+        struck = time.monotonic()
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and Path(f"/proc/{pid}").exists():
             time.sleep(0.05)
         self.server.restart("immediate")
-        return "server"
+        return "server", struck
 
 
 class ClusterSystem(System):
@@ -172,15 +174,17 @@ class ClusterSystem(System):
     def primary(self) -> str:
         return self.cluster.wait_primary(120)
 
-    def crash_postgres(self) -> str:
+    def crash_postgres(self) -> tuple[str, float]:
         primary = self.primary()
         self.cluster.kill_postgres(primary)
-        return primary
+        return primary, time.monotonic()
 
-    def switchover(self) -> str:
+    def switchover(self) -> tuple[str, float]:
+        """A planned switchover: (the old primary, the instant it was asked for)."""
         primary = self.primary()
+        struck = time.monotonic()
         self.cluster.switchover()
-        return primary
+        return primary, struck
 
     def whole(self, timeout: float) -> None:
         self.cluster.wait_ready(timeout)
