@@ -11,7 +11,6 @@ here (one line). Ctrl-C and SIGTERM end the run and everything it started.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
@@ -20,12 +19,14 @@ import sys
 from pathlib import Path
 from types import FrameType
 
+from jfsm.usage import UsageParser, usage_error
+
 from .runner import Options, run
 from .schedule import BACKENDS
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m tests.nemesis", description=__doc__)
+def build_parser() -> UsageParser:
+    parser = UsageParser(prog="python -m tests.nemesis", description=__doc__)
     parser.add_argument("--backend", choices=BACKENDS, required=True)
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--seconds", type=float, default=60.0)
@@ -54,8 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     if seed is None:
         seed = int(os.environ.get("JFSM_NEMESIS_SEED") or random.randrange(1 << 31))
     if args.schedule is not None and not args.schedule.is_file():
-        print(f"nemesis: no schedule file {args.schedule}", file=sys.stderr)
-        return 2
+        return usage_error("nemesis", f"no schedule file {args.schedule}")
     print(f"nemesis: backend {args.backend}, seed {seed}", flush=True)
     signal.signal(signal.SIGTERM, _terminate)
     options = Options(
@@ -71,10 +71,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         report = run(options)
-    except RuntimeError as exc:
-        first = str(exc).splitlines()[0] if str(exc) else "could not run"
-        print(f"nemesis: {first}", file=sys.stderr)
-        return 2
+    except RuntimeError as exc:  # the system cannot start here (its reason first)
+        return usage_error("nemesis", str(exc) or "could not run")
     except KeyboardInterrupt:
         print("nemesis: interrupted; everything it started is stopped", file=sys.stderr)
         return 130
