@@ -80,8 +80,9 @@ def render_table(results: dict[str, Any]) -> str:
     """The Markdown table of the results file's runs (one row a backend)."""
     lines = [
         "| Backend | Run | Faults by kind | Acknowledged | Lost | Acknowledged twice "
-        "| Fenced landed | Bystanders harmed | Time to serve again (median / max) |",
-        "|---|---|---|---:|---:|---:|---:|---:|---|",
+        "| Fenced landed | Outside its epoch | Processes harmed (bystanders + workers) "
+        "| Time to serve again (median / max) |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---|",
     ]
     for backend in ("postgres", "cluster", "shared"):
         run = results.get(backend)
@@ -92,11 +93,12 @@ def render_table(results: dict[str, Any]) -> str:
             f"{kind} {t['median']:.1f} / {t['max']:.1f} s"
             for kind, t in sorted(run["serve_again_seconds"].items())
         )
-        harmed = run["bystanders_harmed"] + run.get("workers_signalled", 0)
+        harmed = f"{run['bystanders_harmed']} + {run['workers_signalled']}"
         lines.append(
             f"| {_NAMES[backend]} | {run['minutes']:g} min, seed {run['seed']}, "
             f"{run['commit']}, {run['date']} | {faults} | {run['acknowledged']} | {run['lost']} "
-            f"| {run['acknowledged_twice']} | {run['fenced_landed']} | {harmed} | {serve} |"
+            f"| {run['acknowledged_twice']} | {run['fenced_landed']} | {run['outside_epoch']} "
+            f"| {harmed} | {serve} |"
         )
     return "\n".join(lines)
 
