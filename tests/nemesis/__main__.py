@@ -3,7 +3,8 @@ one nemesis run (`nemesis.runner`), its verdict printed.
 
 Without `--seed` the seed is `JFSM_NEMESIS_SEED`, else drawn at random; it is printed
 first either way. With `--schedule` the faults are that file's (a failing run's
-`schedule.json`), played exactly. Writes `OUT/BACKEND-SEED/` (schedule, history, report).
+`schedule.json`), played exactly. Writes `OUT/BACKEND-SEED/` (schedule, history, report;
+`--out` defaults to the temporary directory's `jfsm-nemesis`).
 Exit 0 when every check passed, 1 when one failed (the seed, the schedule's path, the
 findings and the replay command printed), 2 for a usage error or a system that cannot start
 here (one line). Ctrl-C and SIGTERM end the run and everything it started.
@@ -16,6 +17,7 @@ import os
 import random
 import signal
 import sys
+import tempfile
 from pathlib import Path
 from types import FrameType
 
@@ -31,7 +33,12 @@ def build_parser() -> UsageParser:
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--schedule", type=Path, default=None, help="replay this schedule file")
-    parser.add_argument("--out", type=Path, default=Path("nemesis-runs"))
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path(tempfile.gettempdir()) / "jfsm-nemesis",
+        help="(default: %(default)s)",
+    )
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--games", type=int, default=6)
     parser.add_argument("--lease", type=float, default=2.0)

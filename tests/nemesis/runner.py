@@ -29,6 +29,7 @@ import json
 import os
 import secrets
 import signal
+import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -64,7 +65,7 @@ class Options:
     lease: float = 2.0
     ttl: int = 10
     quiet: float = 6.0  # seconds of clients after healing, every worker serving
-    out: Path = Path("nemesis-runs")
+    out: Path = Path(tempfile.gettempdir()) / "jfsm-nemesis"
     schedule: Path | None = None
 
 
