@@ -316,6 +316,14 @@ def test_the_deploying_page_shows_the_long_runs_results_file() -> None:
 @pytest.mark.nemesis  # deselected by default (addopts); 30 minutes: `uv run pytest -m nemesis`
 @pytest.mark.parametrize("backend", ["postgres", "shared", "cluster"])
 def test_long_run(backend: str, tmp_path: Path) -> None:
+    from jfsm.stores.postgres.cluster import why_unavailable as cluster_unavailable
+    from jfsm.stores.postgres.server import why_unavailable as server_unavailable
+
+    reason = {"cluster": cluster_unavailable, "postgres": server_unavailable}.get(
+        backend, lambda: None
+    )()
+    if reason is not None:
+        pytest.skip(f"the {backend} backend cannot start here: {reason}")
     seconds = float(os.environ.get("JFSM_NEMESIS_SECONDS", "600"))
     seed = int(os.environ.get("JFSM_NEMESIS_SEED") or time.time_ns() % (1 << 31))
     print(f"nemesis: {backend} seed {seed}")
