@@ -31,6 +31,8 @@ Checks (each a list of findings; the run passes when every list is empty), decis
   worker killed by a signal the nemesis did not send (a store must never signal a process);
   `workers_exited`: a serving worker that exited by itself;
 - `internal_errors`: an `internal_error` reply (a bug by the protocol's own words);
+- `setup_errors`: a `create_game` of a ledger game, right after the first worker's `hello`
+  and before any fault, answered with an error;
 - `leftovers`: `.new-` folders left in a state directory after the last driver's `hello`.
 
 It also counts: faults by kind, acknowledged, unknown landed and not landed, refused, and
@@ -70,6 +72,7 @@ CHECKS = (
     "workers_signalled",
     "workers_exited",
     "internal_errors",
+    "setup_errors",
     "leftovers",
 )
 _TEXT = re.compile(r"^(?P<game>[^/]+)/(?P<worker>[^/]+)/t(?P<token>\d+)/\d+$")
@@ -298,6 +301,13 @@ def check(
     for invoked, done in pairs:
         if done is not None and done.value.get("code") == "internal_error":
             found["internal_errors"].append(f"{invoked.f} on {invoked.game} by {invoked.worker}")
+    for invoked, done in pairs:
+        if invoked.process == "setup" and (done is None or done.type != "ok"):
+            value = {} if done is None else done.value
+            found["setup_errors"].append(
+                f"{invoked.f} {invoked.game} on {invoked.worker} before any fault: "
+                f"{value.get('code', 'no reply')} {value.get('message', '')}"
+            )
     found["leftovers"].extend(leftovers or [])
 
     # -- counts ----------------------------------------------------------------------------

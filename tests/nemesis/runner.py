@@ -39,7 +39,7 @@ from .bystanders import Bystanders, ours
 from .checker import check
 from .clients import Clients
 from .faults import Nemesis
-from .history import History
+from .history import History, message, outcome
 from .schedule import Schedule, draw
 from .systems import System, make_system
 from .workers import Worker
@@ -195,10 +195,8 @@ async def _run(
             reply = await worker.start()
             if reply is None or not reply.get("ok"):
                 raise RuntimeError(f"{worker.name} did not start: {reply}; see {worker.log}")
-        for game in games:
-            reply = await workers[0].call("create_game", timeout, game=game)
-            if reply is None or not reply.get("ok"):
-                raise RuntimeError(f"could not create {game}: {reply}")
+        for game in games:  # before any fault: each must succeed at once
+            await _create(history, workers[0], game, timeout)
         history.started = time.monotonic()  # the schedule's clock starts now
         clients.start()
         print(f"nemesis: {options.backend} seed {schedule.seed}: faults started", flush=True)
@@ -251,6 +249,23 @@ async def _run(
         fake.close()
         if not (out / "history.jsonl").exists():
             history.dump(out / "history.jsonl")
+
+
+async def _create(history: History, worker: Worker, game: str, timeout: float) -> None:
+    """Create a ledger game, recorded as the `setup` process's; tried again after an error
+    (the checker reports each one: nothing faulted yet). Raises `RuntimeError` after 10."""
+    for attempt in range(10):
+        invoked = history.invoke("setup", "create_game", worker=worker.name, game=game)
+        reply = await worker.call("create_game", timeout, game=game)
+        kind, code = outcome(reply)
+        if kind == "ok":
+            history.complete(invoked, "ok")
+            return
+        history.complete(invoked, kind, code=code, message=message(reply))
+        if code == "invalid_input" and attempt > 0:
+            return  # an earlier attempt made it after all
+        await asyncio.sleep(0.5)
+    raise RuntimeError(f"could not create {game} in 10 tries; see {worker.log}")
 
 
 async def _final_read(

@@ -227,11 +227,14 @@ def test_harmed_processes_and_internal_errors_are_found() -> None:
     story.history.add("observer", "info", "worker-signalled", worker="w1", returncode=-9)
     invoked = story.history.invoke("w1.c0", "open_game", worker="w1", game="g0")
     story.history.complete(invoked, "info", code="internal_error")
+    invoked = story.history.invoke("setup", "create_game", worker="w0", game="g1")
+    story.history.complete(invoked, "info", code="store_unavailable")
     verdict = _verdict(story, _final(g0=texts), harmed={"lock0": "killed"}, leftovers=[".new-x"])
     assert verdict.failed_checks() == [
         "bystanders_harmed",
         "workers_signalled",
         "internal_errors",
+        "setup_errors",
         "leftovers",
     ]
 
