@@ -22,7 +22,9 @@ Faults: `kill_postgres(node)` is `kill -9` of a node's postmaster (Patroni sees 
 `loop_wait` and fails over), `kill_node(node)` kills its Patroni and its postgres (a lost
 host: the leader key runs out after `ttl`), `restart_node(node)` starts its Patroni again,
 `switchover()` asks Patroni for a planned switchover, `freeze(node)` / `thaw(node)` stop and
-resume every process of a node (SIGSTOP: a host cut off, its sockets still open).
+resume every process of a node (SIGSTOP: a host cut off, its sockets still open),
+`freeze_patroni(node)` its Patroni alone (`thaw` resumes it), `freeze_dcs()` / `thaw_dcs()`
+etcd.
 
 Process management: etcd and each Patroni run in a session of their own; Patroni starts
 postgres in yet another session, and every postgres child process is a session of its own
@@ -397,6 +399,25 @@ class TemporaryCluster:
         _signal(self._frozen.pop(found.name, []), signal.SIGCONT)
         if found.process is not None:
             _signal_group(found.process.pid, signal.SIGCONT)
+
+    def freeze_patroni(self, node: str | ClusterNode) -> None:
+        """SIGSTOP the node's Patroni alone (its postgres runs on, unwatched); `thaw` resumes
+        it."""
+        found = self.node(node)
+        if found.process is None:
+            raise RuntimeError(f"{found.name} has no running Patroni")
+        _signal_group(found.process.pid, signal.SIGSTOP)
+
+    def freeze_dcs(self) -> None:
+        """SIGSTOP etcd (the DCS down: every Patroni loses its view); `thaw_dcs` resumes it."""
+        if self._etcd is None:
+            raise RuntimeError("the cluster has no running etcd")
+        _signal_group(self._etcd.pid, signal.SIGSTOP)
+
+    def thaw_dcs(self) -> None:
+        """SIGCONT what `freeze_dcs` stopped."""
+        if self._etcd is not None:
+            _signal_group(self._etcd.pid, signal.SIGCONT)
 
     def switchover(self, candidate: str | None = None, timeout: float = 60.0) -> str:
         """A planned switchover through the leader's REST API; returns the new primary's
