@@ -43,13 +43,6 @@ from crewai.utilities.agent_utils import handle_context_length
 from crewai.utilities.i18n import I18N
 from crewai.utilities.printer import Printer
 
-# 1.15 moved it to message_utils; before, agent_utils had it (and handle_context_length
-# took an `I18N`)
-format_message_for_llm = getattr(agent_utils, "format_message_for_llm", None)
-if format_message_for_llm is None:
-    from crewai.utilities.message_utils import format_message_for_llm
-_TAKES_I18N = "i18n" in inspect.signature(handle_context_length).parameters
-
 from jfsm_conformance.profile import (
     AdapterSpec,
     Scope,
@@ -57,6 +50,21 @@ from jfsm_conformance.profile import (
     SummarizerFailed,
     SummarizerTimeout,
 )
+
+
+def _format_message_for_llm() -> Any:
+    """crewAI's message formatter: 1.15 moved it to `message_utils`; before, `agent_utils`
+    had it (and `handle_context_length` took an `I18N`)."""
+    found = getattr(agent_utils, "format_message_for_llm", None)
+    if found is None:
+        from crewai.utilities import message_utils
+
+        found = message_utils.format_message_for_llm
+    return found
+
+
+format_message_for_llm = _format_message_for_llm()
+_TAKES_I18N = "i18n" in inspect.signature(handle_context_length).parameters
 
 __all__ = ["CrewAIContextAdapter", "ProfileLLM", "adapter", "scope", "strict_adapter"]
 
