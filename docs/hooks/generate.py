@@ -11,6 +11,8 @@ Hand-written pages (the reference pages' prose included) embed generated parts w
 `jfdocs.fragments`), replaced in `on_page_markdown`. Every file of the spec directory is
 published under the site's `spec/`, so each schema's `$id` (`<site_url>spec/...`) is a URL of
 the site. The spec directory is the one `jfsm.spec` finds, as for the engine and the suite.
+In `on_page_content` every bare decision number of a page's HTML becomes a link to its
+heading on the Decisions page (`jfdocs.decision_links`).
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from jfdocs import plots, spec_pages, worked_example
+from jfdocs.decision_links import decision_titles, link_decisions
 from jfdocs.fragments import expand_fragments
 from jfdocs.traceability import conformance_coverage, scan_tests
 from mkdocs.structure.files import File, Files
+from mkdocs.utils import get_relative_url
 
 from jfsm.spec import spec_dir
 
@@ -91,3 +95,12 @@ def on_files(files: Files, config: Any) -> Files:
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str:
     return expand_fragments(markdown)
+
+
+def on_page_content(html: str, page: Any, config: Any, files: Files) -> str:
+    """Link every bare decision number of a page to its heading on the Decisions page
+    (`jfdocs.decision_links`, R226); the Decisions page keeps its own."""
+    if page.file.src_uri == "decisions.md":
+        return html
+    titles = decision_titles(Path(config["docs_dir"]) / "decisions.md")
+    return link_decisions(html, get_relative_url("decisions.html", page.url), titles)
