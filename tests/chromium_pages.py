@@ -15,6 +15,7 @@ not ended within 10 s; use it as a context manager.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -168,7 +169,10 @@ class Chromium:
         self._closed = True
         try:
             self._next_id += 1
-            os.write(self._cmd, json.dumps({"id": self._next_id, "method": "Browser.close"}).encode() + b"\0")
+            os.write(
+                self._cmd,
+                json.dumps({"id": self._next_id, "method": "Browser.close"}).encode() + b"\0",
+            )
         except OSError:
             pass
         os.close(self._cmd)
@@ -178,10 +182,8 @@ class Chromium:
             if pid:
                 break
             time.sleep(0.05)
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(self.pid, signal.SIGKILL)  # its helpers (zygote, GPU) too
-        except ProcessLookupError:
-            pass
         if not pid:
             os.waitpid(self.pid, 0)
         os.close(self._out)

@@ -53,17 +53,21 @@ def generated_pages() -> dict[str, str]:
 
 
 def on_config(config: Any) -> Any:
-    """Add a Benchmarks entry to the nav only when real results exist in docs/: the page
-    `docs/benchmarks.md`, or the Markdown pages under `docs/benchmarks/` (index first)."""
+    """Add a Benchmarks entry to the nav only when real results exist in docs/: the pages of
+    `docs/benchmarks/` (the run's, `results.md` first), then its past measurements
+    (`docs/benchmarks/history/`) in a section of their own."""
     docs = Path(config["docs_dir"])
-    pages = [docs / "benchmarks.md"] if (docs / "benchmarks.md").is_file() else []
     folder = docs / "benchmarks"
-    if folder.is_dir():
-        found = sorted(folder.rglob("*.md"), key=lambda p: (p.name != "index.md", str(p)))
-        pages += found
-    if pages and config.get("nav") is not None:
-        entries = [p.relative_to(docs).as_posix() for p in pages]
-        config["nav"].append({"Benchmarks": entries[0] if len(entries) == 1 else entries})
+    if not folder.is_dir() or config.get("nav") is None:
+        return config
+    first = ("index.md", "results.md")
+    pages = sorted(folder.glob("*.md"), key=lambda p: (p.name not in first, p.name))
+    entries: list[Any] = [p.relative_to(docs).as_posix() for p in pages]
+    past = sorted((folder / "history").glob("*.md"))
+    if past:
+        entries.append({"Past measurements": [p.relative_to(docs).as_posix() for p in past]})
+    if entries:
+        config["nav"].append({"Benchmarks": entries})
     return config
 
 

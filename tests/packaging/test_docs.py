@@ -947,8 +947,7 @@ def _site_pages(site: Path) -> list[Path]:
     return [
         p
         for p in sorted(site.rglob("*.html"))
-        if p.relative_to(site).parts[0] not in ("spec", "search", "assets")
-        and p.name != "404.html"
+        if p.relative_to(site).parts[0] not in ("spec", "search", "assets") and p.name != "404.html"
     ]
 
 

@@ -70,9 +70,11 @@ def link_decisions(page_html: str, decisions_url: str, titles: dict[str, tuple[s
         elif skip is None and not token.startswith("<"):
             out.append(
                 _NUMBER.sub(
-                    lambda n: _link(n.group(1), decisions_url, titles)
-                    if n.group(1) in titles
-                    else n.group(1),
+                    lambda n: (
+                        _link(n.group(1), decisions_url, titles)
+                        if n.group(1) in titles
+                        else n.group(1)
+                    ),
                     token,
                 )
             )
