@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from benchmarks.pages import PAGES, disagreements, not_one_run
 from benchmarks.report import render
 from benchmarks.run import SECTIONS, main
@@ -303,3 +305,12 @@ def test_concurrency_benchmark_runs_judges_its_goals_and_draws_its_plots(tmp_pat
     assert set(drawn) == names and all(f"({name})" in page for name in names)
     assert all(svg.lstrip().startswith("<?xml") and "<svg" in svg for svg in drawn.values())
     assert concurrency_plots({"filestore": {}}) == {}  # a JSON from before issue 32
+
+
+def test_a_partial_run_needs_its_own_folder(capsys: pytest.CaptureFixture[str]) -> None:
+    """`--only` without `--out` is refused (exit 2) before measuring anything: the docs'
+    pages come from one whole run (R228)."""
+    with pytest.raises(SystemExit) as exited:
+        main(["--only", "startup"])
+    assert exited.value.code == 2
+    assert "give --out DIR" in capsys.readouterr().err
