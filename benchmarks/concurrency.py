@@ -1,9 +1,10 @@
 """One worker, many games: rounds/s and the event loop's stalls (issues 21 and 32; R66, R153).
 
-    uv run python -m benchmarks.concurrency [--quick] [--out DIR]
+    uv run python -m benchmarks.concurrency [--quick] --out DIR
 
-Writes `concurrency.json` and `concurrency.md` (default `docs/benchmarks/`); the docs build
-draws the plots of the page from the JSON (`docs/hooks/jfdocs/plots.py`).
+Writes `concurrency.json` and `concurrency.md` into DIR; the docs' page comes from `python
+-m benchmarks.run`, which runs this as its `concurrency` section (R228). The docs build
+draws the page's plots from the JSON (`docs/hooks/jfdocs/plots.py`).
 
 One event loop serves N games (1, 8, 64, 512), each a `GameEngine` whose task records
 rounds back to back for a fixed time, after one round off the clock (a new file store's
@@ -50,7 +51,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from benchmarks.common import pct, ratio, section_main
+from benchmarks.common import pct, ratio, run_stamp, section_main
 from jfsm.engine import GameEngine
 from jfsm.stores.file.store import FileStore
 from jfsm.testing import FakeCompressor
@@ -428,8 +429,12 @@ def _combine(n: int, reps: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def run(*, quick: bool = False, log: Any = print) -> dict[str, Any]:
-    """The file store always; PostgreSQL and the bare client when its binaries are there."""
+def run(
+    *, quick: bool = False, log: Any = print, main_job: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The file store always; PostgreSQL and the bare client when its binaries are there.
+    `main_job`: the main job's measurement taken earlier in the same run (the suite
+    section's), shown instead of measuring it a second time."""
     from jfsm.stores.postgres.server import TemporaryServer, why_unavailable
 
     cfg = QUICK if quick else FULL
@@ -463,7 +468,7 @@ def run(*, quick: bool = False, log: Any = print) -> dict[str, Any]:
                 result["variants"] = _series(variants, cfg, log)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    result["main_job"] = _main_job(cfg, log)
+    result["main_job"] = main_job if main_job is not None else _main_job(cfg, log)
     result["goals"] = _goals(result, cfg)
     return result
 
@@ -546,12 +551,7 @@ def render(result: dict[str, Any]) -> str:
     meta = result.get("meta", {})
     out = ["# One worker, many games", ""]
     if meta:
-        out += [
-            f"Run {meta.get('when')} on {meta.get('machine')}, load {meta.get('loadavg')}"
-            + (" (**quick mode: the numbers mean nothing**)" if meta.get("quick") else "")
-            + ".",
-            "",
-        ]
+        out += [run_stamp(meta, "concurrency"), ""]
     out += [
         "N games record rounds back to back on one event loop, each store side by side in the "
         "same run, with a client that only inserts and commits on a pool of the same size. "
@@ -611,6 +611,26 @@ def render(result: dict[str, Any]) -> str:
         )
     else:
         out += ["", f"PostgreSQL not run: {result['postgres'].get('reason')}"]
+    cited = result.get("cited") or {}
+    store_alone = next((v for k, v in cited.items() if k.startswith("store commits/s")), None)
+    out += [
+        "",
+        "Rounds/s on this page are the engine's: each is a `GameEngine.record_round`, the "
+        "engine's own work (encoding, preflight, index) and then the store's commit. They are "
+        "not the store's commits/s of the [PostgreSQL page](postgres.md), which calls "
+        "`PostgresStore.commit` alone"
+        + (
+            f" ({store_alone:,} commits/s at 64 games in this run)."
+            if store_alone is not None
+            else "."
+        ),
+    ]
+    if job.get("cited_from"):
+        out += [
+            "",
+            "The main job's row is the suite section's measurement of the same run "
+            "([results](results.md)), not a second one.",
+        ]
     out += [
         "",
         "## Collections",

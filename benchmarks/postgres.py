@@ -1,8 +1,9 @@
 """The PostgreSQL store, as ratios measured in one run against a throwaway server.
 
-    uv run python -m benchmarks.postgres [--quick] [--out DIR]
+    uv run python -m benchmarks.postgres [--quick] --out DIR
 
-Writes `postgres.json` and `postgres.md` (default `docs/benchmarks/`). The server is a
+Writes `postgres.json` and `postgres.md` into `--out`; the docs' page comes from
+`python -m benchmarks.run`, which runs this as its `postgres` section. The server is a
 `TemporaryServer` with `fsync=on` (durable commits, like `FileStore`'s `fdatasync` and SQLite's
 `synchronous=FULL`), on a Unix socket of the same machine.
 
@@ -14,12 +15,13 @@ Writes `postgres.json` and `postgres.md` (default `docs/benchmarks/`). The serve
    one of ~0.1 MiB: the ratio of median commit times (goal <= 1.25).
 3. Reopen: `PostgresStore.open` of the 29 MiB game against a plain `SELECT` of its rows
    through the same driver (goal <= 2).
-4. Workers: 1, 2 and 4 processes, each owning its own game and committing rounds for a few
-   seconds: aggregate rounds/s.
+4. Workers: 1, 2 and 4 processes, each owning its own game and committing round
+   projections for a few seconds: aggregate store commits/s (no engine).
 5. The pooled store (`benchmarks/postgres_pool.py`, issue 21): commit latency against a
    bare `INSERT; COMMIT`, connections against games open, rounds/s beside the old
-   per-game-connection store; its goals are the rows of the page's Goals table. Rounds/s and
-   the loop's stalls at 1 to 512 games are `benchmarks/concurrency.py`'s (issue 32).
+   per-game-connection store; its goals are the rows of the page's Goals table. The engine's
+   rounds/s and the loop's stalls at 1 to 512 games are `benchmarks/concurrency.py`'s (issue
+   32): a round is the engine's work and then a commit, so the two measures differ.
 
 Needs the PostgreSQL binaries (see `jfsm.stores.postgres.server`); without them it writes a result
 that says why.
@@ -37,7 +39,7 @@ import tempfile
 import time
 from typing import Any
 
-from benchmarks.common import now_ns, ratio, section_main, summarize
+from benchmarks.common import now_ns, ratio, run_stamp, section_main, summarize
 from benchmarks.data import Text, game_value
 from benchmarks.durable import SqliteKV, _prefill, projection_sequence
 from jfsm.jcs import canonical_bytes
@@ -232,13 +234,13 @@ def _workers(conninfo: str, cfg: dict[str, Any]) -> list[dict[str, Any]]:
             proc.start()
         for _ in procs:
             queue.get(timeout=60)
-        rounds = sum(queue.get(timeout=120) for _ in procs)
+        commits = sum(queue.get(timeout=120) for _ in procs)
         for proc in procs:
             proc.join()
-        rows.append({"workers": n, "rounds_per_s": round(rounds / cfg["worker_seconds"], 1)})
-    base = rows[0]["rounds_per_s"]
+        rows.append({"workers": n, "commits_per_s": round(commits / cfg["worker_seconds"], 1)})
+    base = rows[0]["commits_per_s"]
     for row in rows:
-        row["speedup"] = ratio(row["rounds_per_s"], base)
+        row["speedup"] = ratio(row["commits_per_s"], base)
     return rows
 
 
@@ -283,7 +285,7 @@ def render(result: dict[str, Any]) -> str:
     out = ["# PostgreSQL store benchmarks", ""]
     meta = result.get("meta", {})
     if meta:
-        out += [f"Run {meta.get('when')} on {meta.get('machine')}, load {meta.get('loadavg')}.", ""]
+        out += [run_stamp(meta, "postgres"), ""]
     if not result.get("available"):
         return "\n".join([*out, f"Not run: {result.get('reason')}", ""])
     c, s = result["commit"], result["scale"]
@@ -291,6 +293,15 @@ def render(result: dict[str, Any]) -> str:
         from benchmarks.postgres_pool import render as render_pool
 
         out += render_pool(result["pool"])
+    cited = result.get("cited") or {}
+    engine = next((v for k, v in cited.items() if k.startswith("engine rounds/s")), None)
+    if engine is not None:
+        out += [
+            f"In the same run the engine reached {engine:,} rounds/s on this store at 64 games "
+            "([One worker, many games](concurrency.md)): a different measure from the store's "
+            "commits/s above.",
+            "",
+        ]
     out += [
         "## Commit (same projections, durable commits)",
         "",
@@ -322,11 +333,14 @@ def render(result: dict[str, Any]) -> str:
         "",
         "## Workers (one game each, loopback)",
         "",
-        "| workers | rounds/s | speedup |",
+        "Processes each committing round projections to its own game with the blocking store "
+        "(`BlockingPostgresStore.commit`, no engine): store commits/s in all.",
+        "",
+        "| workers | store commits/s | speedup |",
         "|---|---|---|",
     ]
     for row in result["workers"]:
-        out.append(f"| {row['workers']} | {row['rounds_per_s']} | {row['speedup']} |")
+        out.append(f"| {row['workers']} | {row['commits_per_s']} | {row['speedup']} |")
     out += [
         "",
         "## What limits it",

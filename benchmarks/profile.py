@@ -1,10 +1,11 @@
 """Profiles of the hot paths, for the report (not part of `benchmarks.run`).
 
-    uv run --with pyinstrument python -m benchmarks.profile [--out DIR] [--only NAME ...]
+    uv run --with pyinstrument python -m benchmarks.profile --out DIR [--only NAME ...]
 
 pyinstrument is installed ad hoc by `uv run --with` and is not a project dependency. Each
 target runs its hot path many times under the sampling profiler and writes a text profile
-to `DIR/<name>.txt` (default `docs/benchmarks/profiles`).
+to `DIR/<name>.txt`. The profiles taken at commit `d027c68` are kept as past measurements
+in `docs/benchmarks/history/profiles/`.
 """
 
 from __future__ import annotations
@@ -24,8 +25,6 @@ from benchmarks.footprint import MEASURED_INPUT, MEASURED_OUTPUT, NaiveStore
 from jfsm.engine import GameEngine
 from jfsm.stores.file.store import FileStore
 from jfsm.testing import FakeCompressor
-
-DEFAULT_OUT = Path(__file__).resolve().parent.parent / "docs" / "benchmarks" / "profiles"
 
 
 def _profile(name: str, out: Path, setup: Callable[[], Any], body: Callable[[Any], None]) -> None:
@@ -203,7 +202,7 @@ TARGETS = {
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="benchmarks.profile")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--only", nargs="*", choices=sorted(TARGETS))
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)

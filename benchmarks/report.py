@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from benchmarks.common import run_stamp
+
 __all__ = ["render"]
 
 
@@ -162,7 +164,11 @@ def _footprint(fp: dict[str, Any]) -> list[str]:
         "`jfsm.jcs.canonical_bytes` on every commit; `len(text())` builds the canonical text "
         "instead of reading the kept length. Times in µs."
     )
-    out.append("")
+    out += [
+        "",
+        "![record_round and before_generation against the footprint](results-footprint.svg)",
+        "",
+    ]
     rows = []
     for c in fp["cells"]:
         nr = c["naive_record_round"]
@@ -398,6 +404,12 @@ def _suite(su: dict[str, Any]) -> list[str]:
     return out
 
 
+def _has_rss_samples(su: dict[str, Any]) -> bool:
+    runs = [((su.get(k) or {}).get("after") or {}) for k in ("quick_profile", "standard_profile")]
+    runs.append(su.get("thorough_profile") or {})
+    return any(run.get("rss_mib_samples") for run in runs)
+
+
 def _profiles(su: dict[str, Any]) -> list[str]:
     out = [
         "### Profiles before and after (speed and memory, decisions R54-R58)",
@@ -462,6 +474,8 @@ def _profiles(su: dict[str, Any]) -> list[str]:
         )
         out.append("")
     out += [f"- {n}" for n in notes]
+    if _has_rss_samples(su):  # the docs build draws the plot from the same samples
+        out += ["", "![The suite's resident memory over time, by profile](results-suite-rss.svg)"]
     th = su.get("thorough_profile", {})
     if th.get("run"):
         samples = th.get("rss_mib_samples") or []
@@ -621,19 +635,12 @@ def _startup(st: dict[str, Any]) -> list[str]:
 
 def render(results: dict[str, Any]) -> str:
     meta = results["meta"]
-    lines = ["# jfsm benchmarks", ""]
-    lines.append(
-        f"`{meta['command']}` at {meta['started_utc']} on commit `{meta['commit']}` "
-        f"({'with local changes' if meta.get('dirty') else 'clean'}): Python "
-        f"{meta['python']}, {meta['platform']}, {meta['cpus']} CPUs, load average "
-        f"{meta['loadavg_before']} before and {meta['loadavg_after']} after; "
-        f"{meta['total_s']:.0f} s in all."
-        + (
-            " **Quick mode: tiny sizes, a smoke test of the harness; the numbers mean nothing.**"
-            if meta["quick"]
-            else ""
-        )
-    )
+    lines = ["# jfsm benchmarks", "", run_stamp(meta)]
+    lines += [
+        "",
+        "The other pages of this run: [One worker, many games](concurrency.md) and "
+        "[PostgreSQL store benchmarks](postgres.md).",
+    ]
     lines += [
         "",
         "Method: `time.perf_counter_ns`, many repetitions, medians (p90 beside them); "

@@ -1,49 +1,48 @@
-"""Run the benchmarks and write `results.json` and `results.md`.
+"""Run the benchmarks once and write every benchmark page of the docs from that one run.
 
     uv run python -m benchmarks.run [--quick] [--out DIR] [--only SECTION ...]
 
-`--quick` is the CI smoke: tiny sizes, checks that the harness runs and that the output
-files are well-formed, not the numbers. `--out` defaults to `docs/benchmarks`.
-Sections: memory (run first, while this process is still small), docs (the mkdocs build,
-against the same build without the generation hook), footprint, durable, suite, startup
-(the CPU of `import jfsm` and `jfsm --version` against bare `python -c pass`). A section
-that raises is recorded with its error and the others still run.
+Writes `results`, `concurrency` and `postgres` (`.json` and `.md`) into `--out` (default
+`docs/benchmarks`), each naming the run: its command, commit, date, machine and load
+(`benchmarks.pages`, decision R228). `--quick` is the CI smoke: tiny sizes, checks that the
+harness runs and that the output files are well-formed, not the numbers. `--only` runs some
+sections, for working on them; it needs `--out` (a usage error otherwise: the docs' pages
+come from one whole run).
+
+Sections, in this order: memory (first, while this process is still small), docs (the
+mkdocs build, against the same build without the generation hook), footprint, durable,
+suite, startup (the CPU of `import jfsm` and `jfsm --version` against bare `python -c
+pass`), concurrency (one worker, many games; the main job's row is the suite section's
+measurement when that ran) and postgres. A section that raises is recorded with its error
+and the others still run; the exit code is then 1.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
-import subprocess
 import sys
 import time
 import traceback
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import loadavg
+from benchmarks.common import loadavg, run_meta
+from benchmarks.pages import MEASURED, write
 
 __all__ = ["SECTIONS", "main"]
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "docs" / "benchmarks"
-SECTIONS = ("memory", "docs", "footprint", "durable", "suite", "startup")
+SECTIONS = ("memory", "docs", "footprint", "durable", "suite", "startup", "concurrency", "postgres")
 
 
-def _git(*args: str) -> str | None:
-    try:
-        proc = subprocess.run(
-            ["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=20, check=False
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return proc.stdout.strip() if proc.returncode == 0 else None
+def _main_job(results: dict[str, Any]) -> dict[str, Any] | None:
+    """The suite section's measurement of the main job, when it ran in this run."""
+    after = ((results.get("suite") or {}).get("quick_profile") or {}).get("after") or {}
+    return {**after, "cited_from": "suite"} if after.get("run") else None
 
 
-def _section(name: str, quick: bool, log: Any) -> dict[str, Any]:
+def _section(name: str, quick: bool, log: Any, results: dict[str, Any]) -> dict[str, Any]:
     if name == "memory":
         from benchmarks import memory as mod
     elif name == "docs":
@@ -54,46 +53,50 @@ def _section(name: str, quick: bool, log: Any) -> dict[str, Any]:
         from benchmarks import durable as mod  # type: ignore[no-redef]
     elif name == "startup":
         from benchmarks import startup as mod  # type: ignore[no-redef]
+    elif name == "concurrency":
+        from benchmarks import concurrency
+
+        return concurrency.run(quick=quick, log=log, main_job=_main_job(results))
+    elif name == "postgres":
+        from benchmarks import postgres as mod  # type: ignore[no-redef]
     else:
         from benchmarks import suite as mod  # type: ignore[no-redef]
-    return mod.run(quick=quick, log=log)
+    result: dict[str, Any] = mod.run(quick=quick, log=log)
+    return result
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="tiny sizes (CI smoke)")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output directory")
+    parser.add_argument("--out", type=Path, help="output directory (default docs/benchmarks)")
     parser.add_argument("--only", nargs="+", choices=SECTIONS, help="run only these sections")
     args = parser.parse_args(argv)
+    if args.only and args.out is None:
+        parser.error(
+            "--only runs part of the benchmarks: give --out DIR (the docs' pages "
+            "come from one whole run)"
+        )
+    out = args.out or DEFAULT_OUT
 
     def log(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
-    started = time.time()
-    status = _git("status", "--porcelain", "--", "jfsm")
-    results: dict[str, Any] = {
-        "meta": {
-            "format": "jfsm-benchmarks/1",
-            "command": "python -m benchmarks.run"
-            + (" --quick" if args.quick else "")
-            + (" --only " + " ".join(args.only) if args.only else ""),
-            "quick": args.quick,
-            "started_utc": datetime.fromtimestamp(started, UTC).strftime("%Y-%m-%d %H:%M UTC"),
-            "commit": (_git("rev-parse", "--short", "HEAD") or "unknown"),
-            "dirty": bool(status),
-            "python": platform.python_version(),
-            "platform": f"{platform.system()} {platform.machine()}",
-            "cpus": os.cpu_count(),
-            "loadavg_before": loadavg(),
-            "section_s": {},
-        }
-    }
+    sections = [s for s in SECTIONS if not args.only or s in args.only]
+    command = (
+        "python -m benchmarks.run"
+        + (" --quick" if args.quick else "")
+        + (" --only " + " ".join(args.only) if args.only else "")
+    )
+    measured = sorted({path for s in sections for path in MEASURED[s]})
+    results: dict[str, Any] = {"meta": run_meta(command, args.quick, measured)}
+    meta = results["meta"]
     failed = False
-    for name in args.only or SECTIONS:
+    for name in sections:
         log(f"[{name}]")
+        meta["section_load"][name] = loadavg()
         t0 = time.perf_counter()
         try:
-            results[name] = _section(name, args.quick, log)
+            results[name] = _section(name, args.quick, log, results)
         except Exception as exc:
             failed = True
             results[name] = {
@@ -101,18 +104,10 @@ def main(argv: list[str] | None = None) -> int:
                 "traceback": traceback.format_exc(),
             }
             log(results[name]["traceback"])
-        results["meta"]["section_s"][name] = round(time.perf_counter() - t0, 1)
-    results["meta"]["loadavg_after"] = loadavg()
-    results["meta"]["total_s"] = round(time.time() - started, 1)
-
-    from benchmarks.report import render
-
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "results.json").write_text(
-        json.dumps(results, indent=1, ensure_ascii=False) + "\n", encoding="utf-8"
-    )
-    (args.out / "results.md").write_text(render(results), encoding="utf-8")
-    log(f"wrote {args.out / 'results.json'} and {args.out / 'results.md'}")
+        meta["section_s"][name] = round(time.perf_counter() - t0, 1)
+    meta["loadavg_after"] = loadavg()
+    meta["total_s"] = round(time.time() - meta["started"], 1)
+    write(out, results, log)
     return 1 if failed else 0
 
 

@@ -352,7 +352,7 @@ def write_results(reports: list[dict[str, Any]], path: Path) -> str:
         "run_compaction`, `asummarize_messages`, `ChatSummaryMemoryBuffer.get`); "
         "`llamaindex-memory` runs `Memory._manage_queue` (the step `aput_messages` runs after "
         "its write) and `adk` the runner's own post-invocation compaction step, and their "
-        "findings scripts confirm through `Memory.put` and `Runner.run_async`. Of this round's "
+        "findings scripts confirm through `Memory.put` and `Runner.run_async`. Of the other "
         "adapters, `semantic-kernel` calls `ChatHistorySummarizationReducer.reduce` and "
         "`agno` `Agent.acompact`, both public; `strands` runs the agent's overflow recovery "
         "step (`reduce_context`, then the session sync) and `pydantic-ai` the docs' processor "

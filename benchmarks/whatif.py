@@ -1,12 +1,14 @@
 """What-if: the gains of the optimizations suggested in the benchmark report, measured.
 
-    uv run python -m benchmarks.whatif [--quick] [--out DIR]
+    uv run python -m benchmarks.whatif [--quick] --out DIR
 
 Nothing in `jfsm/` is edited: each suggestion is prototyped *in this process* (a subclass
 or a temporary monkeypatch) and measured against the unchanged engine, interleaved, on the
 same data. The prototypes must leave observable behaviour unchanged; where cheap, that is
 checked (same dump after the same operations, same snapshot contents). Writes
-`whatif.json` and `whatif.md` to DIR (default `docs/benchmarks`).
+`whatif.json` and `whatif.md` to DIR. The page of its one run at commit `d027c68` is kept
+as a past measurement (`docs/benchmarks/history/whatif.md`); its prototypes predate what
+landed since, so DIR has no default.
 
 - P1 (the last round number kept instead of recomputed with `max()`) has landed in the
   engine (`MemoryIndex.last_round`), so it is no longer prototyped here.
@@ -45,7 +47,6 @@ from jfsm.stores.file.store import FileStore
 from jfsm.stores.memory import MemoryStore
 from jfsm.testing import FakeCompressor
 
-DEFAULT_OUT = Path(__file__).resolve().parent.parent / "docs" / "benchmarks"
 FULL = {
     "small_mib": 0.1,
     "large_mib": 29.0,
@@ -348,7 +349,7 @@ def render(r: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.whatif")
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     result = run(args.quick)
     args.out.mkdir(parents=True, exist_ok=True)

@@ -11,6 +11,8 @@ Hand-written pages (the reference pages' prose included) embed generated parts w
 `jfdocs.fragments`), replaced in `on_page_markdown`. Every file of the spec directory is
 published under the site's `spec/`, so each schema's `$id` (`<site_url>spec/...`) is a URL of
 the site. The spec directory is the one `jfsm.spec` finds, as for the engine and the suite.
+In `on_page_content` every bare decision number of a page's HTML becomes a link to its
+heading on the Decisions page (`jfdocs.decision_links`).
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from jfdocs import plots, spec_pages, worked_example
+from jfdocs.decision_links import decision_titles, link_decisions
 from jfdocs.fragments import expand_fragments
 from jfdocs.traceability import conformance_coverage, scan_tests
 from mkdocs.structure.files import File, Files
+from mkdocs.utils import get_relative_url
 
 from jfsm.spec import spec_dir
 
@@ -49,17 +53,21 @@ def generated_pages() -> dict[str, str]:
 
 
 def on_config(config: Any) -> Any:
-    """Add a Benchmarks entry to the nav only when real results exist in docs/: the page
-    `docs/benchmarks.md`, or the Markdown pages under `docs/benchmarks/` (index first)."""
+    """Add a Benchmarks entry to the nav only when real results exist in docs/: the pages of
+    `docs/benchmarks/` (the run's, `results.md` first), then its past measurements
+    (`docs/benchmarks/history/`) in a section of their own."""
     docs = Path(config["docs_dir"])
-    pages = [docs / "benchmarks.md"] if (docs / "benchmarks.md").is_file() else []
     folder = docs / "benchmarks"
-    if folder.is_dir():
-        found = sorted(folder.rglob("*.md"), key=lambda p: (p.name != "index.md", str(p)))
-        pages += found
-    if pages and config.get("nav") is not None:
-        entries = [p.relative_to(docs).as_posix() for p in pages]
-        config["nav"].append({"Benchmarks": entries[0] if len(entries) == 1 else entries})
+    if not folder.is_dir() or config.get("nav") is None:
+        return config
+    first = ("index.md", "results.md")
+    pages = sorted(folder.glob("*.md"), key=lambda p: (p.name not in first, p.name))
+    entries: list[Any] = [p.relative_to(docs).as_posix() for p in pages]
+    past = sorted((folder / "history").glob("*.md"))
+    if past:
+        entries.append({"Past measurements": [p.relative_to(docs).as_posix() for p in past]})
+    if entries:
+        config["nav"].append({"Benchmarks": entries})
     return config
 
 
@@ -91,3 +99,12 @@ def on_files(files: Files, config: Any) -> Files:
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str:
     return expand_fragments(markdown)
+
+
+def on_page_content(html: str, page: Any, config: Any, files: Files) -> str:
+    """Link every bare decision number of a page to its heading on the Decisions page
+    (`jfdocs.decision_links`, R226); the Decisions page keeps its own."""
+    if page.file.src_uri == "decisions.md":
+        return html
+    titles = decision_titles(Path(config["docs_dir"]) / "decisions.md")
+    return link_decisions(html, get_relative_url("decisions.html", page.url), titles)

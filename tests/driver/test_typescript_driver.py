@@ -27,7 +27,9 @@ def documented_commands(tab: str) -> list[str]:
         re.MULTILINE,
     )
     assert match, f"no sh block under the tab {tab!r} in {GUIDE.name}"
-    return [line[4:] for line in match.group(1).splitlines() if line.strip()]
+    # a line ending in a backslash goes on in the next one, as in the shell
+    lines = re.split(r"(?<!\\)\n", match.group(1))
+    return [line[4:] for line in lines if line.strip()]
 
 
 def _node_major_minor() -> tuple[int, int] | None:

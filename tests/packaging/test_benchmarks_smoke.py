@@ -4,9 +4,14 @@ Markdown are well-formed. Timings are never asserted: the machine is shared and 
 from __future__ import annotations
 
 import json
+import re
+import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from benchmarks.pages import PAGES, disagreements, not_one_run
 from benchmarks.report import render
 from benchmarks.run import SECTIONS, main
 
@@ -33,9 +38,16 @@ def test_quick_run_writes_every_section(tmp_path: Path) -> None:
 
     results = json.loads((tmp_path / "results.json").read_text(encoding="utf-8"))
     assert results["meta"]["quick"] is True
-    for section in SECTIONS:
-        assert section in results, section
-        assert "error" not in results[section], results[section].get("traceback")
+    for page, sections in PAGES.items():
+        data = json.loads((tmp_path / f"{page}.json").read_text(encoding="utf-8"))
+        for section in sections:
+            shown = data if page != "results" else data[section]
+            assert "error" not in shown, shown.get("traceback")
+    results |= {
+        "concurrency": json.loads((tmp_path / "concurrency.json").read_text("utf-8")),
+        "postgres": json.loads((tmp_path / "postgres.json").read_text("utf-8")),
+    }
+    assert set(SECTIONS) <= set(results)
 
     fp = results["footprint"]
     assert fp["cells"] and fp["ratios_largest_over_smallest"] and fp["naive"]
@@ -76,6 +88,63 @@ def test_quick_run_writes_every_section(tmp_path: Path) -> None:
     # Without the generation hook the generated pages are missing from the baseline.
     assert do["baseline"]["pages"] < do["real"]["pages"]
     assert isinstance(do["goal"]["met"], bool)
+
+    # every page of the run (R228): the same meta, named on the page, measures that agree
+    pages = {p: json.loads((tmp_path / f"{p}.json").read_text("utf-8")) for p in PAGES}
+    assert all(page["meta"] == results["meta"] for page in pages.values())
+    commit = results["meta"]["commit"]
+    for name in PAGES:
+        markdown = (tmp_path / f"{name}.md").read_text(encoding="utf-8")
+        assert f"on commit `{commit}`" in markdown.split("\n\n", 2)[1], name
+        assert "Quick mode" in markdown, name
+        assert pages[name]["measures"], name
+    assert not_one_run(tmp_path) == [
+        f"{p}.json is from a quick run: its numbers mean nothing" for p in PAGES
+    ]
+    assert disagreements(tmp_path) == []
+    # every plot a page names is drawn by the docs build from the page's JSON
+    sys.path.insert(0, str(ROOT / "docs" / "hooks"))
+    try:
+        from jfdocs.plots import concurrency_plots, postgres_plots, results_plots
+    finally:
+        sys.path.remove(str(ROOT / "docs" / "hooks"))
+    drawers = {"results": results_plots, "concurrency": concurrency_plots}
+    drawers["postgres"] = postgres_plots
+    for name, draw in drawers.items():
+        markdown = (tmp_path / f"{name}.md").read_text(encoding="utf-8")
+        named = set(re.findall(r"\]\(([\w-]+\.svg)\)", markdown))
+        assert named <= set(draw(pages[name])), name
+    assert "results-footprint.svg" in results_plots(pages["results"])
+
+
+def test_the_main_job_is_measured_once_and_cited() -> None:
+    """The suite section's measurement of the main job is what the concurrency page shows
+    (R228), under the same measure's name on both pages; a figure only one page has is
+    never cited."""
+    from benchmarks.pages import MAIN_JOB_WALL, PG_COMMITS, PG_ROUNDS, cite
+    from benchmarks.run import _main_job
+
+    after = {"run": True, "wall_s": 14.6, "peak_rss_mib": 550.0, "exit_code": 0}
+    suite = {"quick_profile": {"run": True, "after": after}}
+    assert _main_job({"suite": suite}) == {**after, "cited_from": "suite"}
+    assert _main_job({"suite": {"quick_profile": {"run": False}}}) is None
+    rows = [{"games": 64, "rounds_per_s": 6040.4}]
+    pages: dict[str, dict[str, Any]] = {
+        "results": {"suite": suite},
+        "concurrency": {"variants": {"postgres": rows}, "main_job": _main_job({"suite": suite})},
+        "postgres": {
+            "available": True,
+            "pool": {"store_commits_per_s": {"postgres": {"64": 4000.0}}, "old_store": []},
+        },
+    }
+    cite(pages)
+    assert pages["results"]["measures"][MAIN_JOB_WALL] == 14.6
+    assert pages["concurrency"]["measures"][MAIN_JOB_WALL] == 14.6
+    assert pages["concurrency"]["cited"][PG_COMMITS] == 4000.0
+    assert pages["postgres"]["cited"] == {PG_ROUNDS: 6040.4}
+    del pages["postgres"]
+    cite(pages)
+    assert PG_COMMITS not in pages["concurrency"]["cited"]
 
 
 def _assert_well_formed(tables: list[list[str]]) -> None:
@@ -199,7 +268,6 @@ def test_concurrency_benchmark_runs_judges_its_goals_and_draws_its_plots(tmp_pat
     """`benchmarks/concurrency.py` at tiny sizes over the file store: both variants run at
     every N, the goals are judged from the run's numbers (never asserted: the machine is
     shared), the page renders, and the docs build's plots draw from its JSON."""
-    import sys
 
     from benchmarks import concurrency as bench
 
@@ -237,3 +305,12 @@ def test_concurrency_benchmark_runs_judges_its_goals_and_draws_its_plots(tmp_pat
     assert set(drawn) == names and all(f"({name})" in page for name in names)
     assert all(svg.lstrip().startswith("<?xml") and "<svg" in svg for svg in drawn.values())
     assert concurrency_plots({"filestore": {}}) == {}  # a JSON from before issue 32
+
+
+def test_a_partial_run_needs_its_own_folder(capsys: pytest.CaptureFixture[str]) -> None:
+    """`--only` without `--out` is refused (exit 2) before measuring anything: the docs'
+    pages come from one whole run (R228)."""
+    with pytest.raises(SystemExit) as exited:
+        main(["--only", "startup"])
+    assert exited.value.code == 2
+    assert "give --out DIR" in capsys.readouterr().err

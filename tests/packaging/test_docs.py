@@ -848,7 +848,7 @@ def decisions_index_problems(page: str) -> list[str]:
     start = page.index("## Index by area")
     index = page[start : page.index("\n## ", start + 1)]
     entries = INDEX_ENTRY.findall(index)
-    problems = []
+    problems: list[str] = []
     seen = [number for number, _, _ in entries]
     problems += [f"{n} is listed twice" for n in sorted(set(seen)) if seen.count(n) > 1]
     problems += [
@@ -885,3 +885,349 @@ def test_the_decisions_index_check_can_fail() -> None:
         "    - [D1](#d1) Texts are exact Unicode strings", "    - [D1](#d1) Texts"
     )
     assert len(decisions_index_problems(renamed)) == 1
+
+
+# ------------------------------------------------------------------------------------------
+# the pages render as written (issue 40): lists are lists, code is whole at 1280 px, and
+# decision numbers are links
+# ------------------------------------------------------------------------------------------
+
+# A line of a paragraph that starts like a list item: Python-Markdown starts a list only
+# after a blank line, so "text:\n- a\n- b" renders as one paragraph, "text: - a - b" on
+# screen. Only "1." opens a numbered list ("counts\n2. Count" is a sentence).
+_RUN_ON = re.compile(r"\n[ \t]*(?:[-*+]|1[.)])[ \t]+\S")
+_FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
+_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])[ \t]+\S")
+_OPENS_LIST = re.compile(r"^\s*(?:[-*+]|1[.)])[ \t]+\S")
+# lines that end a paragraph: headings, tables, admonitions, tabs, HTML, definitions,
+# footnotes, quotes, rules
+_NOT_PROSE = re.compile(r"^\s*(?:#|\||!!!|\?\?\?|===|<|:[ \t]|\[\^|>|\*\*\*\s*$|---\s*$)")
+
+
+def lists_without_blank_line(markdown: str) -> list[int]:
+    """The numbers (1-based) of the lines of `markdown` that start a list right under a
+    paragraph's line, with no blank line between, outside code fences. A list item's own
+    continuation lines and nested items are no paragraph."""
+    hits: list[int] = []
+    fence: str | None = None
+    opened_by: str | None = None  # the open paragraph's first line: "item" or "prose"
+    for number, line in enumerate(markdown.splitlines(), 1):
+        if fence is not None:
+            if line.strip().startswith(fence):
+                fence = None
+            continue
+        if match := _FENCE.match(line):
+            fence, opened_by = match.group(1), None
+        elif not line.strip() or _NOT_PROSE.match(line):
+            opened_by = None
+        elif _ITEM.match(line):
+            if opened_by == "prose" and _OPENS_LIST.match(line):
+                hits.append(number)
+            opened_by = "item"
+        elif opened_by is None:
+            opened_by = "prose"
+    return hits
+
+
+class _Prose(HTMLParser):
+    """The text of every paragraph and list item inside a page's `<article>`, its code
+    spans and blocks left out."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.texts: list[str] = []
+        self._open: list[list[str]] = []
+        self._article = self._code = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "article":
+            self._article += 1
+        elif tag in ("code", "pre"):
+            self._code += 1
+        elif tag in ("p", "li") and self._article:
+            self._open.append([tag, ""])
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "article":
+            self._article -= 1
+        elif tag in ("code", "pre"):
+            self._code -= 1
+        elif tag in ("p", "li") and self._open and self._open[-1][0] == tag:
+            self.texts.append(self._open.pop()[1])
+
+    def handle_data(self, data: str) -> None:
+        if self._open:
+            self._open[-1][1] += "`…`" if self._code else data
+
+
+def run_on_lists(page_html: str) -> list[str]:
+    """The paragraphs and list items of a built page that hold a list as run-on text."""
+    prose = _Prose()
+    prose.feed(page_html)
+    return [" ".join(t.split())[:120] for t in prose.texts if _RUN_ON.search(t)]
+
+
+def _site_pages(site: Path) -> list[Path]:
+    """Every page of the built site a reader opens (not the published spec files)."""
+    return [
+        p
+        for p in sorted(site.rglob("*.html"))
+        if p.relative_to(site).parts[0] not in ("spec", "search", "assets") and p.name != "404.html"
+    ]
+
+
+def test_no_page_renders_a_list_as_run_on_text(site: Path) -> None:
+    found = {
+        page.relative_to(site).as_posix(): hits
+        for page in _site_pages(site)
+        if (hits := run_on_lists(page.read_text(encoding="utf-8")))
+    }
+    assert found == {}
+
+
+def test_markdown_sources_put_a_blank_line_before_each_list() -> None:
+    found = {
+        path.relative_to(DOCS).as_posix(): hits
+        for path in sorted(DOCS.rglob("*.md"))
+        if (hits := lists_without_blank_line(path.read_text(encoding="utf-8")))
+    }
+    assert found == {}, "add a blank line above these lines (file: line numbers)"
+
+
+def test_the_run_on_list_checks_can_fail() -> None:
+    """Both checks on Python-Markdown's own rendering of the mistake and of its fixes; a
+    dash inside a sentence, a sentence starting with a number, nested items and list
+    items' continuation lines are no mistake."""
+    import markdown
+
+    def rendered(source: str) -> str:
+        return "<article>" + markdown.markdown(source, extensions=["admonition"]) + "</article>"
+
+    wrong = [
+        "**Alternatives.**\n- one\n- two\n",
+        "Para text\nwrapped:\n* one\n* two\n",
+        "Steps:\n1. one\n2. two\n",
+        "- item\n\n    Para in the item:\n    - nested\n",
+        '!!! note "A note"\n    Text:\n    - one\n',
+    ]
+    for source in wrong:
+        assert lists_without_blank_line(source), source
+        assert run_on_lists(rendered(source)), source
+    right = [
+        "**Alternatives.**\n\n- one\n- two\n",
+        "A dash - inside - a sentence, and\n-1 degrees at the start of a line.\n",
+        "The length counts\n2. Count code points.\n",
+        "- item\n  continued\n- next\n    - nested\n",
+        "```\nText:\n- not markdown\n```\n",
+        "| a |\n|---|\n| - b |\n",
+    ]
+    for source in right:
+        assert lists_without_blank_line(source) == [], source
+        assert run_on_lists(rendered(source)) == [], source
+    assert lists_without_blank_line("Text\n\nMore text:\n- a\n") == [4]
+
+
+# -- decision numbers ----------------------------------------------------------------------
+
+_DECISION_NUMBER = re.compile(r"(?<![\w.#/])([DR]\d{1,4})(?![\w])")
+
+
+class _BareDecisions(HTMLParser):
+    """Decision numbers in a page's `<article>` text outside any link; a `<pre>` block
+    (a published spec file shown verbatim) is left out."""
+
+    def __init__(self, known: set[str]) -> None:
+        super().__init__(convert_charrefs=True)
+        self.known, self.found = known, []
+        self._article = self._link = self._pre = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self._article += tag == "article"
+        self._link += tag == "a"
+        self._pre += tag == "pre"
+
+    def handle_endtag(self, tag: str) -> None:
+        self._article -= tag == "article"
+        self._link -= tag == "a"
+        self._pre -= tag == "pre"
+
+    def handle_data(self, data: str) -> None:
+        if self._article and not self._link and not self._pre:
+            for match in _DECISION_NUMBER.finditer(data):
+                if match.group(1) in self.known:
+                    around = data[max(0, match.start() - 30) : match.end() + 10]
+                    self.found.append(" ".join(around.split()))
+
+
+def bare_decision_numbers(page_html: str) -> list[str]:
+    known = set(_decision_numbers())
+    parser = _BareDecisions(known)
+    parser.feed(page_html)
+    return parser.found
+
+
+def _decision_numbers() -> list[str]:
+    page = (DOCS / "decisions.md").read_text(encoding="utf-8")
+    return re.findall(r"^### ([DR]\d+) ", page, re.M)
+
+
+def test_decision_numbers_on_the_site_are_links(site: Path) -> None:
+    """Every page but the Decisions page itself: a decision number a reader meets is a link
+    to its decision (R226), in hand-written prose, generated pages and docstrings alike."""
+    found = {
+        page.relative_to(site).as_posix(): hits
+        for page in _site_pages(site)
+        if page.name != "decisions.html"
+        and (hits := bare_decision_numbers(page.read_text(encoding="utf-8")))
+    }
+    assert found == {}
+    stores = (site / "api" / "stores.html").read_text(encoding="utf-8")  # from a docstring
+    assert 'href="../decisions.html#r162" title="R162 ' in stores
+
+
+def test_decision_links_leave_code_links_and_diagrams_alone() -> None:
+    _jfdocs()
+    from jfdocs.decision_links import decision_titles, link_decisions
+
+    titles = decision_titles(DOCS / "decisions.md")
+    prose = (
+        "<article><p>As R100 says (and D16 to D18; R9999 is none), see "
+        '<a href="x">R100</a>.</p><p>R1-R2, FOR1, x.R1</p></article>'
+    )
+    linked = link_decisions(prose, "../decisions.html", titles)
+    assert len(bare_decision_numbers(prose)) == 5
+    assert bare_decision_numbers(linked) == []
+    assert linked.count('class="jf-decision"') == 5  # R100, D16, D18, R1 and R2 of "R1-R2"
+    assert '<a class="jf-decision" href="../decisions.html#r100" title="R100 ' in linked
+    assert '<a href="x">R100</a>' in linked
+    assert "R9999 is none" in linked and "FOR1" in linked and "x.R1" in linked
+    verbatim = (
+        '<article><p><code>R100</code></p><pre><code>"R79"</code></pre>'
+        '<div class="mermaid"><div>R1 --> R2</div> R3</div><svg><text>R4</text></svg></article>'
+    )
+    assert link_decisions(verbatim, "../decisions.html", titles) == verbatim
+    # the check still sees an inline code span's number: write it as a link instead
+    assert bare_decision_numbers("<article><p><code>R100</code></p></article>") == ["R100"]
+
+
+# -- code at 1280 px -----------------------------------------------------------------------
+
+# Per code block of a page's article: its text, how many columns of its font fit in it,
+# whether it scrolls sideways, and whether text of it is hidden with no way to scroll to it
+# (its own overflow hidden, or a hiding ancestor narrower than it before any scrolling one,
+# or it spills past the article into the table of contents).
+_MEASURE_CODE = """(() => {
+  const article = document.querySelector("article");
+  if (!article) return [];
+  const edge = article.getBoundingClientRect().right;
+  const ruler = document.createElement("canvas").getContext("2d");
+  const out = [];
+  for (const code of article.querySelectorAll("pre > code, code")) {
+    const block = code.parentElement.tagName === "PRE";
+    const style = getComputedStyle(code);
+    let hidden = ["hidden", "clip"].includes(style.overflowX)
+      && code.scrollWidth > code.clientWidth + 1;
+    const range = document.createRange();
+    range.selectNodeContents(code);
+    const right = Math.max(...[...range.getClientRects()].map(r => r.right), 0);
+    let scroller = block && ["auto", "scroll"].includes(style.overflowX);
+    for (let el = code.parentElement; el && el !== article && !scroller; el = el.parentElement) {
+      const ox = getComputedStyle(el).overflowX;
+      if (["auto", "scroll"].includes(ox)) scroller = true;
+      else if (["hidden", "clip"].includes(ox) && right > el.getBoundingClientRect().right + 1)
+        hidden = true;
+    }
+    if (!scroller && right > edge + 1) hidden = true;
+    const scrolls = block && code.scrollWidth > code.clientWidth + 1;
+    if (!hidden && !scrolls) continue;
+    ruler.font = `${style.fontStyle} ${style.fontWeight} ${style.fontSize} ${style.fontFamily}`;
+    const column = ruler.measureText("0".repeat(100)).width / 100;
+    const inner = code.clientWidth - parseFloat(style.paddingLeft)
+      - parseFloat(style.paddingRight);
+    out.push({text: code.textContent, block, hidden, scrolls,
+              columns: Math.floor(inner / column + 0.05)});
+  }
+  return out;
+})()"""
+
+
+def _written_code_lines(page: Path) -> set[str]:
+    """The lines of the code fences of a page's Markdown source under `docs/` (and of the
+    files it includes with `--8<--`), stripped; empty for a generated page."""
+    if not page.is_file():
+        return set()
+    source = page.read_text(encoding="utf-8")
+    lines: set[str] = set()
+    fence: str | None = None
+    for line in source.splitlines():
+        if fence is not None:
+            if line.strip().startswith(fence):
+                fence = None
+            else:
+                lines.add(line.strip())
+        elif match := _FENCE.match(line):
+            fence = match.group(1)
+        elif match := re.match(r'\s*--8<-- "([^"]+)"', line):
+            included = DOCS / match.group(1)
+            lines |= {x.strip() for x in included.read_text(encoding="utf-8").splitlines()}
+    return lines
+
+
+def cut_off_code(page: str, blocks: list[dict[str, Any]], written: set[str]) -> list[str]:
+    """What a reader at 1280 px cannot see of a page's code: any code whose text is hidden
+    with no way to scroll to it, on every page; and on a page written by hand, a line of a
+    code block it wrote that is wider than the block (R227). Generated blocks (the spec's
+    files, the worked example's records) may scroll."""
+    problems: list[str] = []
+    for block in blocks:
+        if block["hidden"]:
+            problems.append(f"{page}: code hidden past its box: {block['text'][:60]!r}")
+            continue
+        for line in block["text"].splitlines():
+            if len(line) > block["columns"] and line.strip() in written:
+                problems.append(
+                    f"{page}: a code line of {len(line)} columns where {block['columns']} fit:"
+                    f" {line.strip()[:60]!r}"
+                )
+    return problems
+
+
+@pytest.mark.skipif(
+    not CHROMIUM.exists(),
+    reason="/usr/bin/chromium is not installed (CI: apt-get install -y chromium)",
+)
+def test_no_code_is_cut_off_at_1280_px(site: Path, tmp_path: Path) -> None:
+    """Every page in one headless Chromium at 1280 x 2000 px (R227)."""
+    from chromium_pages import Chromium
+
+    problems: list[str] = []
+    measured = 0
+    with Chromium(CHROMIUM, tmp_path / "profile-code", width=1280, height=2000) as browser:
+        for page in _site_pages(site):
+            name = page.relative_to(site).as_posix()
+            blocks = browser.measure(page.as_uri(), _MEASURE_CODE)
+            written = _written_code_lines(DOCS / (name.removesuffix(".html") + ".md"))
+            problems += cut_off_code(name, blocks, written)
+            measured += 1
+        # the measure itself: a block made too narrow for its lines scrolls, one whose
+        # overflow is hidden hides them
+        probe = tmp_path / "probe.html"
+        probe.write_text(
+            "<article style='width:300px'><pre><code style='overflow:auto;display:block'>"
+            + "x" * 80
+            + "</code></pre><pre style='overflow:hidden'><code style='overflow:hidden;"
+            "display:block'>"
+            + "y" * 80
+            + "</code></pre><p><code style='white-space:nowrap'>"
+            + "z" * 80
+            + "</code></p></article>",
+            encoding="utf-8",
+        )
+        scrolled, clipped, spilled = browser.measure(probe.as_uri(), _MEASURE_CODE)
+    assert measured >= 50
+    assert (scrolled["scrolls"], scrolled["hidden"]) == (True, False)
+    assert 10 < scrolled["columns"] < 80
+    assert clipped["hidden"] and spilled["hidden"] and not spilled["block"]
+    assert cut_off_code("p", [scrolled], {"x" * 80}) != []
+    assert cut_off_code("p", [scrolled], set()) == []  # a generated block may scroll
+    assert problems == []

@@ -51,7 +51,9 @@ def guide_commands() -> list[str]:
     text = GUIDE.read_text(encoding="utf-8")
     section = text.split("## Getting the suite", 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"```sh\n(.*?)```", section, re.DOTALL)
-    return [line for block in blocks for line in block.splitlines() if line.strip()]
+    # a line ending in a backslash goes on in the next one, as in the shell
+    lines = [line for block in blocks for line in re.split(r"(?<!\\)\n", block)]
+    return [line for line in lines if line.strip()]
 
 
 def test_the_guide_names_the_path_it_documents() -> None:

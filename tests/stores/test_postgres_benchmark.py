@@ -37,7 +37,7 @@ def test_postgres_benchmark_smoke(fresh_database: Any, tmp_path: Path) -> None:
             "available": True,
             "commit": commit,
             "scale": scale,
-            "workers": [{"workers": 1, "rounds_per_s": 1.0, "speedup": 1.0}],
+            "workers": [{"workers": 1, "commits_per_s": 1.0, "speedup": 1.0}],
         }
     )
     assert "PostgreSQL / FileStore" in page and "| 1 | 1.0 | 1.0 |" in page
@@ -52,8 +52,8 @@ def test_pool_benchmark_smoke(fresh_database: Any) -> None:
     conninfo = fresh_database()
     migrate(conninfo)
     result = postgres_pool.measure(conninfo, quick=True, log=lambda _m: None)
-    assert set(result["rounds_per_s"]) == {"postgres"}
-    assert list(result["rounds_per_s"]["postgres"]) == postgres_pool.QUICK["old_games"]
+    assert set(result["store_commits_per_s"]) == {"postgres"}
+    assert list(result["store_commits_per_s"]["postgres"]) == postgres_pool.QUICK["old_games"]
     assert [row["games"] for row in result["old_store"]] == postgres_pool.QUICK["old_games"]
     assert result["old_store"][-1]["connections"] >= postgres_pool.QUICK["old_games"][-1]
     page = "\n".join(postgres_pool.render(result))

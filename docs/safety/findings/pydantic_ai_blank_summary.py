@@ -45,7 +45,8 @@ sent = []
 
 def answer(messages, info):
     sent[:] = texts(messages)
-    return ModelResponse(parts=[TextPart("an answer")])
+    asked = [t for t in sent if t.startswith("question ")]
+    return ModelResponse(parts=[TextPart(f"answer {len(asked)}")])  # numbered: each is named
 
 
 agent = Agent(FunctionModel(answer), capabilities=[ProcessHistory(summarize_old_messages)])
@@ -56,11 +57,15 @@ async def main():
     for n in range(1, 6):  # five exchanges: with the next question, 11 messages
         result = await agent.run(f"question {n}", message_history=history)
         history = result.all_messages()
+    before = texts(history)  # the ten messages of turns 1 to 5
     result = await agent.run("question 6", message_history=history)
     print("the model was sent:", sent)
-    lost = [t for t in ("question 1", "question 5") if t not in sent]
+    lost = [t for t in before if t not in sent]
     if lost and " \n" in sent:
-        print(f"REPRODUCED: {lost} are gone; a whitespace-only summary stands in for them")
+        print(
+            f"REPRODUCED: {len(lost)} of the {len(before)} earlier messages are gone "
+            f"({', '.join(lost)}); a whitespace-only summary stands in for them"
+        )
         return 0
     print("NOT REPRODUCED")
     return 1
