@@ -43,7 +43,7 @@ import shlex
 import sys
 from typing import TYPE_CHECKING
 
-from jfsm.usage import UsageParser
+from jfsm.usage import UsageParser, port_number
 
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoint
@@ -117,13 +117,6 @@ def _plugin_help(entry: EntryPoint) -> str:
     return line[:1].lower() + line[1:]
 
 
-def _port(text: str) -> int:
-    """A TCP port number, 0 to 65535 (argparse's type: a bad one is a usage error)."""
-    if not text.isdigit() or not 0 <= int(text) <= 65535:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (0 to 65535)")
-    return int(text)
-
-
 def _version() -> str:
     from jfsm import __version__
 
@@ -151,7 +144,7 @@ def build_parser(plugins: dict[str, EntryPoint] | None = None) -> argparse.Argum
         "(they can then change your games); links are refused all the same",
     )
     driver.add_argument(
-        "--http", type=_port, metavar="PORT", help="serve HTTP on 127.0.0.1:PORT (0: a free one)"
+        "--http", type=port_number, metavar="PORT", help="serve HTTP on 127.0.0.1:PORT (0: a free one)"
     )
     driver.add_argument(
         "--token",
@@ -192,6 +185,26 @@ def build_parser(plugins: dict[str, EntryPoint] | None = None) -> argparse.Argum
     for name, entry in sorted((plugin_commands() if plugins is None else plugins).items()):
         sub.add_parser(name, help=_plugin_help(entry), add_help=False)
     return parser
+
+
+def _ignored_driver_options(args: argparse.Namespace) -> str | None:
+    """Why an option of `jfsm driver` would change nothing with the others given, or None:
+    games live in one place (`--state` or `--store`), `--trust-state` is about `--state`,
+    `--owner` names an owner only where several drivers share games, `--token` guards HTTP."""
+    if args.store is not None and args.state is not None:
+        return (
+            "--state and --store both say where the games live: give one (--state DIR for "
+            "files, --store URL for PostgreSQL)"
+        )
+    if args.trust_state and args.state is None:
+        return "--trust-state needs --state DIR (it is about that directory)"
+    if args.owner is not None and args.store is None and not args.shared:
+        return "--owner needs --store URL or --state DIR --shared (a driver alone owns its games)"
+    if args.token is not None and args.http is None:
+        return "--token needs --http PORT (the stdio driver takes no token)"
+    if getattr(args, "metrics", False) and args.http is None:
+        return "--metrics needs --http PORT (it serves /metrics there)"
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -246,6 +259,10 @@ def _main(argv: list[str]) -> int:
         from jfsm.driver import ReferenceDriver, serve_http, serve_stdio
         from jfsm.errors import JfsmError
 
+        ignored = _ignored_driver_options(args)
+        if ignored:  # an option that would change nothing is a mistake, never silence
+            print(f"jfsm driver: {ignored}", file=sys.stderr)
+            return 2
         if args.owner is not None or os.environ.get("JFSM_OWNER"):
             from jfsm.limits import validate_owner
 

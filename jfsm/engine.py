@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, Self
 
 from jfsm.compressor import (
     CompressionRequest,
@@ -491,3 +491,11 @@ class GameEngine:
         durable store releases its files or connection)."""
         await self.memory.telemetry_written()
         await self.store.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        """`async with GameEngine(...) as engine:` closes the engine, and so its store, on
+        leaving the block, whether it raised or not."""
+        await self.close()

@@ -594,6 +594,13 @@ class FileStore:
     def __enter__(self) -> FileStore:
         return self
 
+    async def __aenter__(self) -> FileStore:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        """`async with await FileStore.open(path) as store:` closes it on leaving the block."""
+        await self.close()
+
     def __exit__(self, *exc: object) -> None:
         self.close_sync()
 

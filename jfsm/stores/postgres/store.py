@@ -358,6 +358,14 @@ class PostgresStore:
         except (psycopg.Error, StoreUnavailable):
             pass
 
+    async def __aenter__(self) -> PostgresStore:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        """`async with await PostgresStore.open(...) as store:` closes it (its lease ended)
+        on leaving the block."""
+        await self.close()
+
     async def remove(self) -> None:
         """Delete this game (it must still be this store's: token current) and close.
         Raises `StoreFenced` (nothing deleted) or `StoreUnavailable`."""
