@@ -144,7 +144,10 @@ def build_parser(plugins: dict[str, EntryPoint] | None = None) -> argparse.Argum
         "(they can then change your games); links are refused all the same",
     )
     driver.add_argument(
-        "--http", type=port_number, metavar="PORT", help="serve HTTP on 127.0.0.1:PORT (0: a free one)"
+        "--http",
+        type=port_number,
+        metavar="PORT",
+        help="serve HTTP on 127.0.0.1:PORT (0: a free one)",
     )
     driver.add_argument(
         "--token",

@@ -66,10 +66,12 @@ __all__ = [
     "SPANS",
     "commit_batch",
     "compression_events",
-    "db_span",
+    "db_attributes",
+    "db_name",
     "fenced",
     "history_lost",
-    "pool_wait",
+    "lease_name",
+    "lease_previous",
     "prometheus_text",
     "set_error",
     "span",
@@ -140,10 +142,15 @@ METRICS: dict[str, tuple[str, str, str]] = {
         "{request}",
         "requests waiting for a connection of the pool",
     ),
-    "db.client.connection.wait_time": (
-        "histogram",
+    "jfsm.pool.requests": (
+        "counter",
+        "{request}",
+        "connections asked of the pool, by how it went (served at once, waited, timed out)",
+    ),
+    "jfsm.pool.wait_time": (
+        "counter",
         "s",
-        "time to get a connection of the pool",
+        "total time requests waited for a connection of the pool",
     ),
 }
 
@@ -234,11 +241,17 @@ class _Instruments:
         self.history_lost = meter.create_counter(
             "jfsm.store.history_lost", "{detection}", METRICS["jfsm.store.history_lost"][2]
         )
-        self.pool_wait = meter.create_histogram(
-            "db.client.connection.wait_time",
+        meter.create_observable_counter(
+            "jfsm.pool.requests",
+            [_observe_requests],
+            "{request}",
+            METRICS["jfsm.pool.requests"][2],
+        )
+        meter.create_observable_counter(
+            "jfsm.pool.wait_time",
+            [_observe_wait],
             "s",
-            METRICS["db.client.connection.wait_time"][2],
-            explicit_bucket_boundaries_advisory=_SECONDS,
+            METRICS["jfsm.pool.wait_time"][2],
         )
         meter.create_observable_up_down_counter(
             "db.client.connection.count",
@@ -281,9 +294,7 @@ def _instruments() -> _Instruments:
 
 # -- spans -------------------------------------------------------------------------------------
 @contextlib.contextmanager
-def _recording_span(
-    name: str, attributes: Mapping[str, Any] | None, kind: str
-) -> Iterator[Any]:
+def _recording_span(name: str, attributes: Mapping[str, Any] | None, kind: str) -> Iterator[Any]:
     tracer = _instruments().tracer
     span_kind = _trace.SpanKind.CLIENT if kind == "client" else _trace.SpanKind.INTERNAL
     with tracer.start_as_current_span(
@@ -298,6 +309,11 @@ def _recording_span(
         except BaseException as exc:
             if current.is_recording():
                 current.set_attribute("error.type", _error_type(exc))
+                sqlstate = getattr(exc, "sqlstate", None) or getattr(
+                    exc.__cause__, "sqlstate", None
+                )
+                if kind == "client" and isinstance(sqlstate, str):
+                    current.set_attribute("db.response.status_code", sqlstate)
                 current.set_status(_trace.Status(_trace.StatusCode.ERROR))
             raise
 
@@ -321,14 +337,29 @@ def set_error(current: Any) -> None:
 
 
 def traced(
-    name: str,
+    name: str | Callable[..., str],
     *,
+    kind: str = "internal",
     attributes: Callable[..., Mapping[str, Any]] | None = None,
     result: Callable[[Any], Mapping[str, Any]] | None = None,
+    on_success: Callable[..., None] | None = None,
 ) -> Callable[[F], F]:
-    """Decorate a function or coroutine function so that each call is a span `name`, with
-    `attributes(*args, **kwargs)` at its start and `result(returned)` at its end. Without
-    the extra the function is returned unchanged."""
+    """Decorate a function or coroutine function so that each call is a span: `name` (or
+    `name(*args, **kwargs)`), of `kind` (`internal` or `client`), with
+    `attributes(*args, **kwargs)` at its start, `result(returned)` at its end, and
+    `on_success(*args, **kwargs)` called once it returned. Without the extra the function is
+    returned unchanged."""
+
+    def start(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        title = name(*args, **kwargs) if callable(name) else name
+        given = attributes(*args, **kwargs) if attributes is not None else None
+        return _recording_span(title, given, kind)
+
+    def end(current: Any, returned: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        if result is not None and current.is_recording():
+            current.set_attributes(result(returned))
+        if on_success is not None:
+            on_success(*args, **kwargs)
 
     def decorate(function: F) -> F:
         if not ENABLED:
@@ -337,22 +368,18 @@ def traced(
 
             @functools.wraps(function)
             async def call_async(*args: Any, **kwargs: Any) -> Any:
-                given = attributes(*args, **kwargs) if attributes is not None else None
-                with _recording_span(name, given, "internal") as current:
+                with start(args, kwargs) as current:
                     returned = await function(*args, **kwargs)
-                    if result is not None and current.is_recording():
-                        current.set_attributes(result(returned))
+                    end(current, returned, args, kwargs)
                     return returned
 
             return call_async  # type: ignore[return-value]
 
         @functools.wraps(function)
         def call(*args: Any, **kwargs: Any) -> Any:
-            given = attributes(*args, **kwargs) if attributes is not None else None
-            with _recording_span(name, given, "internal") as current:
+            with start(args, kwargs) as current:
                 returned = function(*args, **kwargs)
-                if result is not None and current.is_recording():
-                    current.set_attributes(result(returned))
+                end(current, returned, args, kwargs)
                 return returned
 
         return call  # type: ignore[return-value]
@@ -361,7 +388,10 @@ def traced(
 
 
 # -- compressions (from the telemetry events, D18) ---------------------------------------------
-_KINDS = {"paxhistoria.game-agent-stack.v1": "game", "paxhistoria.catalyst-agent-stack.v1": "catalyst"}
+_KINDS = {
+    "paxhistoria.game-agent-stack.v1": "game",
+    "paxhistoria.catalyst-agent-stack.v1": "catalyst",
+}
 
 
 def compression_events(events: list[dict[str, Any]]) -> None:
@@ -409,6 +439,8 @@ def _commit_span(store: Any, label: str, sets: int, deletes: int) -> Iterator[An
             yield current
     except BaseException as exc:
         outcome = _error_type(exc)
+        if outcome == "store_fenced":
+            fenced(backend, getattr(exc, "details", {}).get("game"))
         raise
     finally:
         labels = {"jfsm.store.backend": backend, "jfsm.store.outcome": outcome}
@@ -448,9 +480,27 @@ def fenced(backend: str, game: str | None = None, token: int | None = None) -> N
 
 
 def takeover(backend: str) -> None:
-    """A lease taken over from another owner (counted)."""
+    """A lease taken over from another owner (counted in `jfsm.lease.takeovers`)."""
     if ENABLED:
         _instruments().takeovers.add(1, {"jfsm.store.backend": backend})
+
+
+def lease_name(*args: Any, takeover: bool = False, **kwargs: Any) -> str:
+    """`jfsm.lease.takeover` for an open that takes the game over, else `jfsm.lease.acquire`
+    (a `traced` name for the stores' opens)."""
+    return "jfsm.lease.takeover" if takeover else "jfsm.lease.acquire"
+
+
+def lease_previous(previous: str) -> None:
+    """Say, on the current lease span, whose lease an open replaced: `none`, `self` (the same
+    owner id), `expired` or `live` (another owner's); another owner's counts as a takeover."""
+    if not ENABLED:
+        return
+    current = _trace.get_current_span()
+    if current.is_recording():
+        current.set_attribute("jfsm.lease.previous", previous)
+    if previous in ("expired", "live"):
+        takeover("postgresql")
 
 
 def commit_batch(size: int) -> None:
@@ -490,44 +540,24 @@ def _db_attributes(conninfo: str) -> tuple[tuple[str, Any], ...]:
     return tuple(out)
 
 
-@contextlib.contextmanager
-def _db_span(conninfo: str, operation: str, batch_size: int | None) -> Iterator[Any]:
+def db_name(operation: str, batch_size: int = 1) -> str:
+    """A PostgreSQL statement's span name, `{db.operation.name} jfsm_game` (a batch of
+    several commits: `BATCH commit jfsm_game`, as the conventions name a batch)."""
+    return f"{'BATCH ' if batch_size > 1 else ''}{operation} jfsm_game"
+
+
+def db_attributes(conninfo: str, operation: str, batch_size: int = 1) -> dict[str, Any]:
+    """The attributes of a PostgreSQL statement's span: `db.system.name`, `db.namespace`,
+    `server.address`, `server.port` (never the user, the password or the statement),
+    `db.operation.name` (the store's name for the statement: `commit`, `checkpoint`,
+    `seed`, `settle`, `renew`, `take`), `db.collection.name` and, for a batch,
+    `db.operation.batch.size`."""
     attributes = dict(_db_attributes(conninfo))
-    attributes["db.operation.name"] = operation
+    attributes["db.operation.name"] = f"{'BATCH ' if batch_size > 1 else ''}{operation}"
     attributes["db.collection.name"] = "jfsm_game"
-    if batch_size is not None and batch_size > 1:
+    if batch_size > 1:
         attributes["db.operation.batch.size"] = batch_size
-    tracer = _instruments().tracer
-    with tracer.start_as_current_span(
-        f"{operation} jfsm_game",
-        kind=_trace.SpanKind.CLIENT,
-        attributes=attributes,
-        record_exception=False,
-        set_status_on_exception=False,
-    ) as current:
-        try:
-            yield current
-        except BaseException as exc:
-            if current.is_recording():
-                current.set_attribute("error.type", _error_type(exc))
-                sqlstate = getattr(exc, "sqlstate", None) or getattr(
-                    exc.__cause__, "sqlstate", None
-                )
-                if sqlstate:
-                    current.set_attribute("db.response.status_code", str(sqlstate))
-                current.set_status(_trace.Status(_trace.StatusCode.ERROR))
-            raise
-
-
-def db_span(
-    conninfo: str, operation: str, *, batch_size: int | None = None
-) -> contextlib.AbstractContextManager[Any]:
-    """A database client span for one statement of the PostgreSQL store: `operation` is the
-    store's name for it (`commit`, `BATCH commit`, `checkpoint`, `seed`, `settle`, `renew`,
-    `confirm`, `take`); the statement's text is never recorded."""
-    if not ENABLED:
-        return _NOTHING
-    return _db_span(conninfo, operation, batch_size)
+    return attributes
 
 
 _pools: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -539,12 +569,6 @@ def watch_pool(pool: Any) -> None:
     if ENABLED:
         _pools.add(pool)
         _instruments()  # the observable instruments exist from now on
-
-
-def pool_wait(pool: Any, seconds: float) -> None:
-    """Record the time one request waited for a connection of `pool`."""
-    if ENABLED:
-        _instruments().pool_wait.record(seconds, {"db.client.connection.pool.name": _name(pool)})
 
 
 def _name(pool: Any) -> str:
@@ -601,3 +625,20 @@ def prometheus_text() -> tuple[Callable[[], bytes], str]:
     _metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
     _instruments()
     return (lambda: generate_latest(registry)), CONTENT_TYPE_LATEST
+
+
+def _observe_requests(options: Any) -> Iterator[Any]:
+    for name, stats, _ in _stats():  # type: ignore[misc]
+        base = {"db.client.connection.pool.name": name}
+        asked = stats.get("requests_num", 0)
+        waited = stats.get("requests_queued", 0)
+        failed = stats.get("requests_errors", 0)
+        yield _metrics.Observation(asked - waited, {**base, "jfsm.pool.request": "served"})
+        yield _metrics.Observation(waited - failed, {**base, "jfsm.pool.request": "waited"})
+        yield _metrics.Observation(failed, {**base, "jfsm.pool.request": "timed_out"})
+
+
+def _observe_wait(options: Any) -> Iterator[Any]:
+    for name, stats, _ in _stats():  # type: ignore[misc]
+        waited = stats.get("requests_wait_ms", 0) / 1000.0
+        yield _metrics.Observation(waited, {"db.client.connection.pool.name": name})

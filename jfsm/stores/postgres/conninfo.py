@@ -18,8 +18,10 @@ or a keyword string's `key=value` pairs, quotes and backslashes included), the p
 replaced by `***` where the string is shown, and elsewhere in `text` the password (as written
 or percent-decoded) is masked only where it stands as a whole token, never inside another
 word: `postgres:postgres` keeps its user name and scheme, and a one-letter password leaves
-the words that contain that letter alone. `is_permanent(exc)` tells the errors that retrying cannot fix (authentication,
-a missing database or role, a malformed string) from those of a server that is down.
+the words that contain that letter alone.
+
+`is_permanent(exc)` tells the errors that retrying cannot fix (authentication, a missing
+database or role, a malformed string) from those of a server that is down.
 """
 
 from __future__ import annotations

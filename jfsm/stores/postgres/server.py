@@ -210,8 +210,11 @@ class TemporaryServer:
         read_end, self._alive = os.pipe()  # both not inheritable: only the watchdog reads
         try:
             self._watchdog = subprocess.Popen(
-                ["sh", "-c", _WATCHDOG, "jfsm-pg-watchdog", str(self.directory)]
-                + [*run_as(), str(self._bin / "pg_ctl")],
+                [
+                    *("sh", "-c", _WATCHDOG, "jfsm-pg-watchdog", str(self.directory)),
+                    *run_as(),
+                    str(self._bin / "pg_ctl"),
+                ],
                 stdin=read_end,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
@@ -297,9 +300,11 @@ def _process_identity(pid: int) -> dict[str, object]:
     boot, `/proc/PID/stat`) and the boot id; start time and boot are None where there is no
     `/proc`."""
     start: int | None = None
-    with contextlib.suppress(OSError, IndexError, ValueError):
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
-            start = int(stat.read().rsplit(")", 1)[1].split()[19])
+    with (
+        contextlib.suppress(OSError, IndexError, ValueError),
+        open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat,
+    ):
+        start = int(stat.read().rsplit(")", 1)[1].split()[19])
     boot: str | None = None
     with contextlib.suppress(OSError):
         boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
