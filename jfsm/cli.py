@@ -6,6 +6,7 @@ jfsm conformance smoke       a handshake and one op of each kind against a drive
 jfsm conformance replay TRACE run a recorded failing trace again
 jfsm driver [--state DIR]     the reference engine over the driver protocol on stdio
             [--http PORT]   ... or over HTTP on 127.0.0.1 (token: $JFSM_DRIVER_TOKEN)
+            [--metrics]     ... with GET /metrics (Prometheus text) beside it
 jfsm driver --store URL       the same with every game in PostgreSQL (URL or host=... dbname=...)
 jfsm driver --state DIR --shared  ... or in DIR, shared by several driver processes on this host
 jfsm fake-compress [--port N] serve the fake compress.v2 on 127.0.0.1 until interrupted
@@ -169,6 +170,12 @@ def build_parser(plugins: dict[str, EntryPoint] | None = None) -> argparse.Argum
         "process)",
     )
     driver.add_argument(
+        "--metrics",
+        action="store_true",
+        help="with --http: also serve GET /metrics (Prometheus text, the same bearer token) "
+        "from the OpenTelemetry SDK; needs the extra jfsm[prometheus]",
+    )
+    driver.add_argument(
         "--store",
         metavar="URL",
         help="postgresql://..., postgres://... or 'host=... dbname=...': every game in PostgreSQL",
@@ -266,6 +273,19 @@ def _main(argv: list[str]) -> int:
         if ignored:  # an option that would change nothing is a mistake, never silence
             print(f"jfsm driver: {ignored}", file=sys.stderr)
             return 2
+        metrics = None
+        if args.metrics:  # before anything is opened: a missing extra is a usage error
+            try:
+                from jfsm.observability import prometheus_text
+
+                metrics = prometheus_text()
+            except ImportError as exc:  # the SDK or the exporter is missing
+                print(
+                    f"jfsm driver: --metrics needs the extra jfsm[prometheus] (missing: "
+                    f"{exc.name or exc}): {install_hint('prometheus')}",
+                    file=sys.stderr,
+                )
+                return 2
         if args.owner is not None or os.environ.get("JFSM_OWNER"):
             from jfsm.limits import validate_owner
 
@@ -315,7 +335,7 @@ def _main(argv: list[str]) -> int:
         if args.http is not None:
             token = args.token or os.environ.get("JFSM_DRIVER_TOKEN") or None
             try:
-                serve_http(driver, args.http, token=token)
+                serve_http(driver, args.http, token=token, metrics=metrics)
             except OSError as exc:  # the port is taken, or not ours to bind (R160)
                 reason = exc.strerror or str(exc)
                 print(
