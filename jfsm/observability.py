@@ -418,8 +418,12 @@ _BACKENDS = {"MemoryStore": "memory", "FileStore": "file", "PostgresStore": "pos
 
 
 def store_backend(store: object) -> str:
-    """The backend label of a store: `memory`, `file`, `postgresql`, else `other`."""
-    return _BACKENDS.get(type(store).__name__, "other")
+    """The backend label of a store (or of a subclass of one): `memory`, `file`,
+    `postgresql`, else `other`."""
+    for kind in type(store).__mro__:
+        if kind.__name__ in _BACKENDS:
+            return _BACKENDS[kind.__name__]
+    return "other"
 
 
 @contextlib.contextmanager
