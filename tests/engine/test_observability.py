@@ -63,7 +63,7 @@ INTERVENED = ("Pause the zanzibarine orchestra immediately", "Very well, the orc
 
 def _texts() -> list[str]:
     texts = [t for n in range(1, 12) for t in _round_text(n)]
-    texts += SUMMARIES + [REFUSAL_MESSAGE, CLOSING, MEANWHILE, *INTERVENED]
+    texts += [*SUMMARIES, REFUSAL_MESSAGE, CLOSING, MEANWHILE, *INTERVENED]
     texts += [t for pair in SCENE_TEXTS for t in pair]
     texts += [p.id for p in PEOPLE]
     return texts
@@ -322,7 +322,7 @@ def test_the_guide_lists_every_span_and_metric() -> None:
     for name in observability.SPANS:
         if name.startswith("jfsm."):
             assert f"`{name}`" in page, name
-    for name, (kind, unit, _) in observability.METRICS.items():
+    for name, (_kind, unit, _) in observability.METRICS.items():
         assert f"`{name}`" in page, name
         assert f"`{unit}`" in page, (name, unit)
     known = set(observability.SPANS) | set(observability.METRICS)
