@@ -443,7 +443,7 @@ def _commit_span(store: Any, label: str, sets: int, deletes: int) -> Iterator[An
             yield current
     except BaseException as exc:
         outcome = _error_type(exc)
-        if outcome == "store_fenced":
+        if outcome == "store_fenced" and backend != "postgresql":  # that store counts its own
             fenced(backend, getattr(exc, "details", {}).get("game"))
         raise
     finally:

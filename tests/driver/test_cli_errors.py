@@ -73,6 +73,7 @@ CASES: list[tuple[str, list[str], Setup | None, str]] = [
     ("driver", ["driver", "--owner", "w1"], None, "--owner needs --store URL"),
     ("driver", ["driver", "--state", "games", "--owner", "w1"], None, "--owner needs"),
     ("driver", ["driver", "--token", "t"], None, "--token needs --http PORT"),
+    ("driver", ["driver", "--metrics"], None, "--metrics needs --http PORT"),
     ("inspect", ["inspect"], None, "arguments are required: path"),
     ("inspect", ["inspect", "nothing-here"], None, "no store directory"),
     ("inspect", ["inspect", "host=a..b dbname=x", "--game", "g"], None, "not a host name"),
@@ -277,6 +278,20 @@ def test_masking_finds_passwords_where_libpq_reads_them() -> None:
     assert scrub("postgres: port 1 failed, accepting", "postgresql://u:p@h/db") == (
         "postgres: port 1 failed, accepting"
     )
+
+
+@pytest.mark.req("JF-CALL-023")
+def test_metrics_without_the_extra_is_one_line_naming_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--metrics` where the SDK or the Prometheus exporter is not installed (the import
+    refused here): one line naming the extra, before anything is opened."""
+    monkeypatch.setitem(sys.modules, "opentelemetry.exporter.prometheus", None)
+    code, err = _run(["driver", "--http", "0", "--metrics"], capsys)
+    assert code == 2
+    line = _one_line(err)
+    assert "--metrics needs the extra jfsm[prometheus]" in line, line
+    assert "opentelemetry.exporter.prometheus" in line, line
 
 
 def test_an_http_port_in_use_is_one_line(

@@ -325,7 +325,6 @@ class PgPool:
             # settled a lost write meanwhile has a newer token of its own (R132)
             if (store.game_id, token) not in renewed and store.token == token:
                 store.lost_lease()
-                observability.fenced("postgresql", store.game_id, token)
         return len(renewed)
 
     async def _renew_forever(self) -> None:

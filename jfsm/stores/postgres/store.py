@@ -502,6 +502,7 @@ class PostgresStore:
         )
 
     def fenced_error(self) -> StoreFenced:
+        observability.fenced("postgresql", self.game_id, self.token)  # one refusal each
         return StoreFenced(
             f"game {self.game_id!r} was taken over by a newer owner than token {self.token}; "
             "nothing was written. Close this store",
