@@ -10,6 +10,7 @@ group-commit sizes and the pool's connections are metrics.
 from __future__ import annotations
 
 import asyncio
+
 import pytest
 from otel_helpers import recording, text_values
 from pg_fixtures import game_id, run_closing_pools
