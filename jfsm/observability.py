@@ -79,6 +79,7 @@ __all__ = [
     "store_commit",
     "takeover",
     "traced",
+    "tracing_on",
     "watch_pool",
 ]
 
@@ -197,6 +198,10 @@ class _Instruments:
 
         self.tracer_provider = tracer_provider
         self.meter_provider = meter_provider
+        # The API's own providers (its proxies before an SDK is set, its no-ops) record
+        # nothing: then the engine skips its spans and measures altogether (R208).
+        self.tracing = not _is_api(tracer_provider)
+        self.metering = not _is_api(meter_provider)
         self.tracer = _trace.get_tracer(SCOPE, __version__, tracer_provider=tracer_provider)
         meter = _metrics.get_meter(SCOPE, __version__, meter_provider=meter_provider)
         self.compressions = meter.create_counter(
@@ -273,7 +278,19 @@ class _Instruments:
         )
 
 
+def _is_api(provider: Any) -> bool:
+    """Whether a global provider is one of the API's own (a proxy waiting for an SDK, or a
+    no-op), which record nothing."""
+    return type(provider).__module__.startswith(("opentelemetry.trace", "opentelemetry.metrics"))
+
+
 _current: _Instruments | None = None
+
+
+def tracing_on() -> bool:
+    """Whether spans are recorded now: the extra installed and a tracer provider other than
+    the API's own configured (an SDK)."""
+    return ENABLED and _instruments().tracing
 
 
 def _instruments() -> _Instruments:
@@ -325,7 +342,7 @@ def span(
     span inside it; `kind` is `internal` or `client`. An exception leaving the block sets
     `error.type` (its code, never its message) and an error status. A no-op without the
     extra."""
-    if not ENABLED:
+    if not ENABLED or not _instruments().tracing:
         return _NOTHING
     return _recording_span(name, attributes, kind)
 
@@ -368,6 +385,8 @@ def traced(
 
             @functools.wraps(function)
             async def call_async(*args: Any, **kwargs: Any) -> Any:
+                if not _instruments().tracing:
+                    return await function(*args, **kwargs)
                 with start(args, kwargs) as current:
                     returned = await function(*args, **kwargs)
                     end(current, returned, args, kwargs)
@@ -377,6 +396,8 @@ def traced(
 
         @functools.wraps(function)
         def call(*args: Any, **kwargs: Any) -> Any:
+            if not _instruments().tracing:
+                return function(*args, **kwargs)
             with start(args, kwargs) as current:
                 returned = function(*args, **kwargs)
                 end(current, returned, args, kwargs)
@@ -401,6 +422,8 @@ def compression_events(events: list[dict[str, Any]]) -> None:
     if not ENABLED or not events:
         return
     found = _instruments()
+    if not found.metering:
+        return
     for event in events:
         labels = {
             "jfsm.stack.kind": _KINDS.get(str(event.get("kind")), "other"),
@@ -439,8 +462,11 @@ def _commit_span(store: Any, label: str, sets: int, deletes: int) -> Iterator[An
         "jfsm.projection.deletes": deletes,
     }
     try:
-        with _recording_span("jfsm.store.commit", attributes, "internal") as current:
-            yield current
+        if found.tracing:
+            with _recording_span("jfsm.store.commit", attributes, "internal") as current:
+                yield current
+        else:
+            yield _NO_SPAN
     except BaseException as exc:
         outcome = _error_type(exc)
         if outcome == "store_fenced" and backend != "postgresql":  # that store counts its own
@@ -449,7 +475,7 @@ def _commit_span(store: Any, label: str, sets: int, deletes: int) -> Iterator[An
     finally:
         labels = {"jfsm.store.backend": backend, "jfsm.store.outcome": outcome}
         found.commit_duration.record(time.perf_counter() - started, labels)
-        if outcome == "ok":
+        if outcome == "ok" and found.metering:
             image = getattr(store, "image", None)
             if image is not None:
                 footprint = image.footprint()
@@ -464,6 +490,9 @@ def store_commit(
     footprint and quota headroom after it."""
     if not ENABLED:
         return _NOTHING
+    found = _instruments()
+    if not found.tracing and not found.metering:
+        return _NOTHING
     return _commit_span(store, label, sets, deletes)
 
 
@@ -474,6 +503,8 @@ def fenced(backend: str, game: str | None = None, token: int | None = None) -> N
         return
     found = _instruments()
     found.fenced.add(1, {"jfsm.store.backend": backend})
+    if not found.tracing:
+        return
     attributes: dict[str, Any] = {"jfsm.store.backend": backend}
     if game is not None:
         attributes["jfsm.game.id"] = game

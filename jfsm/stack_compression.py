@@ -333,7 +333,7 @@ class StackCompression:
         result under the lock. A report passes through unchanged."""
         if isinstance(started, CompressionReport):
             return started
-        if not observability.ENABLED:
+        if not observability.tracing_on():
             return await self._finish(started)
         with observability.span("jfsm.compression", self._span_start(started)) as span:
             report = await self._finish(started)

@@ -321,7 +321,7 @@ class HttpCompressor:
             body = self._encode(request, participants)
             started = self._clock()
             error: TransportError | None = None
-            opened = self._span_start(key, number) if observability.ENABLED else None
+            opened = self._span_start(key, number) if observability.tracing_on() else None
             with observability.span("POST", opened, kind="client") as span:
                 try:
                     reply = await self._send(body, key)
