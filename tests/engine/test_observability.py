@@ -330,3 +330,20 @@ def test_the_guide_lists_every_span_and_metric() -> None:
     assert all(n.count(".") >= 2 or n in ("jfsm.game.id", "jfsm.scene.id") for n in attributes), (
         attributes
     )
+
+
+def test_the_guides_sdk_program_runs_as_printed(tmp_path: Path) -> None:
+    """The page's program (a `py` block: it installs global providers, so it runs in a
+    process of its own, not in the snippet runner's), as printed: it exports the engine's
+    spans and metrics on the console."""
+    import re
+
+    page = (ROOT / "docs" / "guide" / "observability.md").read_text(encoding="utf-8")
+    (program,) = re.findall(r"```py\n(.*?)```", page, re.DOTALL)
+    (tmp_path / "otel_demo.py").write_text(program, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "otel_demo.py"], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    for name in ('"name": "jfsm.compression"', '"name": "jfsm.record_round"', "jfsm.compressions"):
+        assert name in done.stdout, name
