@@ -17,6 +17,9 @@ Each part carries out the effects of its machine table in `spec/machines/` throu
 and the rebuild planner are class attributes of `GameEngine`, the seams through which an
 embedding (or a mutant of the conformance suite) replaces one policy (decision R32).
 
+**The one concept:** one game's agent memory as a library call: each public method checks
+its arguments and hands the operation to the part that owns it.
+
 Errors: bad arguments raise `InvalidInput`, an event a machine does not allow raises
 `InvalidTransition`, a write over quota raises `QuotaExceeded`, an owed forced compression
 that cannot be settled raises `CompressionPending`. In every case nothing was written.
@@ -28,7 +31,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Self
 
-from jfsm import observability
+import jfsm.observability as observability
 from jfsm.compressor import (
     CompressionRequest,
     CompressionResult,

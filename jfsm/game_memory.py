@@ -29,7 +29,7 @@ from collections import deque
 from collections.abc import Awaitable, Iterable, Mapping
 from typing import Any
 
-from jfsm import observability
+import jfsm.observability as observability
 from jfsm.errors import InvalidInput
 from jfsm.jcs import key_order, string_bytes
 from jfsm.layout import ARCHIVES, round_key

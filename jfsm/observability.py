@@ -31,6 +31,9 @@ A compress.v2 attempt is an HTTP client span (`http.request.method`, `server.add
 `server.port`, `url.template`, `http.response.status_code`, `error.type`). The engine's own
 operations are `jfsm.*` spans and metrics.
 
+**The one concept:** the engine's OpenTelemetry instruments, and the hooks through which
+its parts report to them.
+
 # Seams
 
 The engine's telemetry events (one per compress.v2 attempt, D18) feed the compression
@@ -194,7 +197,7 @@ class _Instruments:
     """The tracer and the instruments of one pair of global providers."""
 
     def __init__(self, tracer_provider: Any, meter_provider: Any) -> None:
-        from jfsm import __version__
+        from jfsm._version import __version__
 
         self.tracer_provider = tracer_provider
         self.meter_provider = meter_provider

@@ -31,7 +31,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from jfsm import observability
+import jfsm.observability as observability
 from jfsm.compressor import CompressionRequest, CompressionResult
 from jfsm.errors import InvalidInput, JfsmError, QuotaExceeded
 from jfsm.game_memory import GameMemory

@@ -23,6 +23,8 @@ reply ends the call. Every attempt becomes one `Attempt` and one log record on t
 refusal's free-text message. A reply (ok or a refusal) logs at INFO, a transport failure at
 WARNING.
 
+**The one concept:** one compress.v2 call over HTTP, its attempts and their classification.
+
 Internally each failure is a `jfsm.errors.TransportError` raised `from` the foreign exception
 (`classify_exception` does the mapping); the loop turns it into an `Attempt`, so nothing
 escapes. The caller's own errors still surface: an invalid request text raises `InvalidInput`
@@ -45,7 +47,7 @@ from typing import Any
 import httpx
 from jsonschema import Draft202012Validator
 
-from jfsm import observability
+import jfsm.observability as observability
 from jfsm.compressor import (
     Attempt,
     CompressionRequest,

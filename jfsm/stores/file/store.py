@@ -89,7 +89,7 @@ import zlib
 from collections.abc import Callable, Iterator, Mapping
 from typing import TypeVar
 
-from jfsm import observability
+import jfsm.observability as observability
 from jfsm.errors import InvalidInput, StoreFenced, StoreLocked, StoreUnavailable
 from jfsm.image import QUOTA_BYTES, StoreImage, seeded_image
 from jfsm.limits import validate_owner

@@ -43,7 +43,7 @@ from typing import Any
 
 import psycopg
 
-from jfsm import observability
+import jfsm.observability as observability
 from jfsm.errors import InvalidInput, StoreLocked
 
 __all__ = [

@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 
 import psycopg
 
-from jfsm import observability
+import jfsm.observability as observability
 from jfsm.stores.offload import Unstoppable, await_to_end
 from jfsm.stores.postgres.pool import PgPool
 

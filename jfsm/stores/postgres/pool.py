@@ -65,7 +65,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from jfsm import observability
+import jfsm.observability as observability
 from jfsm.errors import StoreUnavailable
 from jfsm.stores.postgres.conninfo import database_target, describe, is_permanent
 from jfsm.stores.postgres.fencing import RENEW

@@ -36,6 +36,9 @@ through a temporary PgBouncer, the direct one in `JFSM_PG_DIRECT_URL`), then sto
 (whatever COMMAND's outcome) and exits with COMMAND's status (CI uses this). Either way the
 server's data is deleted when it stops. Its errors are one line and exit 2 (decision R160).
 
+**The one concept:** a PostgreSQL server (and a PgBouncer) this process starts for a while
+and owns: started, watched, stopped, its folder removed.
+
 Errors: `find_binaries` returns None when the binaries are missing (callers skip and say
 so); `start` raises `RuntimeError` with the server's log when initdb or the server fail.
 """

@@ -40,7 +40,7 @@ from typing import Any
 
 import psycopg
 
-from jfsm import observability
+import jfsm.observability as observability
 from jfsm.errors import BlockingCallInLoop, StoreFenced, StoreUnavailable
 from jfsm.image import QUOTA_BYTES, StoreImage, seeded_image
 from jfsm.limits import validate_owner
