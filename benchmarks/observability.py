@@ -31,7 +31,7 @@ from typing import Any
 
 from benchmarks.common import ratio
 
-__all__ = ["VARIANTS", "main", "render", "run"]
+__all__ = ["VARIANTS", "main", "render", "run", "section"]
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -135,10 +135,10 @@ def run(*, quick: bool = False, log: Any = print) -> dict[str, Any]:
     }
 
 
-def render(result: dict[str, Any], meta: dict[str, Any] | None = None) -> str:
-    """The Markdown page of a result."""
+def section(result: dict[str, Any], level: str = "##") -> list[str]:
+    """The Markdown of a result, under a heading of `level`."""
     lines = [
-        "# OpenTelemetry: what it costs",
+        f"{level} OpenTelemetry: what it costs",
         "",
         "`python -m benchmarks.observability`: one game of "
         f"{result['rounds']:,} rounds (`record_round` then `before_generation`; "
@@ -147,14 +147,6 @@ def render(result: dict[str, Any], meta: dict[str, Any] | None = None) -> str:
         f"{result['repeats']} runs of each variant interleaved; rounds per second of CPU time, "
         "medians. See [Observability](../guide/observability.md).",
         "",
-    ]
-    if meta:
-        lines += [
-            f"Measured at commit `{meta.get('commit', '?')}` on {meta.get('date', '?')}, "
-            f"Python {meta.get('python', '?')}, {meta.get('cpus', '?')} CPUs.",
-            "",
-        ]
-    lines += [
         "| Variant | rounds/s | ratio to no extra | runs |",
         "|---|---|---|---|",
     ]
@@ -166,12 +158,25 @@ def render(result: dict[str, Any], meta: dict[str, Any] | None = None) -> str:
     lines += [
         "",
         "**no extra**: `opentelemetry` cannot be imported, so the traced methods are the plain "
-        "functions. **API, no SDK**: non-recording spans. **SDK, in memory**: every span and "
-        "metric recorded and exported as it ends (a `SimpleSpanProcessor`), the heaviest "
-        "set-up; a `BatchSpanProcessor` moves the export to a thread of its own.",
-        "",
+        "functions. **API, no SDK**: the global providers are the API's own, and the engine "
+        "skips its spans and measures ([R208](../decisions.md#r208)). **SDK, in memory**: "
+        "every span and metric recorded, each span exported as it ends (a "
+        "`SimpleSpanProcessor`), the heaviest set-up; a `BatchSpanProcessor` moves the "
+        "export to a thread of its own.",
     ]
-    return "\n".join(lines)
+    return lines
+
+
+def render(result: dict[str, Any], meta: dict[str, Any] | None = None) -> str:
+    """The Markdown page of a result (`docs/benchmarks/observability.md`)."""
+    lines = section(result, "#")
+    if meta:
+        lines[3:3] = [
+            f"Measured at commit `{meta.get('commit', '?')}` on {meta.get('date', '?')}, "
+            f"Python {meta.get('python', '?')}, {meta.get('cpus', '?')} CPUs.",
+            "",
+        ]
+    return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,7 +6,8 @@
 files are well-formed, not the numbers. `--out` defaults to `docs/benchmarks`.
 Sections: memory (run first, while this process is still small), docs (the mkdocs build,
 against the same build without the generation hook), footprint, durable, suite, startup
-(the CPU of `import jfsm` and `jfsm --version` against bare `python -c pass`). A section
+(the CPU of `import jfsm` and `jfsm --version` against bare `python -c pass`),
+observability (rounds/s without OpenTelemetry, with the API alone, with the SDK). A section
 that raises is recorded with its error and the others still run.
 """
 
@@ -30,7 +31,7 @@ __all__ = ["SECTIONS", "main"]
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "docs" / "benchmarks"
-SECTIONS = ("memory", "docs", "footprint", "durable", "suite", "startup")
+SECTIONS = ("memory", "docs", "footprint", "durable", "suite", "startup", "observability")
 
 
 def _git(*args: str) -> str | None:
@@ -54,6 +55,8 @@ def _section(name: str, quick: bool, log: Any) -> dict[str, Any]:
         from benchmarks import durable as mod  # type: ignore[no-redef]
     elif name == "startup":
         from benchmarks import startup as mod  # type: ignore[no-redef]
+    elif name == "observability":
+        from benchmarks import observability as mod  # type: ignore[no-redef]
     else:
         from benchmarks import suite as mod  # type: ignore[no-redef]
     return mod.run(quick=quick, log=log)
