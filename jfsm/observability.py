@@ -616,7 +616,8 @@ def _name(pool: Any) -> str:
     return f"{where}:{port}/{attributes.get('db.namespace', '')}"
 
 
-def _stats() -> list[tuple[str, dict[str, int]]]:
+def _stats() -> list[tuple[str, dict[str, int], int]]:
+    """(pool name, psycopg_pool's statistics, maximum size) of every live pool watched."""
     out = []
     for pool in list(_pools):
         inner = getattr(pool, "pool", None)
@@ -624,11 +625,11 @@ def _stats() -> list[tuple[str, dict[str, int]]]:
             continue
         with contextlib.suppress(Exception):
             out.append((_name(pool), dict(inner.get_stats()), int(inner.max_size)))
-    return out  # type: ignore[return-value]
+    return out
 
 
 def _observe_connections(options: Any) -> Iterator[Any]:
-    for name, stats, _ in _stats():  # type: ignore[misc]
+    for name, stats, _ in _stats():
         size = stats.get("pool_size", 0)
         idle = stats.get("pool_available", 0)
         base = {"db.client.connection.pool.name": name}
@@ -637,12 +638,12 @@ def _observe_connections(options: Any) -> Iterator[Any]:
 
 
 def _observe_max(options: Any) -> Iterator[Any]:
-    for name, _, largest in _stats():  # type: ignore[misc]
+    for name, _, largest in _stats():
         yield _metrics.Observation(largest, {"db.client.connection.pool.name": name})
 
 
 def _observe_pending(options: Any) -> Iterator[Any]:
-    for name, stats, _ in _stats():  # type: ignore[misc]
+    for name, stats, _ in _stats():
         waiting = stats.get("requests_waiting", 0)
         yield _metrics.Observation(waiting, {"db.client.connection.pool.name": name})
 
@@ -666,7 +667,7 @@ def prometheus_text() -> tuple[Callable[[], bytes], str]:
 
 
 def _observe_requests(options: Any) -> Iterator[Any]:
-    for name, stats, _ in _stats():  # type: ignore[misc]
+    for name, stats, _ in _stats():
         base = {"db.client.connection.pool.name": name}
         asked = stats.get("requests_num", 0)
         waited = stats.get("requests_queued", 0)
@@ -677,6 +678,6 @@ def _observe_requests(options: Any) -> Iterator[Any]:
 
 
 def _observe_wait(options: Any) -> Iterator[Any]:
-    for name, stats, _ in _stats():  # type: ignore[misc]
+    for name, stats, _ in _stats():
         waited = stats.get("requests_wait_ms", 0) / 1000.0
         yield _metrics.Observation(waited, {"db.client.connection.pool.name": name})
