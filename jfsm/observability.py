@@ -3,9 +3,10 @@
 The engine instruments itself as a library does (decision R206): with the OpenTelemetry
 **API** (`opentelemetry-api`, the extra `jfsm[otel]`), through the global tracer and meter
 providers. The application chooses the SDK, its exporters and its sampling; with no SDK
-configured the API records nothing, and without the extra this module imports nothing of
-OpenTelemetry: every helper below is then a shared no-op (the decorator `traced` returns
-the function itself), so the engine pays one attribute lookup per call at most.
+configured the API would record nothing, so the engine does not even start its spans while
+the global providers are the API's own (R208); without the extra this module imports
+nothing of OpenTelemetry: every helper below is then a shared no-op (the decorator `traced`
+returns the function itself), so the engine pays one attribute lookup per call at most.
 
 Every span and metric, with its attributes and units, is listed on the guide's page
 `docs/guide/observability.md`; a test compares that page with `SPANS` and `METRICS` here.
@@ -37,8 +38,8 @@ its parts report to them.
 # Seams
 
 The engine's telemetry events (one per compress.v2 attempt, D18) feed the compression
-metrics (`compression_events`, called where `StackCompression` emits them); stores call `fenced`,
-`takeover`, `commit_batch` and `history_lost`; the PostgreSQL pool registers itself with
+metrics (`compression_events`, called where `StackCompression` emits them); stores call
+`fenced`, `takeover`, `commit_batch` and `history_lost`; the PostgreSQL pool registers itself with
 `watch_pool` for the `db.client.connection.*` instruments, read at collection time. Nothing
 here does I/O: recording hands values to the SDK (whose exporters run in their own threads),
 and the Prometheus endpoint of `jfsm driver --metrics` (`prometheus_text`) is collected off
