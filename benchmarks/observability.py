@@ -171,7 +171,7 @@ def render(result: dict[str, Any], meta: dict[str, Any] | None = None) -> str:
     """The Markdown page of a result (`docs/benchmarks/observability.md`)."""
     lines = section(result, "#")
     if meta:
-        lines[3:3] = [
+        lines[4:4] = [
             f"Measured at commit `{meta.get('commit', '?')}` on {meta.get('date', '?')}, "
             f"Python {meta.get('python', '?')}, {meta.get('cpus', '?')} CPUs.",
             "",
