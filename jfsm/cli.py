@@ -352,7 +352,19 @@ def _main(argv: list[str]) -> int:
         return inspect_store(args.path, as_json=args.json, game=args.game)
     if args.command == "pg-migrate":
         from jfsm.errors import JfsmError
+        from jfsm.stores.postgres.conninfo import database_target, describe
 
+        try:  # a path or an empty string is no database: one line, before any connection
+            if not args.url or database_target(args.url) is None:
+                print(
+                    f"jfsm pg-migrate: {describe(args.url)} is not a PostgreSQL target "
+                    "(postgresql://..., postgres://... or 'host=... dbname=...')",
+                    file=sys.stderr,
+                )
+                return 2
+        except JfsmError as exc:
+            print(f"jfsm pg-migrate: {exc.code}: {exc.message}", file=sys.stderr)
+            return 2
         try:
             from jfsm.stores.postgres.store import migrate as pg_migrate
 

@@ -81,6 +81,8 @@ CASES: list[tuple[str, list[str], Setup | None, str]] = [
     ("pg-migrate", ["pg-migrate", "host=a..b dbname=x"], None, "not a host name"),
     ("pg-migrate", ["pg-migrate", "postgresql://a..b/x"], None, "not a host name"),
     ("pg-migrate", ["pg-migrate"], None, "arguments are required: url"),
+    ("pg-migrate", ["pg-migrate", "."], None, "'.' is not a PostgreSQL target"),
+    ("pg-migrate", ["pg-migrate", ""], None, "'' is not a PostgreSQL target"),
     ("pg-server", ["pg-server", "--bogus"], None, "jfsm pg-server: error: unrecognized"),
     ("conformance", ["conformance", "--bogus"], None, "unrecognized arguments: --bogus"),
     ("conformance", ["conformance", "--profile", "huge"], None, "invalid choice: 'huge'"),
