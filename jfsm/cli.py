@@ -42,7 +42,7 @@ import json
 import os
 import shlex
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from jfsm.usage import UsageParser, port_number
 
@@ -68,20 +68,26 @@ def plugin_commands() -> dict[str, EntryPoint]:
 
 
 def install_hint(extra: str) -> str:
-    """The command that installs jfsm's `extra` for this copy of jfsm: from the wheel file or
-    the checkout it was installed from (PEP 610 `direct_url.json`), else from the index.
+    """The command that installs jfsm's `extra` for this copy of jfsm: from the wheel file,
+    the checkout or the git repository (at the same commit) it was installed from (PEP 610
+    `direct_url.json`), else from the index.
 
     Never raises: unreadable metadata falls back to the index's `pip install 'jfsm[...]'`."""
     url = ""
+    vcs: dict[str, Any] = {}
     try:
         from importlib.metadata import distribution
 
         origin = json.loads(distribution("jfsm").read_text("direct_url.json") or "{}")
         url = str(origin.get("url", ""))
         editable = bool(origin.get("dir_info", {}).get("editable"))
+        vcs = dict(origin.get("vcs_info") or {})
     except Exception:  # no metadata (run from a checkout), or damaged: the index
         editable = False
     requirement = f"jfsm[{extra}]"
+    if vcs.get("vcs") and url:  # installed from a repository: the same commit again
+        at = f"@{vcs['commit_id']}" if vcs.get("commit_id") else ""
+        return "pip install " + shlex.quote(f"{requirement} @ {vcs['vcs']}+{url}{at}")
     if url.startswith("file://"):
         from urllib.parse import unquote, urlparse
 
