@@ -633,6 +633,12 @@ def _startup(st: dict[str, Any]) -> list[str]:
     return out
 
 
+def _observability(ob: dict[str, Any]) -> list[str]:
+    from benchmarks.observability import section
+
+    return section(ob)
+
+
 def render(results: dict[str, Any]) -> str:
     meta = results["meta"]
     lines = ["# jfsm benchmarks", "", run_stamp(meta)]
@@ -657,6 +663,7 @@ def render(results: dict[str, Any]) -> str:
         ("suite", _suite),
         ("memory", _memory),
         ("startup", _startup),
+        ("observability", _observability),
         ("docs", _docs),
     ):
         section = results.get(key)

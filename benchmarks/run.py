@@ -12,7 +12,8 @@ come from one whole run).
 Sections, in this order: memory (first, while this process is still small), docs (the
 mkdocs build, against the same build without the generation hook), footprint, durable,
 suite, startup (the CPU of `import jfsm` and `jfsm --version` against bare `python -c
-pass`), concurrency (one worker, many games; the main job's row is the suite section's
+pass`), observability (rounds/s without OpenTelemetry, with the API alone, with the SDK),
+concurrency (one worker, many games; the main job's row is the suite section's
 measurement when that ran) and postgres. A section that raises is recorded with its error
 and the others still run; the exit code is then 1.
 """
@@ -33,7 +34,17 @@ __all__ = ["SECTIONS", "main"]
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "docs" / "benchmarks"
-SECTIONS = ("memory", "docs", "footprint", "durable", "suite", "startup", "concurrency", "postgres")
+SECTIONS = (
+    "memory",
+    "docs",
+    "footprint",
+    "durable",
+    "suite",
+    "startup",
+    "observability",
+    "concurrency",
+    "postgres",
+)
 
 
 def _main_job(results: dict[str, Any]) -> dict[str, Any] | None:
@@ -59,6 +70,8 @@ def _section(name: str, quick: bool, log: Any, results: dict[str, Any]) -> dict[
         return concurrency.run(quick=quick, log=log, main_job=_main_job(results))
     elif name == "postgres":
         from benchmarks import postgres as mod  # type: ignore[no-redef]
+    elif name == "observability":
+        from benchmarks import observability as mod  # type: ignore[no-redef]
     else:
         from benchmarks import suite as mod  # type: ignore[no-redef]
     result: dict[str, Any] = mod.run(quick=quick, log=log)

@@ -6,6 +6,7 @@ jfsm conformance smoke       a handshake and one op of each kind against a drive
 jfsm conformance replay TRACE run a recorded failing trace again
 jfsm driver [--state DIR]     the reference engine over the driver protocol on stdio
             [--http PORT]   ... or over HTTP on 127.0.0.1 (token: $JFSM_DRIVER_TOKEN)
+            [--metrics]     ... with GET /metrics (Prometheus text) beside it
 jfsm driver --store URL       the same with every game in PostgreSQL (URL or host=... dbname=...)
 jfsm driver --state DIR --shared  ... or in DIR, shared by several driver processes on this host
 jfsm fake-compress [--port N] serve the fake compress.v2 on 127.0.0.1 until interrupted
@@ -41,9 +42,9 @@ import json
 import os
 import shlex
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from jfsm.usage import UsageParser
+from jfsm.usage import UsageParser, port_number
 
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoint
@@ -67,20 +68,26 @@ def plugin_commands() -> dict[str, EntryPoint]:
 
 
 def install_hint(extra: str) -> str:
-    """The command that installs jfsm's `extra` for this copy of jfsm: from the wheel file or
-    the checkout it was installed from (PEP 610 `direct_url.json`), else from the index.
+    """The command that installs jfsm's `extra` for this copy of jfsm: from the wheel file,
+    the checkout or the git repository (at the same commit) it was installed from (PEP 610
+    `direct_url.json`), else from the index.
 
     Never raises: unreadable metadata falls back to the index's `pip install 'jfsm[...]'`."""
     url = ""
+    vcs: dict[str, Any] = {}
     try:
         from importlib.metadata import distribution
 
         origin = json.loads(distribution("jfsm").read_text("direct_url.json") or "{}")
         url = str(origin.get("url", ""))
         editable = bool(origin.get("dir_info", {}).get("editable"))
+        vcs = dict(origin.get("vcs_info") or {})
     except Exception:  # no metadata (run from a checkout), or damaged: the index
         editable = False
     requirement = f"jfsm[{extra}]"
+    if vcs.get("vcs") and url:  # installed from a repository: the same commit again
+        at = f"@{vcs['commit_id']}" if vcs.get("commit_id") else ""
+        return "pip install " + shlex.quote(f"{requirement} @ {vcs['vcs']}+{url}{at}")
     if url.startswith("file://"):
         from urllib.parse import unquote, urlparse
 
@@ -117,13 +124,6 @@ def _plugin_help(entry: EntryPoint) -> str:
     return line[:1].lower() + line[1:]
 
 
-def _port(text: str) -> int:
-    """A TCP port number, 0 to 65535 (argparse's type: a bad one is a usage error)."""
-    if not text.isdigit() or not 0 <= int(text) <= 65535:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (0 to 65535)")
-    return int(text)
-
-
 def _version() -> str:
     from jfsm import __version__
 
@@ -151,7 +151,10 @@ def build_parser(plugins: dict[str, EntryPoint] | None = None) -> argparse.Argum
         "(they can then change your games); links are refused all the same",
     )
     driver.add_argument(
-        "--http", type=_port, metavar="PORT", help="serve HTTP on 127.0.0.1:PORT (0: a free one)"
+        "--http",
+        type=port_number,
+        metavar="PORT",
+        help="serve HTTP on 127.0.0.1:PORT (0: a free one)",
     )
     driver.add_argument(
         "--token",
@@ -173,6 +176,12 @@ def build_parser(plugins: dict[str, EntryPoint] | None = None) -> argparse.Argum
         "process)",
     )
     driver.add_argument(
+        "--metrics",
+        action="store_true",
+        help="with --http: also serve GET /metrics (Prometheus text, the same bearer token) "
+        "from the OpenTelemetry SDK; needs the extra jfsm[prometheus]",
+    )
+    driver.add_argument(
         "--store",
         metavar="URL",
         help="postgresql://..., postgres://... or 'host=... dbname=...': every game in PostgreSQL",
@@ -192,6 +201,26 @@ def build_parser(plugins: dict[str, EntryPoint] | None = None) -> argparse.Argum
     for name, entry in sorted((plugin_commands() if plugins is None else plugins).items()):
         sub.add_parser(name, help=_plugin_help(entry), add_help=False)
     return parser
+
+
+def _ignored_driver_options(args: argparse.Namespace) -> str | None:
+    """Why an option of `jfsm driver` would change nothing with the others given, or None:
+    games live in one place (`--state` or `--store`), `--trust-state` is about `--state`,
+    `--owner` names an owner only where several drivers share games, `--token` guards HTTP."""
+    if args.store is not None and args.state is not None:
+        return (
+            "--state and --store both say where the games live: give one (--state DIR for "
+            "files, --store URL for PostgreSQL)"
+        )
+    if args.trust_state and args.state is None:
+        return "--trust-state needs --state DIR (it is about that directory)"
+    if args.owner is not None and args.store is None and not args.shared:
+        return "--owner needs --store URL or --state DIR --shared (a driver alone owns its games)"
+    if args.token is not None and args.http is None:
+        return "--token needs --http PORT (the stdio driver takes no token)"
+    if getattr(args, "metrics", False) and args.http is None:
+        return "--metrics needs --http PORT (it serves /metrics there)"
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -246,6 +275,23 @@ def _main(argv: list[str]) -> int:
         from jfsm.driver import ReferenceDriver, serve_http, serve_stdio
         from jfsm.errors import JfsmError
 
+        ignored = _ignored_driver_options(args)
+        if ignored:  # an option that would change nothing is a mistake, never silence
+            print(f"jfsm driver: {ignored}", file=sys.stderr)
+            return 2
+        metrics = None
+        if args.metrics:  # before anything is opened: a missing extra is a usage error
+            try:
+                from jfsm.observability import prometheus_text
+
+                metrics = prometheus_text()
+            except ImportError as exc:  # the SDK or the exporter is missing
+                print(
+                    f"jfsm driver: --metrics needs the extra jfsm[prometheus] (missing: "
+                    f"{exc.name or exc}): {install_hint('prometheus')}",
+                    file=sys.stderr,
+                )
+                return 2
         if args.owner is not None or os.environ.get("JFSM_OWNER"):
             from jfsm.limits import validate_owner
 
@@ -295,7 +341,7 @@ def _main(argv: list[str]) -> int:
         if args.http is not None:
             token = args.token or os.environ.get("JFSM_DRIVER_TOKEN") or None
             try:
-                serve_http(driver, args.http, token=token)
+                serve_http(driver, args.http, token=token, metrics=metrics)
             except OSError as exc:  # the port is taken, or not ours to bind (R160)
                 reason = exc.strerror or str(exc)
                 print(
@@ -312,7 +358,19 @@ def _main(argv: list[str]) -> int:
         return inspect_store(args.path, as_json=args.json, game=args.game)
     if args.command == "pg-migrate":
         from jfsm.errors import JfsmError
+        from jfsm.stores.postgres.conninfo import database_target, describe
 
+        try:  # a path or an empty string is no database: one line, before any connection
+            if not args.url or database_target(args.url) is None:
+                print(
+                    f"jfsm pg-migrate: {describe(args.url)} is not a PostgreSQL target "
+                    "(postgresql://..., postgres://... or 'host=... dbname=...')",
+                    file=sys.stderr,
+                )
+                return 2
+        except JfsmError as exc:
+            print(f"jfsm pg-migrate: {exc.code}: {exc.message}", file=sys.stderr)
+            return 2
         try:
             from jfsm.stores.postgres.store import migrate as pg_migrate
 

@@ -17,6 +17,9 @@ Each part carries out the effects of its machine table in `spec/machines/` throu
 and the rebuild planner are class attributes of `GameEngine`, the seams through which an
 embedding (or a mutant of the conformance suite) replaces one policy (decision R32).
 
+**The one concept:** one game's agent memory as a library call: each public method checks
+its arguments and hands the operation to the part that owns it.
+
 Errors: bad arguments raise `InvalidInput`, an event a machine does not allow raises
 `InvalidTransition`, a write over quota raises `QuotaExceeded`, an owed forced compression
 that cannot be settled raises `CompressionPending`. In every case nothing was written.
@@ -26,8 +29,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, Self
 
+import jfsm.observability as observability
 from jfsm.compressor import (
     CompressionRequest,
     CompressionResult,
@@ -52,6 +56,28 @@ from jfsm.telemetry import TelemetrySink
 from jfsm.text import require_text
 
 __all__ = ["CompressionReport", "GameEngine"]
+
+
+def _game(engine: GameEngine, *args: Any, **kwargs: Any) -> dict[str, Any]:
+    return {"jfsm.game.id": engine.game_id}
+
+
+def _generation(engine: GameEngine, scene_id: str | None = None) -> dict[str, Any]:
+    attributes = _game(engine)
+    if isinstance(scene_id, str):
+        attributes["jfsm.scene.id"] = scene_id
+    return attributes
+
+
+def _round(reply: Mapping[str, Any]) -> dict[str, Any]:
+    return {"jfsm.round.number": reply["round"], "jfsm.chunk.seq": reply["seq"]}
+
+
+def _report(report: CompressionReport) -> dict[str, Any]:
+    attributes: dict[str, Any] = {"jfsm.compression.outcome": report.outcome}
+    if report.forced is not None:
+        attributes["jfsm.compression.forced.outcome"] = report.forced.outcome
+    return attributes
 
 
 def _int(value: object, field: str, *, minimum: int = 0) -> int:
@@ -162,6 +188,7 @@ class GameEngine:
         return self._participants
 
     # -- rounds and generations ----------------------------------------------------------
+    @observability.traced("jfsm.record_round", attributes=_game, result=_round)
     async def record_round(self, input: str, output: str) -> dict[str, int]:
         """Record a canonical round and append its exact exchange to the game stack."""
         require_text(input, "input")
@@ -175,6 +202,7 @@ class GameEngine:
             )
         return {"round": n, "seq": seq}
 
+    @observability.traced("jfsm.before_generation", attributes=_generation, result=_report)
     async def before_generation(self, scene_id: str | None = None) -> CompressionReport:
         """Run the checks owed before a game (or scene) generation.
 
@@ -209,6 +237,7 @@ class GameEngine:
         return report if forced is None else replace(report, forced=forced)
 
     # -- intervene -----------------------------------------------------------------------
+    @observability.traced("jfsm.intervene", attributes=_game, result=_round)
     async def intervene(self, input: str, output: str, revealed: int) -> dict[str, Any]:
         """Publish only the first `revealed` code points of `output`, then force compression.
 
@@ -491,3 +520,11 @@ class GameEngine:
         durable store releases its files or connection)."""
         await self.memory.telemetry_written()
         await self.store.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        """`async with GameEngine(...) as engine:` closes the engine, and so its store, on
+        leaving the block, whether it raised or not."""
+        await self.close()

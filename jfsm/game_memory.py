@@ -29,6 +29,7 @@ from collections import deque
 from collections.abc import Awaitable, Iterable, Mapping
 from typing import Any
 
+import jfsm.observability as observability
 from jfsm.errors import InvalidInput
 from jfsm.jcs import key_order, string_bytes
 from jfsm.layout import ARCHIVES, round_key
@@ -76,7 +77,10 @@ class GameMemory:
         projection, then tell the index the same records."""
         encoded = {key: _jcs(key, value) for key, value in sets.items()}
         projection = Projection.encoded(encoded, deletes, label=label)
-        await self.store.commit(projection)
+        with observability.store_commit(
+            self.store, label, len(projection.sets), len(projection.deletes)
+        ):
+            await self.store.commit(projection)
         index = self.index
         for key in projection.deletes:
             index.learn(key, None)
@@ -86,7 +90,10 @@ class GameMemory:
 
     async def commit_projection(self, projection: Projection) -> None:
         """Commit a projection of plain JSON values (game data, a cheat)."""
-        await self.store.commit(projection)
+        with observability.store_commit(
+            self.store, projection.label, len(projection.sets), len(projection.deletes)
+        ):
+            await self.store.commit(projection)
         image = self.store.image
         for key in projection.touched():
             self.index.observe(key, image.raw(key))

@@ -198,6 +198,8 @@ def inspect_store(path: str, *, as_json: bool = False, game: str | None = None) 
             from jfsm.stores.postgres.store import read_image
 
             report = describe(read_image(path, game))
+        elif game is not None:  # a directory holds one game: --game would change nothing
+            raise NotAStore(f"--game is for a postgresql:// store; {path} is a directory path")
         else:
             report = examine(path)
     except (JfsmError, NotAStore) as exc:

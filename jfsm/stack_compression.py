@@ -31,6 +31,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import jfsm.observability as observability
 from jfsm.compressor import CompressionRequest, CompressionResult
 from jfsm.errors import InvalidInput, JfsmError, QuotaExceeded
 from jfsm.game_memory import GameMemory
@@ -332,6 +333,34 @@ class StackCompression:
         result under the lock. A report passes through unchanged."""
         if isinstance(started, CompressionReport):
             return started
+        if not observability.tracing_on():
+            return await self._finish(started)
+        with observability.span("jfsm.compression", self._span_start(started)) as span:
+            report = await self._finish(started)
+            if span.is_recording():
+                span.set_attribute("jfsm.compression.outcome", report.outcome)
+                span.set_attribute("jfsm.compression.length_after", report.length_after)
+                if report.call_id is not None:
+                    span.set_attribute("jfsm.compression.call_id", report.call_id)
+            return report
+
+    def _span_start(self, flight: InFlight) -> dict[str, Any]:
+        """The attributes of a compression's span: ids, sizes and flags, never its text."""
+        request = flight.request
+        attributes: dict[str, Any] = {
+            "jfsm.game.id": request.game_id,
+            "jfsm.stack.kind": "game" if request.catalyst_id is None else "catalyst",
+            "jfsm.compression.idempotency_key": request.idempotency_key,
+            "jfsm.compression.retry": request.retry,
+            "jfsm.compression.input_chars": request.chars,
+            "jfsm.compression.through_seq": request.through_seq,
+            "jfsm.compression.forced": flight.forced,
+        }
+        if request.catalyst_id is not None:
+            attributes["jfsm.scene.id"] = request.catalyst_id
+        return attributes
+
+    async def _finish(self, started: InFlight) -> CompressionReport:
         try:
             result = await self.call(started.request)
         except asyncio.CancelledError:
@@ -372,8 +401,7 @@ class StackCompression:
                 )
         if outcome != "published":
             self.listener.failed()
-        for event_json in self.events(flight.request, result, outcome):
-            self.memory.emit(event_json)
+        self._emit(self.events(flight.request, result, outcome))
         after = stack.length if stack is not None else 0
         return CompressionReport(
             outcome,
@@ -404,8 +432,7 @@ class StackCompression:
             # The store refused the publication (I/O failure): nothing was written; the
             # machines are at rest again before the error goes on.
             self.listener.failed()
-            for event_json in self.events(flight.request, result, "aborted"):
-                self.memory.emit(event_json)
+            self._emit(self.events(flight.request, result, "aborted"))
             raise
         return "published"
 
@@ -433,3 +460,8 @@ class StackCompression:
     ) -> list[dict[str, Any]]:
         """The telemetry events of one logical compression (never any text)."""
         return attempt_events(request, result, outcome)
+
+    def _emit(self, events: list[dict[str, Any]]) -> None:
+        for event_json in events:
+            self.memory.emit(event_json)
+        observability.compression_events(events)

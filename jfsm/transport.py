@@ -23,6 +23,8 @@ reply ends the call. Every attempt becomes one `Attempt` and one log record on t
 refusal's free-text message. A reply (ok or a refusal) logs at INFO, a transport failure at
 WARNING.
 
+**The one concept:** one compress.v2 call over HTTP, its attempts and their classification.
+
 Internally each failure is a `jfsm.errors.TransportError` raised `from` the foreign exception
 (`classify_exception` does the mapping); the loop turns it into an `Attempt`, so nothing
 escapes. The caller's own errors still surface: an invalid request text raises `InvalidInput`
@@ -45,6 +47,7 @@ from typing import Any
 import httpx
 from jsonschema import Draft202012Validator
 
+import jfsm.observability as observability
 from jfsm.compressor import (
     Attempt,
     CompressionRequest,
@@ -320,16 +323,32 @@ class HttpCompressor:
             body = self._encode(request, participants)
             started = self._clock()
             error: TransportError | None = None
-            try:
-                reply = await self._send(body, key)
-            except TransportError as exc:
-                reply, error = None, exc
-            attempt = self._attempt(number, started, reply, error)
+            opened = self._span_start(key, number) if observability.tracing_on() else None
+            with observability.span("POST", opened, kind="client") as span:
+                try:
+                    reply = await self._send(body, key)
+                except TransportError as exc:
+                    reply, error = None, exc
+                attempt = self._attempt(number, started, reply, error)
+                if span.is_recording():
+                    _span_end(span, attempt)
             attempts.append(attempt)
             self._log(request, key, attempt)
             if not self._retryable(attempt):
                 break
         return self._result(attempts, reply)
+
+    def _span_start(self, key: str, number: int) -> dict[str, Any]:
+        """The attributes of an attempt's HTTP client span: ids and the server, no text."""
+        url = httpx.URL(self.url)
+        return {
+            "http.request.method": "POST",
+            "url.template": PATH,
+            "server.address": url.host,
+            "server.port": url.port or (443 if url.scheme == "https" else 80),
+            "jfsm.compression.idempotency_key": key,
+            "jfsm.compression.attempt": number,
+        }
 
     async def _send(self, body: bytes, key: str) -> Reply:
         """One attempt under one deadline: connecting, sending, the status line, interim
@@ -444,6 +463,26 @@ class HttpCompressor:
                 "refused", tuple(attempts), reply.call_id, error_code=reply.error_code
             )
         return CompressionResult("transport", tuple(attempts), error_code=last.detail)
+
+
+def _span_end(span: Any, attempt: Attempt) -> None:
+    """An attempt's outcome on its span: its call id, its outcome, its status code when the
+    service answered, and `error.type` (the transport failure's code) when it did not."""
+    span.set_attribute("jfsm.compression.attempt.outcome", attempt.outcome)
+    if attempt.call_id is not None:
+        span.set_attribute("jfsm.compression.call_id", attempt.call_id)
+    if attempt.output_chars is not None:
+        span.set_attribute("jfsm.compression.output_chars", attempt.output_chars)
+    detail = attempt.detail or ""
+    if attempt.outcome != "transport":
+        span.set_attribute("http.response.status_code", 200)
+        if detail:
+            span.set_attribute("jfsm.compression.refusal", detail)
+        return
+    if detail.startswith("http_") and detail[5:].isdigit():
+        span.set_attribute("http.response.status_code", int(detail[5:]))
+    span.set_attribute("error.type", detail or "transport")
+    observability.set_error(span)
 
 
 class SyncHttpCompressor:

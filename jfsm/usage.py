@@ -5,7 +5,9 @@ folder that cannot be used, a connection string that does not parse) must never 
 traceback, which Python exits with 1. `UsageParser` is the `argparse` parser of every `jfsm`
 command: its errors are `PROG: error: MESSAGE (see PROG --help)`, where argparse prints the
 usage first and the error on a second line. `usage_error(prog, message)` prints such a line
-for an error found after parsing and returns 2.
+for an error found after parsing and returns 2. `port_number` is the argparse type of every
+`--port`/`--http PORT` option (0 to 65535: a port the socket layer would refuse with an
+`OverflowError` is a usage error instead).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import argparse
 import sys
 from typing import NoReturn
 
-__all__ = ["UsageParser", "usage_error"]
+__all__ = ["UsageParser", "port_number", "usage_error"]
 
 
 class UsageParser(argparse.ArgumentParser):
@@ -29,3 +31,10 @@ def usage_error(prog: str, message: str) -> int:
     first = message.strip().splitlines()[0] if message.strip() else "usage error"
     print(f"{prog}: {first}", file=sys.stderr)
     return 2
+
+
+def port_number(text: str) -> int:
+    """A TCP port number, 0 to 65535 (an argparse `type`: a bad one is a usage error)."""
+    if not text.isdigit() or not 0 <= int(text) <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (0 to 65535)")
+    return int(text)

@@ -151,11 +151,17 @@ class HttpDriver:
     """`python -m jfsm.cli driver --http 0 --token TOKEN`; `port` read from its stderr."""
 
     def __init__(
-        self, token: str = "test-token", *, state: Path | None = None, spec: Path | None = None
+        self,
+        token: str = "test-token",
+        *,
+        state: Path | None = None,
+        spec: Path | None = None,
+        extra: tuple[str, ...] = (),
     ) -> None:
         argv = [sys.executable, "-m", "jfsm.cli", "driver", "--http", "0", "--token", token]
         if state is not None:
             argv += ["--state", str(state)]
+        argv += extra
         self.token = token
         self.proc = subprocess.Popen(
             argv, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, env=_env(spec)

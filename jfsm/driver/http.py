@@ -21,6 +21,9 @@ closed when:
 | 503 | every connection slot busy |
 
 Everything else is answered 200 with the driver's reply and the connection kept alive.
+Started with `metrics` (`jfsm driver --http PORT --metrics`), the driver also answers
+`GET /metrics` with the token, after the same checks, with its OpenTelemetry metrics in
+Prometheus' text format (decision R210).
 The limits (timeouts, header bytes, connection slots, listen backlog) are the `http`
 section of `spec/driver/protocol.json` (JF-ERR-012); a half-sent request never holds a
 slot past its timeout, and a burst of connects waits in the listen backlog.
@@ -49,9 +52,12 @@ from jfsm.spec import constants, load_json
 __all__ = ["HttpLimits", "http_limits", "new_token", "serve_http", "serve_http_async"]
 
 PATH = "/v1/message"
+METRICS_PATH = "/metrics"  # with `metrics`: Prometheus text, GET, the same token (R210)
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "[::1]"})
 _HOST = re.compile(r"(?:127\.0\.0\.1|localhost|\[::1\])(?::[0-9]{1,5})?", re.IGNORECASE)
 _HEAD_END = re.compile(rb"\n\r?\n")  # h11 ends a head at a blank line, CRLF or LF
+#: What `/metrics` serves: a function rendering the metrics, and their content type.
+Metrics = tuple[Callable[[], bytes], str]
 _REASONS = {
     200: "OK",
     400: "Bad Request",
@@ -148,8 +154,10 @@ class _Connection:
         limits: HttpLimits,
         on_shutdown: Callable[[], None],
         admit: Callable[[], bool] = lambda: True,
+        metrics: Metrics | None = None,
     ) -> None:
         self.driver = driver
+        self.metrics = metrics
         self.reader = reader
         self.writer = writer
         self.token = token.encode("utf-8")
@@ -205,7 +213,9 @@ class _Connection:
             if self._head is not None:
                 self._count_head(data)
 
-    def _check_head(self, request: h11.Request) -> None:
+    def _check_head(self, request: h11.Request) -> bool:
+        """Refuse a request the driver does not serve (`_Refused`); True for a scrape of
+        `/metrics` (served when the driver was started with `metrics`)."""
         # h11 bounds only a head that arrives in pieces; one that arrives whole is measured
         size = len(request.method) + len(request.target) + 11
         if size + sum(len(n) + len(v) + 4 for n, v in request.headers) > self.limits.header_bytes:
@@ -220,9 +230,13 @@ class _Connection:
         for origin in headers.get(b"origin", []):
             if origin.decode("latin-1").lower() not in self.origins:
                 raise _Refused(403, "requests from another origin (a web page) are refused")
-        if request.method != b"POST":
+        scrape = self.metrics is not None and request.target == METRICS_PATH.encode()
+        if scrape:
+            if request.method != b"GET":
+                raise _Refused(405, f"only GET is served on {METRICS_PATH}")
+        elif request.method != b"POST":
             raise _Refused(405, "only POST is served")
-        if request.target != PATH.encode():
+        elif request.target != PATH.encode():
             raise _Refused(404, f"the only resource is {PATH}")
         auth = headers.get(b"authorization", [])
         given = auth[0] if len(auth) == 1 else b""
@@ -232,6 +246,8 @@ class _Connection:
             if not self.admit():
                 raise _Refused(503, "every connection slot is busy; try again")
             self.admitted = True
+        if scrape:
+            return True
         types = headers.get(b"content-type", [])
         media = types[0].split(b";")[0].strip().lower() if len(types) == 1 else b""
         if media != b"application/json":
@@ -242,6 +258,7 @@ class _Connection:
             raise _Refused(411, "Content-Length is required")
         if lengths and int(lengths[0].strip() or b"0") > self.limits.body_bytes:
             raise _Refused(413, f"the body exceeds the limit of {self.limits.body_bytes} bytes")
+        return False
 
     async def _body(self) -> bytes:
         deadline = self.loop.time() + self.limits.body_timeout
@@ -290,7 +307,7 @@ class _Connection:
             if isinstance(event, h11.ConnectionClosed) or not isinstance(event, h11.Request):
                 return
             try:
-                self._check_head(event)
+                scrape = self._check_head(event)
                 if self.h11.they_are_waiting_for_100_continue:
                     self.writer.write(
                         self.h11.send(h11.InformationalResponse(status_code=100, headers=[]))
@@ -302,7 +319,9 @@ class _Connection:
             except h11.RemoteProtocolError as exc:
                 await self._refuse(exc.error_status_hint, f"malformed HTTP request: {exc}")
                 return
-            if not await self._answer(body):
+            if scrape:
+                await self._scrape()
+            elif not await self._answer(body):
                 return
             if self.h11.our_state is h11.MUST_CLOSE or self.h11.their_state is h11.MUST_CLOSE:
                 return
@@ -337,6 +356,24 @@ class _Connection:
             return False
         return True
 
+    async def _scrape(self) -> None:
+        """Answer `GET /metrics`: the metrics in Prometheus' text format, collected off the
+        event loop (the SDK's collection is CPU work, and runs the observable callbacks)."""
+        assert self.metrics is not None
+        collect, content_type = self.metrics
+        data = await asyncio.to_thread(collect)
+        response = h11.Response(
+            status_code=200,
+            headers=[
+                ("Content-Type", content_type),
+                ("Content-Length", str(len(data))),
+                ("Cache-Control", "no-store"),
+            ],
+        )
+        self.writer.write(self.h11.send(response) + self.h11.send(h11.Data(data=data)))
+        self.writer.write(self.h11.send(h11.EndOfMessage()))
+        await self.writer.drain()
+
     async def _refuse(self, status: int, message: str) -> None:
         await self._send_raw(_response_bytes(status, _refusal_body(message), close=True))
 
@@ -365,9 +402,11 @@ async def serve_http_async(
     token: str,
     ready: Callable[[int], None] | None = None,
     limits: HttpLimits | None = None,
+    metrics: Metrics | None = None,
 ) -> None:
     """Serve `POST /v1/message` on 127.0.0.1:`port` until `shutdown` or cancellation;
-    closes the driver at the end."""
+    closes the driver at the end. `metrics` (`jfsm.observability.prometheus_text()`'s pair):
+    also serve `GET /metrics`, with the same token."""
     if not token:
         raise ValueError("the HTTP driver needs a non-empty bearer token")
     limits = limits or http_limits()
@@ -406,6 +445,7 @@ async def serve_http_async(
                 limits=limits,
                 on_shutdown=stop.set,
                 admit=admit,
+                metrics=metrics,
             )
             await connection.run()
         except (OSError, ConnectionError):
@@ -465,11 +505,12 @@ def serve_http(
     *,
     token: str | None = None,
     ready: Callable[[int], None] | None = None,
+    metrics: Metrics | None = None,
 ) -> None:
     """Serve until `shutdown` or Ctrl-C (blocking). Without `token`, a random one is made
-    and printed on stderr."""
+    and printed on stderr. `metrics`: see `serve_http_async`."""
     if token is None:
         token = new_token()
         print(f"jfsm driver bearer token: {token}", file=sys.stderr, flush=True)
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve_http_async(driver, port, token=token, ready=ready))
+        asyncio.run(serve_http_async(driver, port, token=token, ready=ready, metrics=metrics))

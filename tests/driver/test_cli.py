@@ -165,3 +165,33 @@ def test_a_closed_stdout_ends_the_command_quietly(tmp_path: Path) -> None:
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=60) == 0, err
     assert err == ""
+
+
+@pytest.mark.parametrize(
+    ("origin", "expected"),
+    [
+        (
+            {"url": "file:///tmp/jfsm.git", "vcs_info": {"vcs": "git", "commit_id": "abc123"}},
+            "pip install 'jfsm[conformance] @ git+file:///tmp/jfsm.git@abc123'",
+        ),
+        (
+            {"url": "file:///tmp/dist/jfsm-0.1.0-py3-none-any.whl", "archive_info": {}},
+            "pip install 'jfsm[conformance] @ file:///tmp/dist/jfsm-0.1.0-py3-none-any.whl'",
+        ),
+    ],
+)
+def test_the_install_hint_names_where_this_jfsm_came_from(
+    origin: dict[str, object], expected: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A jfsm installed from a repository is told to install the extra from the same commit
+    (issue 40: no package named jfsm is on the index to fall back on)."""
+    import importlib.metadata
+
+    from jfsm.cli import install_hint
+
+    class Installed:
+        def read_text(self, name: str) -> str | None:
+            return json.dumps(origin) if name == "direct_url.json" else None
+
+    monkeypatch.setattr(importlib.metadata, "distribution", lambda name: Installed())
+    assert install_hint("conformance") == expected

@@ -63,12 +63,26 @@ CASES: list[tuple[str, list[str], Setup | None, str]] = [
     ("driver", ["driver", "--store", "mysql://h/db"], None, "neither a directory path"),
     ("driver", ["driver", "--shared"], None, "--shared needs --state DIR"),
     ("driver", ["driver", "--state", "file"], _write("file", ""), "Not a directory"),
+    (
+        "driver",
+        ["driver", "--store", "postgresql://u@h/db", "--state", "games"],
+        None,
+        "--state and --store both say where the games live",
+    ),
+    ("driver", ["driver", "--trust-state"], None, "--trust-state needs --state DIR"),
+    ("driver", ["driver", "--owner", "w1"], None, "--owner needs --store URL"),
+    ("driver", ["driver", "--state", "games", "--owner", "w1"], None, "--owner needs"),
+    ("driver", ["driver", "--token", "t"], None, "--token needs --http PORT"),
+    ("driver", ["driver", "--metrics"], None, "--metrics needs --http PORT"),
     ("inspect", ["inspect"], None, "arguments are required: path"),
     ("inspect", ["inspect", "nothing-here"], None, "no store directory"),
     ("inspect", ["inspect", "host=a..b dbname=x", "--game", "g"], None, "not a host name"),
+    ("inspect", ["inspect", ".", "--game", "g"], None, "--game is for a postgresql:// store"),
     ("pg-migrate", ["pg-migrate", "host=a..b dbname=x"], None, "not a host name"),
     ("pg-migrate", ["pg-migrate", "postgresql://a..b/x"], None, "not a host name"),
     ("pg-migrate", ["pg-migrate"], None, "arguments are required: url"),
+    ("pg-migrate", ["pg-migrate", "."], None, "'.' is not a PostgreSQL target"),
+    ("pg-migrate", ["pg-migrate", ""], None, "'' is not a PostgreSQL target"),
     ("pg-server", ["pg-server", "--bogus"], None, "jfsm pg-server: error: unrecognized"),
     ("conformance", ["conformance", "--bogus"], None, "unrecognized arguments: --bogus"),
     ("conformance", ["conformance", "--profile", "huge"], None, "invalid choice: 'huge'"),
@@ -155,8 +169,10 @@ CASES: list[tuple[str, list[str], Setup | None, str]] = [
     ),
     ("profile", ["profile", "replay"], None, "arguments are required: trace"),
     ("profile", ["profile", "replay", "gone.json"], None, "No such file"),
-    ("fake-compress", ["fake-compress", "--port", "x"], None, "invalid int value: 'x'"),
+    ("fake-compress", ["fake-compress", "--port", "x"], None, "'x' is not a port number"),
     ("fake-compress", ["fake-compress", "--bogus"], None, "unrecognized arguments"),
+    ("fake-compress", ["fake-compress", "--port", "99999"], None, "'99999' is not a port"),
+    ("fake-compress", ["fake-compress", "--port", "-1"], None, "'-1' is not a port number"),
 ]
 
 
@@ -218,6 +234,66 @@ def test_a_fake_compress_port_in_use_is_one_line(
         code, err = _run(["fake-compress", "--port", str(port)], capsys)
     assert code == 2
     assert f"cannot listen on port {port}" in _one_line(err)
+
+
+@pytest.mark.req("JF-STORE-016")
+@pytest.mark.parametrize(
+    ("user", "password", "shown"),
+    [
+        ("postgres", "postgres", "'postgresql://postgres:***@127.0.0.1:1/db'"),
+        ("u", "p", "'postgresql://u:***@127.0.0.1:1/db'"),
+        ("u", "a", "'postgresql://u:***@127.0.0.1:1/db'"),
+        ("ql", "t", "'postgresql://ql:***@127.0.0.1:1/db'"),
+    ],
+)
+def test_a_password_is_masked_by_parsing_never_by_replacing_its_letters(
+    user: str, password: str, shown: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 40: `postgres:postgres` printed as `'***ql://***:***@...'`, and a one-letter
+    password starred that letter in every word (`***ort 1 failed`, `acce***ting`)."""
+    code, err = _run(["pg-migrate", f"postgresql://{user}:{password}@127.0.0.1:1/db"], capsys)
+    assert code == 2
+    line = _one_line(err)
+    assert f"cannot connect to PostgreSQL at {shown}: " in line, line
+    assert f":{password}@" not in line
+    # the server's reason, word for word (libpq's own text)
+    assert 'connection to server at "127.0.0.1", port 1 failed' in line, line
+    assert "accepting TCP/IP connections" in line, line
+
+
+def test_masking_finds_passwords_where_libpq_reads_them() -> None:
+    from jfsm.stores.postgres.conninfo import mask, passwords, scrub
+
+    assert mask("host=h password='a b\\' c' dbname=d") == "host=h password=*** dbname=d"
+    assert passwords("host=h password='a b\\' c' dbname=d") == {"a b' c"}
+    assert mask("postgresql://u@h/db?sslmode=require&password=pw%21") == (
+        "postgresql://u@h/db?sslmode=require&password=***"
+    )
+    assert mask("postgresql://u:p%40ss@h:5/db") == "postgresql://u:***@h:5/db"
+    assert passwords("postgresql://u:p%40ss@h:5/db") == {"p%40ss", "p@ss"}
+    assert mask("postgresql://u@h/db") == "postgresql://u@h/db"
+    # an echoed password (a parse error quotes it) is masked as a token, never inside words
+    url = "postgresql://u:s3cr%zzet@h/db"
+    assert scrub('invalid percent-encoded token: "s3cr%zzet"', url) == (
+        'invalid percent-encoded token: "***"'
+    )
+    assert scrub("postgres: port 1 failed, accepting", "postgresql://u:p@h/db") == (
+        "postgres: port 1 failed, accepting"
+    )
+
+
+@pytest.mark.req("JF-CALL-023")
+def test_metrics_without_the_extra_is_one_line_naming_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--metrics` where the SDK or the Prometheus exporter is not installed (the import
+    refused here): one line naming the extra, before anything is opened."""
+    monkeypatch.setitem(sys.modules, "opentelemetry.exporter.prometheus", None)
+    code, err = _run(["driver", "--http", "0", "--metrics"], capsys)
+    assert code == 2
+    line = _one_line(err)
+    assert "--metrics needs the extra jfsm[prometheus]" in line, line
+    assert "opentelemetry.exporter.prometheus" in line, line
 
 
 def test_an_http_port_in_use_is_one_line(
@@ -409,3 +485,90 @@ def test_a_command_that_cannot_run_is_one_line(
     code, err = _run(["pg-server", str(tmp_path / "no-such-program")], capsys)
     assert code == 2
     assert "cannot run" in _one_line(err)
+
+
+def _postgres_pids(folder: Path) -> list[int]:
+    """The live postgres processes serving the data in `folder` (their command lines name
+    it): the postmaster and its children."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
+                state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            except OSError:
+                continue
+            if str(folder).encode() in cmdline and b"postgres" in cmdline and state != "Z":
+                pids.append(int(entry.name))
+    return pids
+
+
+@pytest.mark.slow
+def test_a_killed_pg_server_takes_its_server_and_folder_with_it(
+    process: Callable[..., subprocess.Popen[str]],
+) -> None:
+    """Issue 40: SIGKILL left the postgres of `jfsm pg-server` running and its folder; its
+    watchdog now stops the server and removes the folder (R214)."""
+    _require_postgres()
+    proc = process(_jfsm("pg-server"), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.readline().startswith("JFSM_PG_URL=")
+    folder = Path(proc.stderr.readline().split("data in ")[1].split(",")[0])
+    assert _postgres_pids(folder)  # serving
+    proc.kill()  # ours: started by this test
+    proc.wait(timeout=30)
+    deadline = time.monotonic() + 120
+    while (folder.exists() or _postgres_pids(folder)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not folder.exists()
+    assert _postgres_pids(folder) == []
+
+
+@pytest.mark.slow
+def test_the_next_pg_server_clears_the_leftovers_it_can_prove_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A folder whose starting process is gone and whose server stopped is removed; one whose
+    server still runs (its watchdog killed too) is named with the command that stops it, and
+    left alone: `jfsm pg-server` signals no process it did not start. A folder it cannot
+    prove its own (no `owner.json`) is never touched."""
+    _require_postgres()
+    import tempfile
+
+    from jfsm.stores.postgres.server import OWNER_FILE, TemporaryServer
+
+    short = Path(tempfile.mkdtemp(prefix="jfsm-t-", dir="/tmp"))  # a short socket path
+    short.chmod(0o755)  # as root, the server runs as `postgres`: it must reach its folder
+    monkeypatch.setattr(tempfile, "tempdir", str(short))
+    dead = {"pid": 2**22 + 1, "start": 1, "boot": "not-this-boot"}
+    stopped = short / "jfsm-pg-stopped"
+    (stopped / "data").mkdir(parents=True)
+    (stopped / OWNER_FILE).write_text(json.dumps(dead))
+    unknown = short / "jfsm-pg-unknown"
+    unknown.mkdir()
+    server = TemporaryServer()
+    try:
+        server.start()
+        assert server.directory is not None
+        running = server.directory
+        (running / OWNER_FILE).write_text(json.dumps(dead))  # as if its starter was killed
+        done = subprocess.run(
+            _jfsm("pg-server", "true"),
+            env={**os.environ, "TMPDIR": str(short)},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stderr
+        assert not stopped.exists() and unknown.exists()
+        assert running.exists() and _postgres_pids(running)  # named, never signalled
+        lines = [line for line in done.stderr.splitlines() if "killed" in line]
+        assert len(lines) == 2, done.stderr
+        still = next(line for line in lines if "still runs" in line)
+        assert str(running / "data") in still and "-m immediate stop" in still
+        assert any("removed 1 folder " in line for line in lines), lines
+    finally:
+        server.stop()
+        import shutil
+
+        shutil.rmtree(short, ignore_errors=True)

@@ -45,6 +45,7 @@ LAYERS: dict[int, tuple[str, ...]] = {
         "stores.postgres.conninfo",
         "usage",
         "private_loop",
+        "observability",
     ),
     # text rules, machine tables, limits
     1: ("text", "machines", "limits"),

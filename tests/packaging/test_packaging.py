@@ -337,3 +337,140 @@ def test_wheels_install_into_fresh_venvs_and_run_as_documented(tmp_path: Path) -
         _run(["uv", "run", "--project", str(ROOT), "jfsm", "conformance", "smoke"], mine)
     )
     assert "0 failed" in via_project.stdout
+
+
+# ------------------------------------------------------------------------------------------
+# the ways without the package index, and the CI recipe, as the implementer's guide prints
+# them (issue 40)
+# ------------------------------------------------------------------------------------------
+GUIDE = ROOT / "docs" / "guide" / "implementers.md"
+
+
+def _section(title: str) -> str:
+    text = GUIDE.read_text(encoding="utf-8")
+    return text.split(f"\n## {title}", 1)[1].split("\n## ", 1)[0]
+
+
+def _sh_lines(section: str) -> list[str]:
+    blocks = re.findall(r"```sh\n(.*?)```", section, re.DOTALL)
+    return [line for block in blocks for line in block.splitlines() if line.strip()]
+
+
+def test_the_guide_prints_every_way_without_the_index() -> None:
+    lines = _sh_lines(_section("Without the package index"))
+    assert any('@ git+$JFSM_GIT" jfsm conformance' in line for line in lines), lines
+    assert any('@ $JFSM" jfsm conformance' in line for line in lines), lines
+    assert any(line.startswith("uv build ") for line in lines), lines
+    assert any(line.startswith("uv tool install ") for line in lines), lines
+    assert any("pip install " in line for line in lines), lines
+    script = _section("In your CI")
+    assert "--report-dir" in script and "--junit-xml" in script
+
+
+def test_no_page_installs_from_the_index() -> None:
+    """No package named jfsm is on the index yet: no page, nor the README, may tell a reader
+    to install it from there (R211)."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    from_index = re.compile(
+        r"""(pip install|uv add|uv pip install) +['"]?jfsm(\[[a-z,-]+\])?['"]?(?! *@)(\s|$|`)"""
+    )
+    found = [
+        f"{page.relative_to(ROOT)}: {line.strip()}"
+        for page in pages
+        if page.name != "decisions.md" and page.parent.name != "findings"
+        for line in page.read_text(encoding="utf-8").splitlines()
+        if from_index.search(line)
+    ]
+    assert found == []
+    assert from_index.search("run `pip install 'jfsm[postgres]'` first")  # the check bites
+
+
+@pytest.mark.slow
+def test_the_ways_without_the_index_run_as_printed(tmp_path: Path) -> None:
+    """Every line of the guide's "Without the package index" section, verbatim (`bash -c`),
+    from a folder outside the checkout: `$JFSM_GIT` is a bare clone of this repository (its
+    `file://` URL), `$JFSM` this checkout; the environment carries the lock's versions
+    (`UV_CONSTRAINT`, `PIP_CONSTRAINT`) and where uv puts its tools, never the commands."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "UV_PROJECT"))}
+    env.pop("UV_OFFLINE", None)
+    locked = tmp_path / "locked.txt"
+    _ok(_run(locked_export_command(locked), tmp_path))
+    bare = tmp_path / "jfsm.git"
+    _ok(_run(["git", "clone", "-q", "--bare", str(ROOT), str(bare)], tmp_path))
+    mine = tmp_path / "my-engine"
+    mine.mkdir()
+    env |= {
+        "JFSM_GIT": bare.as_uri(),
+        "JFSM": str(ROOT),
+        "UV_CONSTRAINT": str(locked),
+        "PIP_CONSTRAINT": str(locked),
+        "UV_TOOL_DIR": str(tmp_path / "uv-tools"),
+        "UV_TOOL_BIN_DIR": str(tmp_path / "bin"),
+        "PATH": f"{tmp_path / 'bin'}{os.pathsep}{env.get('PATH', '')}",
+    }
+    lines = _sh_lines(_section("Without the package index"))
+    for line in lines:
+        done = subprocess.run(
+            ["bash", "-c", line], cwd=mine, env=env, capture_output=True, text=True, timeout=900
+        )
+        assert done.returncode == 0, (line, done.stdout[-2000:], done.stderr[-3000:])
+        if "conformance smoke" in line:
+            assert "0 failed" in done.stdout, (line, done.stdout[-2000:])
+    installed = subprocess.run(
+        [str(tmp_path / "bin" / "jfsm"), "--version"], capture_output=True, text=True, env=env
+    )
+    assert installed.stdout.strip() == f"jfsm {jfsm.__version__}", installed.stderr
+    pip_venv = mine / ".venv" / "bin"
+    smoke = _ok(_run([str(pip_venv / "jfsm"), "conformance", "smoke"], mine))
+    assert "0 failed" in smoke.stdout
+
+
+@pytest.mark.slow
+def test_the_ci_script_runs_as_printed_and_keeps_its_reports(tmp_path: Path) -> None:
+    """The guide's `conformance.sh`, saved as printed and run with `sh` against the reference
+    engine (narrowed with an argument the script passes on): exit 0, the report folder with
+    `report.json` and the JUnit file kept; a failing run keeps them too, and exits 1. The
+    GitHub Actions job runs that script and uploads its folder even after a failure."""
+    import yaml
+
+    section = _section("In your CI")
+    script = re.findall(r"```sh\n(.*?)```", section, re.DOTALL)[0]
+    (tmp_path / "conformance.sh").write_text(script, encoding="utf-8")
+    locked = tmp_path / "locked.txt"
+    _ok(_run(locked_export_command(locked), tmp_path))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "UV_PROJECT"))}
+    env.pop("UV_OFFLINE", None)
+    env |= {
+        "JFSM_SOURCE": str(ROOT),
+        "JFSM_DRIVER": "python:jfsm_conformance.examples.reference:durable_without_backoff",
+        "UV_CONSTRAINT": str(locked),
+    }
+
+    def run(*args: str, **more: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["sh", "conformance.sh", *args],
+            cwd=tmp_path,
+            env={**env, **more},
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+
+    passed = run("--select", "JF-CAT-001")
+    assert passed.returncode == 0, (passed.stdout[-2000:], passed.stderr[-2000:])
+    out = tmp_path / "conformance-out"
+    assert json.loads((out / "report" / "report.json").read_text(encoding="utf-8"))
+    assert ET.parse(out / "junit.xml").getroot().find("testsuite") is not None
+    broken = "python:jfsm_conformance.examples.broken:drop_suffix"
+    failed = run("--select", "JF-COMP-003", JFSM_DRIVER=broken, OUT="failed")
+    assert failed.returncode == 1, (failed.stdout[-2000:], failed.stderr[-2000:])
+    assert (tmp_path / "failed" / "report" / "report.json").is_file()
+    suite = ET.parse(tmp_path / "failed" / "junit.xml").getroot().find("testsuite")
+    assert suite is not None and int(suite.get("failures", "0")) >= 1
+    # the GitHub Actions job: runs the script, keeps its folder whatever the outcome
+    job = yaml.safe_load(re.findall(r"```yaml\n(.*?)```", section, re.DOTALL)[0])
+    steps = job["jobs"]["conformance"]["steps"]
+    assert any(step.get("run") == "sh conformance.sh" for step in steps)
+    upload = next(s for s in steps if str(s.get("uses", "")).startswith("actions/upload-artifact"))
+    assert upload["if"] == "always()" and upload["with"]["path"].rstrip("/") == "conformance-out"
+    assert "JFSM_SOURCE" in script and "JFSM_DRIVER" in script

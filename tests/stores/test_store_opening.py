@@ -165,3 +165,37 @@ def test_an_interrupted_blocking_call_ends_its_coroutine_before_going_on() -> No
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
     assert cleaned and cleaned[0] <= caught
+
+
+@pytest.mark.parametrize("backend", ["memory", "file", "postgres"])
+def test_async_with_closes_the_engine_and_every_store(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Issue 40: `async with` for the engine and each store; leaving the block closes them,
+    an exception inside it included (a closed store refuses a write, `StoreUnavailable`)."""
+    from jfsm.errors import StoreUnavailable
+    from jfsm.projection import Projection
+
+    async def opened() -> Any:
+        if backend == "memory":
+            return MemoryStore()
+        if backend == "file":
+            return await FileStore.open(tmp_path / "g")
+        target = request.getfixturevalue("pg_database")
+        return await _postgres_store().open(target, "opening-async-with", owner="w1")
+
+    async def scenario() -> None:
+        async with await opened() as store:
+            await store.commit(Projection.of({"k": 1}))
+        if backend != "memory":  # a memory store has nothing to release
+            with pytest.raises(StoreUnavailable):
+                await store.commit(Projection.of({"k": 2}))
+        with pytest.raises(ZeroDivisionError):
+            async with GameEngine(await opened(), FakeCompressor(), game_id="g") as engine:
+                await engine.record_round("in", "out")
+                raise ZeroDivisionError
+        if backend != "memory":
+            with pytest.raises(StoreUnavailable):
+                await engine.store.commit(Projection.of({"k": 3}))
+
+    asyncio.run(scenario())

@@ -38,13 +38,13 @@ def _no_slot_guard() -> jfsm.driver.http.HttpLimits:
     return dataclasses.replace(limits, auth_timeout=1e6, unauthenticated_connections=10**6)
 
 
-def _token_first(self: Any, request: Any) -> None:
+def _token_first(self: Any, request: Any) -> bool:
     """The reference's checks of a request head, with the token's taken first."""
     auth = [value for name, value in request.headers if name.lower() == b"authorization"]
     given = auth[0] if len(auth) == 1 else b""
     if not (given[:7].lower() == b"bearer " and hmac.compare_digest(given[7:], self.token)):
         raise jfsm.driver.http._Refused(401, "missing or wrong bearer token")
-    _CHECK_HEAD(self, request)
+    return bool(_CHECK_HEAD(self, request))
 
 
 def main(argv: list[str]) -> int:

@@ -444,12 +444,14 @@ def serve(port: int | None = None, host: str = LOOPBACK) -> None:
 def command(argv: list[str]) -> int:
     """`jfsm fake-compress [--port N]`: `serve` until interrupted; 0 after Ctrl-C, 2 for a
     usage error (argparse's one line)."""
-    from jfsm_conformance.run.usage import UsageParser, usage_error
+    from jfsm_conformance.run.usage import UsageParser, port_number, usage_error
 
     parser = UsageParser(
         prog="jfsm fake-compress", description="Serve the fake compress.v2 on 127.0.0.1."
     )
-    parser.add_argument("--port", type=int, default=0, help="port (default: a free one)")
+    parser.add_argument(
+        "--port", type=port_number, default=0, help="port, 0 to 65535 (default 0: a free one)"
+    )
     args = parser.parse_args(argv)
     try:
         serve(args.port or None)

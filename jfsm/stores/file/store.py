@@ -89,6 +89,7 @@ import zlib
 from collections.abc import Callable, Iterator, Mapping
 from typing import TypeVar
 
+import jfsm.observability as observability
 from jfsm.errors import InvalidInput, StoreFenced, StoreLocked, StoreUnavailable
 from jfsm.image import QUOTA_BYTES, StoreImage, seeded_image
 from jfsm.limits import validate_owner
@@ -239,6 +240,16 @@ class FileStore:
             raise
 
     @classmethod
+    @observability.traced(
+        observability.lease_name,
+        attributes=lambda cls, directory, **given: {
+            "jfsm.store.backend": "file",
+            "jfsm.game.id": given.get("game", ""),
+        },
+        on_success=lambda *_, takeover=False, **__: (
+            observability.takeover("file") if takeover else None
+        ),
+    )
     def open_shared(
         cls,
         directory: str | os.PathLike[str],
@@ -385,6 +396,11 @@ class FileStore:
         except OSError as exc:
             raise self._unavailable("check its owner", exc) from exc
 
+    @observability.traced(
+        "jfsm.lease.renew",
+        attributes=lambda self: {"jfsm.store.backend": "file"},
+        result=lambda renewed: {"jfsm.lease.renewed": int(renewed)},
+    )
     def renew_sync(self) -> bool:
         """Shared mode: renew this owner's lease now, as the idle timer does (only while its
         token is still the game's, JF-STORE-031); returns whether it was. A store of one
@@ -593,6 +609,13 @@ class FileStore:
 
     def __enter__(self) -> FileStore:
         return self
+
+    async def __aenter__(self) -> FileStore:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        """`async with await FileStore.open(path) as store:` closes it on leaving the block."""
+        await self.close()
 
     def __exit__(self, *exc: object) -> None:
         self.close_sync()

@@ -11,10 +11,17 @@ Anything else that contains `://` or `=` is neither a target nor a directory pat
 refused with `InvalidInput` (one line, without the string's password), so no code path turns
 a connection string into a folder (issue 21).
 
-`scrub(text, conninfo)` removes the password of `conninfo` (as written, percent-encoded or
-decoded) and any `password=...` pair from `text`; every message of the PostgreSQL store goes
-through it. `is_permanent(exc)` tells the errors that retrying cannot fix (authentication,
-a missing database or role, a malformed string) from those of a server that is down.
+`scrub(text, conninfo)` removes the password of `conninfo` and any `password=...` pair from
+`text`; every message of the PostgreSQL store goes through it. It masks by *parsing*
+(decision R213): `conninfo` is split as libpq reads it (a URL's user information and query,
+or a keyword string's `key=value` pairs, quotes and backslashes included), the password is
+replaced by `***` where the string is shown, and elsewhere in `text` the password (as written
+or percent-decoded) is masked only where it stands as a whole token, never inside another
+word: `postgres:postgres` keeps its user name and scheme, and a one-letter password leaves
+the words that contain that letter alone.
+
+`is_permanent(exc)` tells the errors that retrying cannot fix (authentication, a missing
+database or role, a malformed string) from those of a server that is down.
 """
 
 from __future__ import annotations
@@ -30,11 +37,14 @@ __all__ = [
     "describe",
     "is_database_target",
     "is_permanent",
+    "mask",
+    "passwords",
     "scrub",
 ]
 
 _SCHEMES = ("postgresql://", "postgres://")
 _KEYWORD = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*=")
+_KEY = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*=\s*")
 _PAIR_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S*)", re.IGNORECASE)
 _URL_PASSWORD = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^:/@?#\s]*:)([^@\s]*)(@)")
 _QUERY_PASSWORD = re.compile(r"([?&]password=)([^&\s]*)", re.IGNORECASE)
@@ -158,29 +168,114 @@ def check_host_names(hosts: str, location: str) -> None:
 
 
 def describe(location: str) -> str:
-    """`location` quoted for a message, its password replaced by `***`."""
-    shown = scrub(location, location)
+    """`location` quoted for a message, its password replaced by `***` (parsed, see `mask`)."""
+    shown = mask(location)
     if len(shown) > 120:
         shown = shown[:117] + "..."
     return repr(shown)
 
 
+def _pair_spans(conninfo: str) -> list[tuple[str, int, int]]:
+    """The `(keyword, start, end)` of each value of a libpq keyword string, as libpq splits
+    it: `key = value` pairs separated by white space, a value either single-quoted (with
+    backslash escapes) or running to the next white space. Stops at what does not parse."""
+    spans: list[tuple[str, int, int]] = []
+    i, n = 0, len(conninfo)
+    while i < n:
+        while i < n and conninfo[i].isspace():
+            i += 1
+        match = _KEY.match(conninfo, i)
+        if match is None:
+            break
+        i = match.end()
+        start = i
+        if i < n and conninfo[i] == "'":
+            i += 1
+            while i < n and conninfo[i] != "'":
+                i += 2 if conninfo[i] == "\\" else 1
+            i = min(i + 1, n)
+        else:
+            while i < n and not conninfo[i].isspace():
+                i += 1
+        spans.append((match.group(1).lower(), start, i))
+    return spans
+
+
+def _url_spans(url: str) -> list[tuple[int, int]]:
+    """Where a URL's passwords are written: after the user name in its user information,
+    and each `password=` value of its query."""
+    spans: list[tuple[int, int]] = []
+    scheme_end = url.find("://") + 3
+    authority_end = len(url)
+    for stop in "/?#":
+        found = url.find(stop, scheme_end)
+        if found != -1:
+            authority_end = min(authority_end, found)
+    at = url.rfind("@", scheme_end, authority_end)
+    if at != -1:
+        colon = url.find(":", scheme_end, at)
+        if colon != -1:
+            spans.append((colon + 1, at))
+    query = url.find("?", scheme_end)
+    if query != -1:
+        end = url.find("#", query)
+        end = len(url) if end == -1 else end
+        offset = query + 1
+        for part in url[query + 1 : end].split("&"):
+            key, sep, _ = part.partition("=")
+            if sep and unquote(key).strip().lower() == "password":
+                spans.append((offset + len(key) + 1, offset + len(part)))
+            offset += len(part) + 1
+    return spans
+
+
+def _secret_spans(conninfo: str) -> list[tuple[int, int]]:
+    if "://" in conninfo:
+        return _url_spans(conninfo)
+    return [(start, end) for key, start, end in _pair_spans(conninfo) if key == "password"]
+
+
+def passwords(conninfo: str) -> set[str]:
+    """The passwords written in `conninfo` (a URL or a keyword string), as written and
+    decoded (percent-escapes, quotes); empty when there is none."""
+    found: set[str] = set()
+    for start, end in _secret_spans(conninfo):
+        raw = conninfo[start:end]
+        if len(raw) >= 2 and raw[0] == raw[-1] == "'":
+            raw = re.sub(r"\\(.)", r"\1", raw[1:-1])
+        if raw:
+            found.update({raw, unquote(raw)})
+    return found
+
+
+def mask(conninfo: str) -> str:
+    """`conninfo` with each password it holds replaced by `***`, found by parsing it (the
+    rest of the string exactly as written)."""
+    out, last = [], 0
+    for start, end in sorted(_secret_spans(conninfo)):
+        if end > start:
+            out += [conninfo[last:start], "***"]
+            last = end
+    return "".join(out) + conninfo[last:]
+
+
 def scrub(text: str, conninfo: str | None = None) -> str:
-    """`text` without the password of `conninfo` nor any `password=` value it contains."""
-    secrets: set[str] = set()
-    if conninfo:
-        for pattern, group in ((_URL_PASSWORD, 2), (_QUERY_PASSWORD, 2), (_PAIR_PASSWORD, 2)):
-            for match in pattern.finditer(conninfo):
-                raw = match.group(group).strip("'")
-                if raw:
-                    secrets.update({raw, unquote(raw)})
-    text = _URL_PASSWORD.sub(r"\1***\3", text)
-    text = _QUERY_PASSWORD.sub(r"\1***", text)
-    text = _PAIR_PASSWORD.sub(r"\1***", text)
-    for secret in sorted(secrets, key=len, reverse=True):
-        if len(secret) >= 1:
-            text = text.replace(secret, "***")
-    return text
+    """`text` without the password of `conninfo` nor any password written in a URL or a
+    `password=` pair within it: `conninfo` itself is shown masked (`mask`); any other
+    occurrence of its password is masked only as a whole token (see the module docstring)."""
+    secrets = passwords(conninfo) if conninfo else set()
+    pieces = text.split(conninfo) if conninfo else [text]
+    shown = mask(conninfo) if conninfo else ""
+    cleaned = []
+    for piece in pieces:
+        piece = _URL_PASSWORD.sub(r"\1***\3", piece)
+        piece = _QUERY_PASSWORD.sub(r"\1***", piece)
+        piece = _PAIR_PASSWORD.sub(r"\1***", piece)
+        for secret in sorted(secrets, key=len, reverse=True):
+            pattern = rf"(?<![\w%.+-]){re.escape(secret)}(?![\w%.+-])"
+            piece = re.sub(pattern, "***", piece)
+        cleaned.append(piece)
+    return shown.join(cleaned)
 
 
 def is_permanent(exc: BaseException) -> bool:

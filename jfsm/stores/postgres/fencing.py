@@ -43,6 +43,7 @@ from typing import Any
 
 import psycopg
 
+import jfsm.observability as observability
 from jfsm.errors import InvalidInput, StoreLocked
 
 __all__ = [
@@ -201,6 +202,9 @@ async def take_ownership(
     if row is None:
         raise InvalidInput(f"no game {game_id!r} in this database", field="game")
     owner, live = row
+    observability.lease_previous(
+        "none" if owner is None else "self" if owner == who else "live" if live else "expired"
+    )
     if live and not takeover and owner != who:
         raise StoreLocked(
             f"game {game_id!r} is owned by {owner} (its lease is live); "

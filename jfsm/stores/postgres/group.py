@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 
 import psycopg
 
+import jfsm.observability as observability
 from jfsm.stores.offload import Unstoppable, await_to_end
 from jfsm.stores.postgres.pool import PgPool
 
@@ -238,6 +239,14 @@ class GroupCommit:
             if not isinstance(exc, Exception):
                 raise
 
+    @observability.traced(
+        lambda self, batch: observability.db_name("commit", len(batch)),
+        kind="client",
+        attributes=lambda self, batch: observability.db_attributes(
+            self.pool.conninfo, "commit", len(batch)
+        ),
+        on_success=lambda self, batch: observability.commit_batch(len(batch)),
+    )
     async def _run(self, batch: list[Member]) -> dict[str, int]:
         """The batch's statement: {game: new seq} of the members that landed. Raises
         `_Refused` (the connection is fine: nothing landed), `Lost` or `StoreUnavailable`."""

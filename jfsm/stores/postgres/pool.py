@@ -65,6 +65,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
+import jfsm.observability as observability
 from jfsm.errors import StoreUnavailable
 from jfsm.stores.postgres.conninfo import database_target, describe, is_permanent
 from jfsm.stores.postgres.fencing import RENEW
@@ -231,6 +232,7 @@ class PgPool:
             deadline.cancel()
             await conn.close()
         await self.pool.open(wait=False)
+        observability.watch_pool(self)  # its size and waits, read at collection time
         self.loop = asyncio.get_running_loop()
         self._timer = self.loop.create_task(self._renew_forever())
 
@@ -294,6 +296,11 @@ class PgPool:
     def unregister(self, store: Leased) -> None:
         self._stores.discard(store)
 
+    @observability.traced(
+        "jfsm.lease.renew",
+        attributes=lambda self, only=None: {"jfsm.store.backend": "postgresql"},
+        result=lambda renewed: {"jfsm.lease.renewed": renewed},
+    )
     async def renew(self, only: list[Leased] | None = None) -> int:
         """Renew every registered store's lease now, or those of `only` (one statement); the
         stores whose token is no longer current are told (`lost_lease`). Returns how many

@@ -6,6 +6,19 @@ superuser `jfsm`. `stop` shuts it down and removes the directory; `restart("imme
 is a server crash (`pg_ctl restart -m immediate`: no shutdown checkpoint, WAL replay on
 start).
 
+# A server dies with the process that started it (decision R214)
+
+`pg_ctl` makes the server a daemon, so it would outlive a `jfsm pg-server` (or a test) killed
+with SIGKILL, with its folder. So `start` also starts a *watchdog*: a small shell in a
+session of its own that reads a pipe whose only writer is the starting process. `stop` tells
+it "done" first; when it reads the end of the pipe instead (the process died, however), it
+stops the server this process started (`pg_ctl stop -m immediate` on its folder) and removes
+the folder. Each folder also holds `owner.json`, naming the starting process (pid, start
+time, boot). `leftovers()` finds the folders of the temporary directory whose starting
+process is gone: `jfsm pg-server` removes those whose server no longer runs and names, in one
+line each, those whose server still runs (a watchdog that was killed too), with the command
+that stops it: it signals no process it did not start.
+
 The binaries are found on `PATH` (`initdb`, `pg_ctl`) or in the newest
 `/usr/lib/postgresql/*/bin` (Debian's layout). `initdb` refuses to run as root: as root the
 server runs as the system user `postgres` (created by Debian's `postgresql` package) through
@@ -23,6 +36,9 @@ through a temporary PgBouncer, the direct one in `JFSM_PG_DIRECT_URL`), then sto
 (whatever COMMAND's outcome) and exits with COMMAND's status (CI uses this). Either way the
 server's data is deleted when it stops. Its errors are one line and exit 2 (decision R160).
 
+**The one concept:** a PostgreSQL server (and a PgBouncer) this process starts for a while
+and owns: started, watched, stopped, its folder removed.
+
 Errors: `find_binaries` returns None when the binaries are missing (callers skip and say
 so); `start` raises `RuntimeError` with the server's log when initdb or the server fail.
 """
@@ -32,6 +48,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import glob
+import json
 import os
 import pwd
 import shlex
@@ -42,6 +59,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType, TracebackType
 from urllib.parse import quote
@@ -49,11 +67,13 @@ from urllib.parse import quote
 from jfsm.usage import UsageParser, usage_error
 
 __all__ = [
+    "Leftover",
     "TemporaryBouncer",
     "TemporaryServer",
     "bouncer_unavailable",
     "find_binaries",
     "free_port",
+    "leftovers",
     "main",
     "postgres_family",
     "run_as",
@@ -62,6 +82,16 @@ __all__ = [
 
 USER = "jfsm"
 PORT = 5432
+PREFIX = "jfsm-pg-"  # the temporary folders' names
+OWNER_FILE = "owner.json"  # who started the server of a folder (pid, start time, boot)
+
+# The watchdog (see the module docstring): $1 the folder, the rest the `pg_ctl` command.
+_WATCHDOG = """
+if IFS= read -r word && [ "$word" = done ]; then exit 0; fi
+folder=$1; shift
+"$@" -D "$folder/data" -s -m immediate stop >/dev/null 2>&1
+rm -rf "$folder"
+"""
 
 
 def find_binaries() -> Path | None:
@@ -117,6 +147,8 @@ class TemporaryServer:
         self.settings = dict(settings or {})  # more `-c name=value` server settings
         self.directory: Path | None = None
         self._bin: Path | None = None
+        self._watchdog: subprocess.Popen[bytes] | None = None
+        self._alive: int | None = None  # the pipe's write end the watchdog waits on
 
     # -- life cycle ----------------------------------------------------------------------
     def start(self) -> TemporaryServer:
@@ -125,7 +157,9 @@ class TemporaryServer:
         if reason is not None:
             raise RuntimeError(reason)
         self._bin = find_binaries()
-        self.directory = Path(tempfile.mkdtemp(prefix="jfsm-pg-"))
+        self.directory = Path(tempfile.mkdtemp(prefix=PREFIX))
+        (self.directory / OWNER_FILE).write_text(json.dumps(_process_identity(os.getpid())))
+        self._watch()
         if os.geteuid() == 0:
             entry = pwd.getpwnam("postgres")
             os.chown(self.directory, entry.pw_uid, entry.pw_gid)
@@ -171,6 +205,41 @@ class TemporaryServer:
                 self._pg_ctl("stop", "-m", "immediate")
         shutil.rmtree(self.directory, ignore_errors=True)
         self.directory = None
+        self._stand_down()
+
+    def _watch(self) -> None:
+        """Start the watchdog that stops this server if this process dies (module docstring)."""
+        assert self.directory is not None and self._bin is not None
+        read_end, self._alive = os.pipe()  # both not inheritable: only the watchdog reads
+        try:
+            self._watchdog = subprocess.Popen(
+                [
+                    *("sh", "-c", _WATCHDOG, "jfsm-pg-watchdog", str(self.directory)),
+                    *run_as(),
+                    str(self._bin / "pg_ctl"),
+                ],
+                stdin=read_end,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,  # a Ctrl-C or a killpg of ours does not reach it
+            )
+        finally:
+            os.close(read_end)
+
+    def _stand_down(self) -> None:
+        """Tell the watchdog the server is stopped, and wait for it to end."""
+        alive, self._alive = self._alive, None
+        if alive is not None:
+            with contextlib.suppress(OSError):
+                os.write(alive, b"done\n")
+            os.close(alive)
+        watchdog, self._watchdog = self._watchdog, None
+        if watchdog is not None:
+            try:
+                watchdog.wait(timeout=30)
+            except subprocess.TimeoutExpired:  # ours: started by `_watch`
+                watchdog.kill()
+                watchdog.wait()
 
     def __enter__(self) -> TemporaryServer:
         return self.start()
@@ -227,6 +296,113 @@ class TemporaryServer:
 
     def _pg_ctl(self, action: str, *args: str) -> None:
         self._pg("pg_ctl", "-D", str(self.data), "-w", "-s", "-t", "60", action, *args)
+
+
+def _process_identity(pid: int) -> dict[str, object]:
+    """What names process `pid` across pid reuse: its pid, its start time (clock ticks since
+    boot, `/proc/PID/stat`) and the boot id; start time and boot are None where there is no
+    `/proc`."""
+    start: int | None = None
+    with (
+        contextlib.suppress(OSError, IndexError, ValueError),
+        open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat,
+    ):
+        start = int(stat.read().rsplit(")", 1)[1].split()[19])
+    boot: str | None = None
+    with contextlib.suppress(OSError):
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    return {"pid": pid, "start": start, "boot": boot}
+
+
+@dataclass(frozen=True)
+class Leftover:
+    """A temporary server's folder whose starting process is gone: `running` is the pid of
+    its postmaster when that still runs (its watchdog was killed too), else None."""
+
+    folder: Path
+    owner_pid: int
+    running: int | None
+
+
+def leftovers(tempdir: str | None = None) -> list[Leftover]:
+    """The folders `TemporaryServer` made in `tempdir` (default: the temporary directory)
+    whose starting process is gone (its `owner.json` names a pid that is no longer that
+    process). A folder without a readable `owner.json`, or whose file another user wrote, is
+    not provably ours and is never listed."""
+    found: list[Leftover] = []
+    root = Path(tempdir or tempfile.gettempdir())
+    for folder in sorted(root.glob(PREFIX + "*")):
+        marker = folder / OWNER_FILE
+        try:
+            if marker.lstat().st_uid != os.geteuid() or marker.is_symlink():
+                continue
+            owner = json.loads(marker.read_text())
+            pid = int(owner["pid"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if _process_identity(pid) == owner and owner.get("start") is not None:
+            continue  # its starting process still runs
+        if owner.get("start") is None and _pid_alive(pid):
+            continue  # no /proc: a live pid is given the benefit of the doubt
+        found.append(Leftover(folder, pid, _postmaster(folder / "data")))
+    return found
+
+
+def _pid_alive(pid: int) -> bool:
+    return Path(f"/proc/{pid}").exists() or _signal_zero(pid)
+
+
+def _signal_zero(pid: int) -> bool:
+    """Whether `pid` exists (signal 0 sends nothing)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _postmaster(data: Path) -> int | None:
+    """The pid of the postmaster running on `data`, or None (no `postmaster.pid`, or its pid
+    is not a live postgres process)."""
+    try:
+        pid = int((data / "postmaster.pid").read_text().splitlines()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    try:
+        comm = Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return pid if _signal_zero(pid) else None
+    return pid if comm in ("postgres", "postmaster") else None
+
+
+def clear_leftovers(name: str, tempdir: str | None = None) -> None:
+    """Remove the leftover folders whose server no longer runs, and say so; name, in one line
+    each, those whose server still runs, with the command that stops it (never signalled
+    from here: this process did not start it)."""
+    removed = 0
+    for leftover in leftovers(tempdir):
+        if leftover.running is None:
+            shutil.rmtree(leftover.folder, ignore_errors=True)
+            removed += 1
+            continue
+        binaries = find_binaries()
+        pg_ctl = str(binaries / "pg_ctl") if binaries else "pg_ctl"
+        stop = " ".join(shlex.quote(a) for a in [*run_as(), pg_ctl, "-D"])
+        print(
+            f"{name}: a server left by a killed jfsm pg-server (pid {leftover.owner_pid}) "
+            f"still runs (postmaster {leftover.running}, data in {leftover.folder}); stop it "
+            f"with: {stop} {shlex.quote(str(leftover.folder / 'data'))} -m immediate stop "
+            f"&& rm -rf {shlex.quote(str(leftover.folder))}",
+            file=sys.stderr,
+        )
+    if removed:
+        print(
+            f"{name}: removed {removed} folder{'s' if removed > 1 else ''} of throwaway "
+            "servers whose jfsm pg-server was killed (their servers had stopped)",
+            file=sys.stderr,
+        )
 
 
 PGBOUNCER = "/usr/sbin/pgbouncer"
@@ -392,6 +568,7 @@ def main(argv: list[str] | None = None, *, prog: str | None = None) -> int:
         import psycopg  # noqa: F401  (creating the database `jfsm` needs it)
     except ImportError:
         return usage_error(name, "needs the extra jfsm[postgres] (psycopg 3)")
+    clear_leftovers(name)
     previous = signal.signal(signal.SIGTERM, _interrupt)
     serving = False
     try:

@@ -40,6 +40,7 @@ from typing import Any
 
 import psycopg
 
+import jfsm.observability as observability
 from jfsm.errors import BlockingCallInLoop, StoreFenced, StoreUnavailable
 from jfsm.image import QUOTA_BYTES, StoreImage, seeded_image
 from jfsm.limits import validate_owner
@@ -124,6 +125,13 @@ class PostgresStore:
         pool.register(self)
 
     @classmethod
+    @observability.traced(
+        observability.lease_name,
+        attributes=lambda cls, conninfo, game_id, **_: {
+            "jfsm.store.backend": "postgresql",
+            "jfsm.game.id": game_id,
+        },
+    )
     async def open(
         cls,
         conninfo: str,
@@ -171,6 +179,13 @@ class PostgresStore:
         return cls(pool, game_id, token, seq, image, created, group_commit)
 
     @classmethod
+    @observability.traced(
+        observability.lease_name,
+        attributes=lambda cls, conninfo, game_ids, **_: {
+            "jfsm.store.backend": "postgresql",
+            "jfsm.lease.games": len(game_ids),
+        },
+    )
     async def open_many(
         cls,
         conninfo: str,
@@ -358,6 +373,14 @@ class PostgresStore:
         except (psycopg.Error, StoreUnavailable):
             pass
 
+    async def __aenter__(self) -> PostgresStore:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        """`async with await PostgresStore.open(...) as store:` closes it (its lease ended)
+        on leaving the block."""
+        await self.close()
+
     async def remove(self) -> None:
         """Delete this game (it must still be this store's: token current) and close.
         Raises `StoreFenced` (nothing deleted) or `StoreUnavailable`."""
@@ -414,6 +437,10 @@ class PostgresStore:
         if self._broken is not None:
             await self._resolve()
 
+    @observability.traced(
+        "jfsm.store.settle",
+        attributes=lambda self: {"jfsm.store.backend": "postgresql", "jfsm.game.id": self.game_id},
+    )
     async def _resolve(self) -> None:
         """After a lost connection: settle for good, on a fresh pooled connection, whether
         the write numbered `_broken` landed (`fencing.SETTLE`). Not landed: the handle takes
@@ -475,6 +502,7 @@ class PostgresStore:
         )
 
     def fenced_error(self) -> StoreFenced:
+        observability.fenced("postgresql", self.game_id, self.token)  # one refusal each
         return StoreFenced(
             f"game {self.game_id!r} was taken over by a newer owner than token {self.token}; "
             "nothing was written. Close this store",
@@ -483,6 +511,13 @@ class PostgresStore:
             token=self.token,
         )
 
+    @observability.traced(
+        lambda self, sql, params, what: observability.db_name(what),
+        kind="client",
+        attributes=lambda self, sql, params, what: observability.db_attributes(
+            self._pool.conninfo if self._pool is not None else "", what
+        ),
+    )
     async def _write(self, sql: str, params: dict[str, Any], what: str) -> None:
         """Run one fenced write statement (autocommit: the statement is the transaction)."""
         pool = self._pool
