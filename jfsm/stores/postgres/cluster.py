@@ -39,14 +39,17 @@ interpreter must be one the `postgres` user may run: this one, or else the syste
 
 # Faults (a stable API: the failover tests and the randomized nemesis use them)
 
-| Method | Fault |
-|---|---|
-| `kill_postgres(node)` | `kill -9` of the node's postmaster (Patroni sees it within `loop_wait` and fails over) |
-| `kill_node(node)` / `restart_node(node)` | kill the node's Patroni and its postgres (a lost host: the leader key runs out after `ttl`); start its Patroni again |
-| `switchover(candidate=None)` | a planned switchover through Patroni's REST API |
-| `freeze(node)` / `thaw(node)` | SIGSTOP / SIGCONT of every process of the node (a host cut off, its sockets still open) |
-| `freeze_patroni(node)` / `thaw_patroni(node)` | SIGSTOP / SIGCONT of the node's Patroni alone (its postgres runs on) |
-| `etcd_down(member=0)` / `etcd_up(member=0)` | `kill -9` of one etcd member / start it again on its data (with one member: the DCS is down) |
+- `kill_postgres(node)`: `kill -9` of the node's postmaster (Patroni sees it within
+  `loop_wait` and fails over).
+- `kill_node(node)` / `restart_node(node)`: kill the node's Patroni and its postgres (a lost
+  host: the leader key runs out after `ttl`); start its Patroni again.
+- `switchover(candidate=None)`: a planned switchover through Patroni's REST API.
+- `freeze(node)` / `thaw(node)`: SIGSTOP / SIGCONT of every process of the node (a host cut
+  off, its sockets still open).
+- `freeze_patroni(node)` / `thaw_patroni(node)`: SIGSTOP / SIGCONT of the node's Patroni
+  alone (its postgres runs on).
+- `etcd_down(member=0)` / `etcd_up(member=0)`: `kill -9` of one etcd member; start it again
+  on its data (with one member, the default, the whole DCS is down meanwhile).
 
 Process management: etcd and each Patroni run in a session of their own; Patroni starts
 postgres in yet another session, and every postgres child process is a session of its own
@@ -155,7 +158,7 @@ _runnable: dict[tuple[str, ...], bool] = {}
 
 def _runs_as_server_user(argv: list[str], env: dict[str, str]) -> bool:
     """Whether `argv` (a Python) imports Patroni when run as the server's user."""
-    key = (*argv, *sorted(env.items()))
+    key = (*argv, *(f"{name}={value}" for name, value in sorted(env.items())))
     if key not in _runnable:
         try:
             done = subprocess.run(

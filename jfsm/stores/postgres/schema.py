@@ -1,6 +1,6 @@
 """The PostgreSQL store's schema: its tables, their migrations, and connecting to them.
 
-# Tables (schema version 2, created or upgraded by `migrate`)
+# Tables (schema version 3, created or upgraded by `migrate`)
 
 - `jfsm_schema_version(version, applied_at)`: one row per applied migration step.
 - `jfsm_game(game_id, token, owner, owned_at, lease_until, seq, generation, footprint,
@@ -19,8 +19,12 @@
 - `jfsm_telemetry(game_id, n, event)`: the driver's telemetry side file, one row per event
   (version 2; `jfsm_game.participants` is the participants side file), so drivers on
   several hosts serve the same games without a local folder.
+- `jfsm_history_lost(n, detected_at, detected_by, reason)` (version 3): a row written by a
+  worker that found the database lacking writes it saw acknowledged (`history`, R182); while
+  one exists every write of every worker is refused (`store_history_lost`). An operator
+  deletes them (`jfsm pg-migrate URL --clear-history-lost`).
 
-Version 1 databases are upgraded in place: the sequence starts past every token in use.
+Version 1 and 2 databases are upgraded in place: the sequence starts past every token in use.
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ __all__ = [
 ]
 
 #: The schema version this module reads and writes.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: (
@@ -84,6 +88,14 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
             n bigserial,
             event bytea NOT NULL,
             PRIMARY KEY (game_id, n)
+        )""",
+    ),
+    3: (
+        """CREATE TABLE jfsm_history_lost (
+            n bigserial PRIMARY KEY,
+            detected_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+            detected_by text NOT NULL,
+            reason text NOT NULL
         )""",
     ),
 }

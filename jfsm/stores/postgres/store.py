@@ -36,11 +36,11 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, NoReturn
 
 import psycopg
 
-from jfsm.errors import BlockingCallInLoop, StoreFenced, StoreUnavailable
+from jfsm.errors import BlockingCallInLoop, JfsmError, StoreFenced, StoreUnavailable
 from jfsm.image import QUOTA_BYTES, StoreImage, seeded_image
 from jfsm.limits import validate_owner
 from jfsm.private_loop import run as run_on_private_loop
@@ -49,6 +49,7 @@ from jfsm.stores.postgres.fencing import (
     CHECKPOINT,
     CONFIRM,
     RELEASE,
+    ROW,
     SEED,
     SETTLE,
     take_many,
@@ -63,6 +64,7 @@ from jfsm.stores.postgres.games import (
     remove_game,
 )
 from jfsm.stores.postgres.group import Lost, group_commit_default, grouped
+from jfsm.stores.postgres.history import WalPosition
 from jfsm.stores.postgres.pool import RELEASE_WAIT, PgPool, close_pools, shared_pool
 from jfsm.stores.postgres.schema import SCHEMA_VERSION, connection_error, migrate, schema_version
 
@@ -83,6 +85,24 @@ _opens = itertools.count(1)
 
 def _encode_keys(keys: Iterable[str]) -> list[bytes]:
     return [key.encode("utf-8") for key in keys]
+
+
+def _position(row: Any) -> WalPosition:
+    """The server's position in a statement's answer (columns 1 and 2, `history`)."""
+    return WalPosition(int(row[1]), int(row[2]))
+
+
+def _position_check(pool: PgPool) -> tuple[Any, list[Any]]:
+    """For an open: the check its first statement runs (`fencing.take_ownership`), and the
+    list that receives [position, floor] for the mark once the open committed."""
+    floor = pool.history.floor()
+    seen: list[Any] = []
+
+    def check(position: WalPosition, marked: bool) -> None:
+        pool.check_position(position, floor, acked=False, marked=marked)
+        seen[:] = [position, floor]
+
+    return check, seen
 
 
 class PostgresStore:
@@ -155,17 +175,21 @@ class PostgresStore:
             validate_owner(owner)
         pool = await shared_pool(conninfo, max_size=pool_size, lease_seconds=lease_seconds)
         who = owner or f"{pool.owner}:{next(_opens)}"  # unique: never reclaims another's
+        check, seen = _position_check(pool)
         try:
-            async with pool.connection() as conn, conn.transaction():
-                token, seq, created = await take_ownership(
-                    conn,
-                    game_id,
-                    who,
-                    takeover=takeover,
-                    create=create,
-                    lease_seconds=pool.lease_seconds,
-                )
-                image = await load_image(conn, game_id, quota)
+            async with pool.connection() as conn:
+                async with conn.transaction():
+                    token, seq, created = await take_ownership(
+                        conn,
+                        game_id,
+                        who,
+                        takeover=takeover,
+                        create=create,
+                        lease_seconds=pool.lease_seconds,
+                        check=check,
+                    )
+                    image = await load_image(conn, game_id, quota)
+                pool.check_position(seen[0], seen[1], acked=True)  # committed: the new mark
         except psycopg.Error as exc:
             raise connection_error(exc, conninfo, f"open game {game_id!r} at") from None
         return cls(pool, game_id, token, seq, image, created, group_commit)
@@ -192,12 +216,20 @@ class PostgresStore:
         pool = await shared_pool(conninfo, max_size=pool_size, lease_seconds=lease_seconds)
         games = sorted(set(game_ids))
         who = [owner or f"{pool.owner}:{next(_opens)}" for _ in games]
+        check, seen = _position_check(pool)
         try:
-            async with pool.connection() as conn, conn.transaction():
-                taken, refused = await take_many(
-                    conn, games, who, takeover=takeover, lease_seconds=pool.lease_seconds
-                )
-                images = await load_images(conn, list(taken), quota)
+            async with pool.connection() as conn:
+                async with conn.transaction():
+                    taken, refused = await take_many(
+                        conn,
+                        games,
+                        who,
+                        takeover=takeover,
+                        lease_seconds=pool.lease_seconds,
+                        check=check,
+                    )
+                    images = await load_images(conn, list(taken), quota)
+                pool.check_position(seen[0], seen[1], acked=True)
         except psycopg.Error as exc:
             raise connection_error(exc, conninfo, "open games at") from None
         stores = {
@@ -269,17 +301,20 @@ class PostgresStore:
         await self._require_writable()
         pool = self._pool
         assert pool is not None
-        params = {"game": self.game_id, "token": self.token, "lease": pool.lease_seconds}
+        token, seq = self.token, self._seq
+        params = {"game": self.game_id, "token": token, "seq": seq, "lease": pool.lease_seconds}
+        floor = pool.history.floor()
         try:
             async with pool.connection() as conn:
                 cur = await conn.execute(CONFIRM, params)
                 row = await cur.fetchone()
+                assert row is not None
+                pool.check_position(_position(row), floor, acked=False, marked=row[3])
+                if row[0] is None:
+                    await self._not_landed(conn, token, seq)
         except psycopg.Error as exc:
             error = connection_error(exc, pool.conninfo, f"check the owner of {self.game_id!r} at")
             raise type(error)(error.message, state="open") from None
-        if row is None:
-            self._fenced = True
-            raise self.fenced_error()
 
     async def commit(self, projection: Projection) -> None:
         """Write `projection` fenced by this owner's token (renewing the lease), in one
@@ -294,14 +329,16 @@ class PostgresStore:
         pool = self._pool
         assert pool is not None
         expected = self._seq + 1
+        token, known = self.token, self._seq
         try:
             seq = await grouped(pool).commit(
                 self.game_id,
-                self.token,
+                token,
                 footprint,
                 _encode_keys(projection.sets),
                 list(projection.sets.values()),
                 _encode_keys(projection.deletes),
+                seq=known,
                 alone=not self.group_commit,
             )
         except Lost:
@@ -309,9 +346,12 @@ class PostgresStore:
             raise self._lost("commit", expected) from None
         except psycopg.Error as exc:
             raise self._refused(exc, "commit", expected) from None
-        if seq is None:
-            self._fenced = True
-            raise self.fenced_error()
+        if seq is None:  # a newer owner, or the game's row behind this store's count
+            try:
+                async with pool.connection() as conn:
+                    await self._not_landed(conn, token, known)
+            except psycopg.Error as exc:
+                raise self._refused(exc, "commit", expected) from None
         self._seq = seq
         self._writes += 1
         self._image.apply_unchecked(projection)
@@ -355,7 +395,7 @@ class PostgresStore:
         try:  # a server out of reach is not waited for long: the lease runs out by itself
             async with pool.connection(timeout=RELEASE_WAIT) as conn:
                 await conn.execute(RELEASE, {"game": self.game_id, "token": self.token})
-        except (psycopg.Error, StoreUnavailable):
+        except (psycopg.Error, JfsmError):  # unreachable, or a lost history: nothing sent
             pass
 
     async def remove(self) -> None:
@@ -395,9 +435,12 @@ class PostgresStore:
     @property
     def state(self) -> str:
         """This handle's state in the machine `store_ownership`: `owner`, `fenced`, `broken`
-        or `closed`."""
+        or `closed`; or `history_lost` once its pool found the database lacking acknowledged
+        writes (every call refused, `StoreHistoryLost`)."""
         if self._pool is None:
             return "closed"
+        if self._pool.history.lost is not None:
+            return "history_lost"
         if self._fenced:
             return "fenced"
         return "broken" if self._broken is not None else "owner"
@@ -409,6 +452,7 @@ class PostgresStore:
     async def _require_writable(self) -> None:
         if self._pool is None:
             raise StoreUnavailable(f"store of game {self.game_id!r} is closed", state="closed")
+        self._pool.history.refuse()
         if self._fenced:
             raise self.fenced_error()
         if self._broken is not None:
@@ -431,19 +475,27 @@ class PostgresStore:
         }
         settled = row = None
         for attempt in range(4):
+            floor = pool.history.floor()
+            params.update(pool.history.params(floor))
             try:
                 async with pool.connection() as conn:
                     if not self._settling:  # no settle of ours in doubt: settle now
                         self._settling = True
                         cur = await conn.execute(SETTLE, params)
-                        settled = await cur.fetchone()
+                        answer = await cur.fetchone()
+                        assert answer is not None
                         self._settling = False
-                    if settled is None:
-                        cur = await conn.execute(
-                            "SELECT token, seq FROM jfsm_game WHERE game_id = %s",
-                            (self.game_id,),
+                        landed = answer[0] is not None
+                        pool.check_position(
+                            _position(answer), floor, acked=landed, marked=answer[3]
                         )
+                        settled = answer if landed else None
+                    if settled is None:
+                        cur = await conn.execute(ROW, (self.game_id,))
                         row = await cur.fetchone()
+                        stored = None if row is None else (int(row[0]), int(row[1]))
+                        if pool.judge_row(self, self.token, self._seq, stored) == "lost":
+                            raise AssertionError("judge_row raises on a lost history")
             except (psycopg.Error, StoreUnavailable) as exc:
                 if attempt < 3 and isinstance(exc, psycopg.Error):  # not after a pool's wait
                     continue
@@ -474,6 +526,29 @@ class PostgresStore:
             seq=expected,
         )
 
+    async def _not_landed(
+        self, conn: psycopg.AsyncConnection[Any], token: int, seq: int
+    ) -> NoReturn:
+        """A write (or a confirm) sent with `token` and `seq` did not land: read the game's
+        row now and raise what it means: `StoreHistoryLost` (the row is behind: the pool's
+        loss is recorded), `StoreFenced` (a newer owner), or `StoreUnavailable` (state
+        `broken`: a write of this handle landed that it does not know of; reopen)."""
+        pool = self._pool
+        assert pool is not None
+        cur = await conn.execute(ROW, (self.game_id,))
+        row = await cur.fetchone()
+        stored = None if row is None else (int(row[0]), int(row[1]))
+        if pool.judge_row(self, token, seq, stored) == "ahead":
+            self._broken = seq + 1
+            raise StoreUnavailable(
+                f"store of game {self.game_id!r}: the game holds more landed writes than this "
+                "handle knows of; close and reopen the store",
+                state="broken",
+                seq=seq + 1,
+            )
+        self._fenced = True
+        raise self.fenced_error()
+
     def fenced_error(self) -> StoreFenced:
         return StoreFenced(
             f"game {self.game_id!r} was taken over by a newer owner than token {self.token}; "
@@ -487,7 +562,10 @@ class PostgresStore:
         """Run one fenced write statement (autocommit: the statement is the transaction)."""
         pool = self._pool
         assert pool is not None
-        params.update(game=self.game_id, token=self.token, lease=pool.lease_seconds)
+        token, known = self.token, self._seq
+        floor = pool.history.floor()
+        params.update(game=self.game_id, token=token, seq=known, lease=pool.lease_seconds)
+        params.update(pool.history.params(floor))
         expected = self._seq + 1
         lost = False
         try:
@@ -498,14 +576,16 @@ class PostgresStore:
                 except psycopg.Error:
                     lost = conn.broken or conn.closed
                     raise
+                assert row is not None
+                landed = row[0] is not None
+                pool.check_position(_position(row), floor, acked=landed, marked=row[3])
+                if not landed:  # a newer owner, or the game's row behind this store's count
+                    await self._not_landed(conn, token, known)
         except psycopg.Error as exc:
             if lost:
                 self._broken = expected
                 raise self._lost(what, expected) from None
             raise self._refused(exc, what, expected) from None
-        if row is None:
-            self._fenced = True
-            raise self.fenced_error()
         self._seq = int(row[0])
         self._writes += 1
 
