@@ -54,7 +54,9 @@ def _replace(data: Path, copy: Path) -> None:
 
 def _stored(target: str, game: str) -> tuple[int, int]:
     with psycopg.connect(target, autocommit=True) as conn:
-        row = conn.execute("SELECT token, seq FROM jfsm_game WHERE game_id = %s", (game,)).fetchone()
+        row = conn.execute(
+            "SELECT token, seq FROM jfsm_game WHERE game_id = %s", (game,)
+        ).fetchone()
     assert row is not None
     return int(row[0]), int(row[1])
 
@@ -249,7 +251,7 @@ def test_a_game_whose_row_went_back_is_lost_history_and_nothing_lands(
                 await store.confirm()
             else:
                 await store._pool.renew()
-        except Exception as exc:  # noqa: BLE001 - the test looks at what was raised
+        except Exception as exc:  # the test looks at what was raised
             error = exc
         with pytest.raises(StoreHistoryLost):  # the neighbour on the same pool too
             await other.commit(Projection.of({"round": 100}))
