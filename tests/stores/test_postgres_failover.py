@@ -38,6 +38,7 @@ from campaign_ledger import Driver, Ledger, audit
 from jfsm.errors import StoreFenced, StoreLocked
 from jfsm.projection import Projection
 from jfsm.stores.postgres.cluster import TemporaryCluster, why_unavailable
+from jfsm.stores.postgres.history import history_lost_marks
 from jfsm.stores.postgres.store import PostgresStore, close_pools, migrate, read_image
 from jfsm_conformance.fake.compress import FakeCompress
 
@@ -386,3 +387,166 @@ def test_failover_campaign(cluster: TemporaryCluster) -> None:
     _report("failover campaign", work, faults, result)
     assert result["acked"] >= 200 and work.counts["takeovers"] >= 5, (result, work.counts)
     _check(work, faults, result)
+
+
+# -- a primary frozen for 40-60 s (issue 38, item 1) ---------------------------------------------
+FREEZE_SEED = int(os.environ.get("JFSM_FREEZE_SEED", "38"))
+FREEZE_TRIALS = int(os.environ.get("JFSM_FREEZE_TRIALS", "20"))
+
+
+@dataclass
+class Trial:
+    """One freeze of the primary host and what the workers saw of it."""
+
+    number: int
+    seconds: float
+    primary: str = ""
+    new_primary: str | None = None
+    acked: int = 0
+    lost: int = 0
+    twice: int = 0  # round numbers acknowledged twice (audit's double_owners)
+    history_lost: int = 0  # replies store_history_lost
+    serve_again: float = 0.0
+
+    def line(self) -> str:
+        return (
+            f"  trial {self.number}: freeze {self.seconds:.1f} s of {self.primary} -> "
+            f"{self.new_primary}; acknowledged {self.acked}, lost {self.lost}, acknowledged "
+            f"twice {self.twice}, store_history_lost {self.history_lost}, served again "
+            f"{self.serve_again:.1f} s after the fault"
+        )
+
+
+async def _freeze_trial(
+    cluster: TemporaryCluster, work: Workload, trial: Trial, totals: dict[str, int]
+) -> None:
+    """Freeze the primary host for `trial.seconds`, thaw it, wait until the cluster is whole
+    and every game is served again (or, once the database lost history, until the workers
+    answer store_history_lost), and count the trial's share of the audit."""
+    primary = await asyncio.to_thread(cluster.wait_primary, 120)
+    fault = Fault("freeze", time.monotonic(), primary)
+    trial.primary = primary
+    acked_before = len(work.ledger.acked)
+    await asyncio.to_thread(cluster.freeze, primary)
+    try:
+        await asyncio.sleep(trial.seconds)
+    finally:
+        await asyncio.to_thread(cluster.thaw, primary)
+    await asyncio.to_thread(cluster.wait_ready, 240)
+    trial.new_primary = await asyncio.to_thread(cluster.wait_primary, 120)
+    games = {f"g{n}" for n in range(work.games)}
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:  # every game served again, or the loss noticed
+        after = [w for w in work.ledger.writes if w.sent > fault.at]
+        if any(w.code == "store_history_lost" for w in after):
+            break
+        if games <= {w.game for w in after if w.outcome == "ok"}:
+            break
+        await asyncio.sleep(0.1)
+    else:
+        raise AssertionError(f"trial {trial.number}: games not served again within 180 s")
+    await asyncio.sleep(2)
+    fault.until = time.monotonic()
+    trial.acked = len(work.ledger.acked) - acked_before
+    trial.history_lost = sum(
+        1 for w in work.ledger.writes if w.sent > fault.at and w.code == "store_history_lost"
+    )
+    result = await asyncio.to_thread(audit, work.url, work.ledger)
+    trial.lost = result["lost"] - totals.get("lost", 0)
+    trial.twice = result["double_owners"] - totals.get("double_owners", 0)
+    totals.update(result)
+    trial.serve_again = fault.outage(work.ledger)[1]
+
+
+async def _freeze_trials(
+    cluster: TemporaryCluster, work: Workload, trials: list[Trial], *, until_lost: bool
+) -> dict[str, int]:
+    totals: dict[str, int] = {}
+    try:
+        await work.start()
+        await work.acked_after(0, count=20)
+        for trial in trials:
+            await _freeze_trial(cluster, work, trial, totals)
+            print(trial.line(), flush=True)
+            if until_lost and trial.history_lost:
+                break
+        await work.stop()
+    finally:
+        for driver in work.drivers:
+            await driver.stop()
+    return totals
+
+
+def _draw_trials(count: int, seed: int) -> list[Trial]:
+    rng = random.Random(seed)
+    return [Trial(n + 1, rng.uniform(40, 60)) for n in range(count)]
+
+
+@pytest.mark.failover
+def test_a_primary_frozen_for_40_to_60_s_loses_nothing(cluster: TemporaryCluster) -> None:
+    """Issue 38's fault on the project's Patroni: 4 workers, 8 games, the primary host frozen
+    for 40-60 s (drawn from `JFSM_FREEZE_SEED`, `JFSM_FREEZE_TRIALS` times, default 20). A
+    failing run is replayed with the seed it prints."""
+    url = fresh_target(cluster)
+    trials = _draw_trials(FREEZE_TRIALS, FREEZE_SEED)
+    release = cluster.patroni.release if cluster.patroni else "?"
+    print(f"\nfreeze trials: seed {FREEZE_SEED}, Patroni {release}")
+    with FakeCompress() as fake:
+        work = Workload(url, fake.url, workers=4, games=8, seed=FREEZE_SEED)
+
+        async def scenario() -> dict[str, int]:
+            try:
+                return await _freeze_trials(cluster, work, trials, until_lost=False)
+            finally:
+                await close_pools()
+
+        totals = asyncio.run(scenario())
+    done = [t for t in trials if t.new_primary is not None]
+    print(f"freeze trials (replay: JFSM_FREEZE_SEED={FREEZE_SEED}): {totals}")
+    assert len(done) == len(trials)
+    assert totals["lost"] == 0 and totals["double_owners"] == 0, totals
+    assert totals["fenced_landed"] == 0 and totals["footprint_mismatches"] == 0, totals
+    assert sum(t.history_lost for t in trials) == 0  # nothing lost: nothing to notice
+
+
+UNSAFE_PATRONI = os.environ.get("JFSM_UNSAFE_PATRONI")
+
+
+@pytest.mark.failover
+@pytest.mark.req("JF-STORE-060", "JF-STORE-062", "JF-STORE-063")
+def test_a_primary_that_takes_its_leadership_back_is_noticed_never_acknowledged_over() -> None:
+    """The same fault on a Patroni older than 3.0.3 (`JFSM_UNSAFE_PATRONI=/usr/bin/patroni`,
+    Debian 12's 3.0.2), which may take the leader key back when the frozen primary resumes:
+    the promoted standby is demoted and rewound, and what it acknowledged is lost. The
+    workers must notice (`store_history_lost`), and never acknowledge a round number twice.
+    Trials stop at the first loss noticed (the database's mark stops every worker)."""
+    require_patroni()
+    if UNSAFE_PATRONI is None:
+        pytest.skip(
+            "set JFSM_UNSAFE_PATRONI to a Patroni older than 3.0.3 (Debian 12: "
+            "/usr/bin/patroni) to run the loss it causes"
+        )
+    trials = _draw_trials(FREEZE_TRIALS, FREEZE_SEED)
+    with TemporaryCluster(patroni=UNSAFE_PATRONI, allow_unsafe_patroni=True) as unsafe:
+        assert unsafe.patroni is not None and unsafe.patroni.unsafe() is not None
+        print(f"\nunsafe Patroni {unsafe.patroni.release}: seed {FREEZE_SEED}")
+        url = fresh_target(unsafe)
+        with FakeCompress() as fake:
+            work = Workload(url, fake.url, workers=4, games=8, seed=FREEZE_SEED)
+
+            async def scenario() -> dict[str, int]:
+                try:
+                    return await _freeze_trials(unsafe, work, trials, until_lost=True)
+                finally:
+                    await close_pools()
+
+            totals = asyncio.run(scenario())
+        marks = history_lost_marks(url)
+    noticed = sum(t.history_lost for t in trials)
+    print(f"unsafe Patroni (replay: JFSM_FREEZE_SEED={FREEZE_SEED}): {totals}; marks {marks}")
+    assert totals["double_owners"] == 0, totals  # never acknowledged over a lost history
+    assert totals["fenced_landed"] == 0, totals  # store_history_lost wrote nothing
+    if totals["lost"]:  # the leader key was taken back: the loss was noticed
+        assert noticed > 0 and len(marks) >= 1, (totals, marks)
+    else:
+        pytest.skip(f"no trial of {len(trials)} made Patroni take the leader key back")
