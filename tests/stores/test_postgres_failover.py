@@ -115,6 +115,8 @@ class Workload:
     drivers: list[Driver] = field(default_factory=list)
     pids: list[int] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
+    paused: bool = False  # actors start no op while set (`quiet`)
+    in_flight: int = 0
     _stop: bool = False
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
@@ -138,6 +140,24 @@ class Workload:
     async def _actor(self, seed: int) -> None:
         rng = random.Random(seed)
         while not self._stop:
+            if self.paused:
+                await asyncio.sleep(0.05)
+                continue
+            self.in_flight += 1
+            try:
+                await self._op(rng)
+            finally:
+                self.in_flight -= 1
+            await asyncio.sleep(rng.uniform(0.005, 0.02))
+
+    async def quiet(self) -> None:
+        """Pause the actors and wait until no op is in flight (an audit between faults)."""
+        self.paused = True
+        while self.in_flight:
+            await asyncio.sleep(0.05)
+
+    async def _op(self, rng: random.Random) -> None:
+        if True:
             driver = rng.choice(self.drivers)
             game = f"g{rng.randrange(self.games)}"
             roll = rng.random()
@@ -159,7 +179,6 @@ class Workload:
                     await driver.call("release_game", game=game)
                 elif not reply["ok"]:
                     await asyncio.sleep(0.05)
-            await asyncio.sleep(rng.uniform(0.005, 0.02))
 
     async def acked_after(self, moment: float, count: int = 1, timeout: float = 90) -> None:
         """Wait until `count` rounds sent after `moment` are acknowledged."""
@@ -451,7 +470,11 @@ async def _freeze_trial(
     trial.history_lost = sum(
         1 for w in work.ledger.writes if w.sent > fault.at and w.code == "store_history_lost"
     )
-    result = await asyncio.to_thread(audit, work.url, work.ledger)
+    await work.quiet()  # the audit reads every game: no round acknowledged meanwhile
+    try:
+        result = await asyncio.to_thread(audit, work.url, work.ledger)
+    finally:
+        work.paused = False
     trial.lost = result["lost"] - totals.get("lost", 0)
     trial.twice = result["double_owners"] - totals.get("double_owners", 0)
     totals.update(result)

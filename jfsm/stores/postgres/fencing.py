@@ -58,6 +58,7 @@ __all__ = [
     "ROW",
     "SEED",
     "SETTLE",
+    "SETTLE_LOCK_WAIT",
     "take_many",
     "take_ownership",
 ]
@@ -173,9 +174,11 @@ UPDATE jfsm_game SET lease_until = NULL WHERE game_id = %(game)s AND token = %(t
 
 #: After a lost connection: a new token for the handle if its write did not land (returns
 #: the token, NULL when the write landed or the game is another's, and the server's position).
+#: It waits for the row lock at most `SETTLE_LOCK_WAIT`.
 SETTLE = (
-    "WITH "
-    + HERE
+    "WITH here AS MATERIALIZED (SELECT set_config('synchronous_commit', 'on', true) AS on_,"
+    " set_config('lock_timeout', %(lock_wait)s, true) AS waits, p.*"
+    f" FROM {POSITION} AS p)"
     + """,
 settled AS (
     UPDATE jfsm_game SET token = nextval('jfsm_token'),
@@ -188,6 +191,11 @@ settled AS (
 SELECT s.token, here.timeline, here.wal, here.marked FROM here LEFT JOIN settled s ON true
 """
 )
+
+#: How long a settle waits for the game's row lock (`lock_timeout`): a lost write still
+#: running on the server holds it; the settle then fails at once (nothing done) and the next
+#: call asks again, rather than queueing behind it until the connection's deadline (R185).
+SETTLE_LOCK_WAIT = "2s"
 
 #: The game's row as it is now (after a write that did not land: `history.judge_row`).
 ROW = "SELECT token, seq FROM jfsm_game WHERE game_id = %s"

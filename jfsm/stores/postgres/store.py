@@ -52,6 +52,7 @@ from jfsm.stores.postgres.fencing import (
     ROW,
     SEED,
     SETTLE,
+    SETTLE_LOCK_WAIT,
     take_many,
     take_ownership,
 )
@@ -462,7 +463,10 @@ class PostgresStore:
         """After a lost connection: settle for good, on a fresh pooled connection, whether
         the write numbered `_broken` landed (`fencing.SETTLE`). Not landed: the handle takes
         a new token in that statement, so the lost write can never land later, and is an
-        owner again. Landed: it stays broken. Another owner's token: fenced; but when a
+        owner again. Landed: it stays broken, and says so (`details["landed"]`). A lost
+        write still running on the server holds the game's row: the settle waits for it at
+        most `SETTLE_LOCK_WAIT`, then the call fails (broken) and the next asks again.
+        Another owner's token: fenced; but when a
         settle of this handle was itself cut off, a changed token may be its own, so it
         stays broken (close and reopen: the same owner id reclaims the game)."""
         pool, expected = self._pool, self._broken
@@ -472,6 +476,7 @@ class PostgresStore:
             "token": self.token,
             "seq": self._seq,
             "lease": pool.lease_seconds,
+            "lock_wait": SETTLE_LOCK_WAIT,
         }
         settled = row = None
         for attempt in range(4):
@@ -496,6 +501,14 @@ class PostgresStore:
                         stored = None if row is None else (int(row[0]), int(row[1]))
                         if pool.judge_row(self, self.token, self._seq, stored) == "lost":
                             raise AssertionError("judge_row raises on a lost history")
+            except psycopg.errors.LockNotAvailable as exc:  # nothing done: the lost write
+                self._settling = False  # still holds the row on the server; ask again later
+                raise StoreUnavailable(
+                    f"store of game {self.game_id!r}: the write numbered {expected} is still "
+                    "running on the server (it holds the game's row); the next call asks again",
+                    state="broken",
+                    seq=expected,
+                ) from exc
             except (psycopg.Error, StoreUnavailable) as exc:
                 if attempt < 3 and isinstance(exc, psycopg.Error):  # not after a pool's wait
                     continue
@@ -518,6 +531,18 @@ class PostgresStore:
         if not mine and not self._settling:
             self._fenced = True
             raise self.fenced_error()
+        if mine and row is not None and int(row[1]) == self._seq + 1:
+            # the token is still this handle's (no settle of it landed: each takes a new
+            # token) and one more write landed: the lost one, for only this handle writes
+            # with its token and its writes go one at a time
+            raise StoreUnavailable(
+                f"store of game {self.game_id!r}: the write numbered {expected} landed after "
+                "its connection was lost; close and reopen the store to serve the game as "
+                "it is (the reference driver does so for the call)",
+                state="broken",
+                seq=expected,
+                landed=True,
+            )
         raise StoreUnavailable(
             f"store of game {self.game_id!r}: the write numbered {expected} landed after its "
             "connection was lost, or the outcome of settling it is unknown; close and "
