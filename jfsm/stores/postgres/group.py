@@ -52,7 +52,7 @@ import psycopg
 from jfsm.stores.offload import Unstoppable, await_to_end
 from jfsm.stores.postgres.fencing import HERE, LANDS
 from jfsm.stores.postgres.history import WalPosition
-from jfsm.stores.postgres.pool import PgPool
+from jfsm.stores.postgres.pool import PgPool, note_recovery
 
 __all__ = ["GROUP_COMMIT", "GroupCommit", "Lost", "Member", "group_commit_default", "grouped"]
 
@@ -282,6 +282,7 @@ class GroupCommit:
             except psycopg.Error as exc:
                 if conn.broken or conn.closed:
                     raise Lost() from exc
+                await note_recovery(conn, exc)
                 raise _Refused(exc) from exc
             landed = {str(row[0]): int(row[1]) for row in rows if row[0] is not None}
             here = rows[0]

@@ -1,6 +1,10 @@
 """One pool of PostgreSQL connections per process and database, shared by every game open
 there, and the idle timer that renews their leases.
 
+**The one concept: a process's access to one database** (its connections, checked before
+they are lent and cut when the server stays silent, its leases kept alive, and its refusal of
+a database found lacking acknowledged writes).
+
 `shared_pool(conninfo)` returns the `PgPool` of the running event loop for that target,
 opening it on first use: it first connects once directly, so that a wrong password, a
 missing database or an unmigrated schema is reported at once as `StoreUnusable` (one line,
@@ -88,6 +92,7 @@ __all__ = [
     "VERIFY_IDLE_SECONDS",
     "PgPool",
     "close_pools",
+    "note_recovery",
     "shared_pool",
 ]
 
@@ -121,6 +126,29 @@ def _drain(conn: psycopg.AsyncConnection[Any]) -> bool:
         if pgconn.status != psycopg.pq.ConnStatus.OK:
             raise psycopg.OperationalError("the server ended the connection")
     return got
+
+
+async def note_recovery(conn: psycopg.AsyncConnection[Any], exc: BaseException) -> None:
+    """After the server refused a statement with 25006 (read-only) or 55000 (recovery in
+    progress), ask it whether it is a standby (a node demoted or reached during a failover:
+    the refusal passes) and note the answer on `exc` (`jfsm_in_recovery`, read by
+    `conninfo.refusal_passes`); a standby's connection is closed, so that the pool connects
+    to the primary. Never raises."""
+    if getattr(exc, "sqlstate", None) not in ("25006", "55000"):
+        return
+    try:
+        if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            await conn.rollback()
+        cur = await conn.execute("SELECT pg_is_in_recovery()")
+        row = await cur.fetchone()
+        in_recovery = bool(row and row[0])
+    except psycopg.Error:
+        in_recovery = True  # unknown: taken as passing
+    with contextlib.suppress(AttributeError):
+        exc.jfsm_in_recovery = in_recovery  # type: ignore[attr-defined]
+    if in_recovery:
+        with contextlib.suppress(psycopg.Error):
+            await conn.close()
 
 
 def _cut(conn: psycopg.AsyncConnection[Any]) -> None:

@@ -35,7 +35,13 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from jfsm.errors import StoreUnavailable, StoreUnusable
-from jfsm.stores.postgres.conninfo import check_host_names, describe, is_permanent, scrub
+from jfsm.stores.postgres.conninfo import (
+    check_host_names,
+    describe,
+    is_permanent,
+    refusal_passes,
+    scrub,
+)
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -129,11 +135,15 @@ def connect(conninfo: str, *, keepalive_seconds: int | None = None) -> psycopg.C
 def connection_error(
     exc: BaseException, conninfo: str, doing: str = "connect to"
 ) -> StoreUnavailable:
-    """The store error for a failed connection: `StoreUnusable` (not retryable) for a
-    permanent cause, else `StoreUnavailable`; the message names the target without its
-    password and keeps the first line of the server's reason."""
+    """The store error for a failed connection or a refused statement: `StoreUnusable` (not
+    retryable) for a permanent cause or a refusal that does not pass (`conninfo.
+    refusal_passes`, R184: a trigger, a constraint, a read-only database...), else
+    `StoreUnavailable`; the message names the target without its password and keeps the
+    first line of the server's reason."""
     reason = " ".join(scrub(str(exc), conninfo).split()) or type(exc).__name__
-    cls = StoreUnusable if is_permanent(exc) else StoreUnavailable
+    recovery = getattr(exc, "jfsm_in_recovery", None)
+    passes = refusal_passes(exc, in_recovery=recovery)
+    cls = StoreUnusable if is_permanent(exc) or not passes else StoreUnavailable
     return cls(f"cannot {doing} PostgreSQL at {describe(conninfo)}: {reason}", state="closed")
 
 

@@ -66,7 +66,13 @@ from jfsm.stores.postgres.games import (
 )
 from jfsm.stores.postgres.group import Lost, group_commit_default, grouped
 from jfsm.stores.postgres.history import WalPosition
-from jfsm.stores.postgres.pool import RELEASE_WAIT, PgPool, close_pools, shared_pool
+from jfsm.stores.postgres.pool import (
+    RELEASE_WAIT,
+    PgPool,
+    close_pools,
+    note_recovery,
+    shared_pool,
+)
 from jfsm.stores.postgres.schema import SCHEMA_VERSION, connection_error, migrate, schema_version
 
 __all__ = [
@@ -598,8 +604,10 @@ class PostgresStore:
                 try:
                     cur = await conn.execute(sql, params)
                     row = await cur.fetchone()
-                except psycopg.Error:
+                except psycopg.Error as exc:
                     lost = conn.broken or conn.closed
+                    if not lost:
+                        await note_recovery(conn, exc)
                     raise
                 assert row is not None
                 landed = row[0] is not None
@@ -624,6 +632,8 @@ class PostgresStore:
         )
 
     def _refused(self, exc: psycopg.Error, what: str, expected: int) -> StoreUnavailable:
+        """The server refused the write (nothing written): `StoreUnavailable`, retryable
+        only for a refusal that passes (`schema.connection_error`, decision R184)."""
         assert self._pool is not None
         error = connection_error(exc, self._pool.conninfo, f"{what} game {self.game_id!r} at")
         return type(error)(f"{error.message}; nothing was written", state="open", seq=expected)
