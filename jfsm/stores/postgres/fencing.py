@@ -192,10 +192,11 @@ SELECT s.token, here.timeline, here.wal, here.marked FROM here LEFT JOIN settled
 """
 )
 
-#: How long a settle waits for the game's row lock (`lock_timeout`): a lost write still
-#: running on the server holds it; the settle then fails at once (nothing done) and the next
-#: call asks again, rather than queueing behind it until the connection's deadline (R185).
-SETTLE_LOCK_WAIT = "2s"
+#: How long a settle waits for the game's row lock at most (`lock_timeout`, seconds; half the
+#: connection's deadline when that is shorter): a lost write still running on the server
+#: holds it; the settle then fails at once (nothing done) and the next call asks again,
+#: rather than queueing behind it until the connection's deadline (R185).
+SETTLE_LOCK_WAIT = 2.0
 
 #: The game's row as it is now (after a write that did not land: `history.judge_row`).
 ROW = "SELECT token, seq FROM jfsm_game WHERE game_id = %s"

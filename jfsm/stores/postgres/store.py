@@ -34,8 +34,9 @@ state a lost write leaves (broken, settled, fenced); the statements are `fencing
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any, NoReturn
 
 import psycopg
@@ -92,6 +93,18 @@ _opens = itertools.count(1)
 
 def _encode_keys(keys: Iterable[str]) -> list[bytes]:
     return [key.encode("utf-8") for key in keys]
+
+
+@contextlib.asynccontextmanager
+async def _noting_recovery(conn: psycopg.AsyncConnection[Any]) -> AsyncIterator[None]:
+    """A refusal of the server in the block is noted with whether it is a standby
+    (`pool.note_recovery`), for `schema.connection_error` to tell whether it passes."""
+    try:
+        yield
+    except psycopg.Error as exc:
+        if not (conn.broken or conn.closed):
+            await note_recovery(conn, exc)
+        raise
 
 
 def _position(row: Any) -> WalPosition:
@@ -184,7 +197,7 @@ class PostgresStore:
         who = owner or f"{pool.owner}:{next(_opens)}"  # unique: never reclaims another's
         check, seen = _position_check(pool)
         try:
-            async with pool.connection() as conn:
+            async with pool.connection() as conn, _noting_recovery(conn):
                 async with conn.transaction():
                     token, seq, created = await take_ownership(
                         conn,
@@ -225,7 +238,7 @@ class PostgresStore:
         who = [owner or f"{pool.owner}:{next(_opens)}" for _ in games]
         check, seen = _position_check(pool)
         try:
-            async with pool.connection() as conn:
+            async with pool.connection() as conn, _noting_recovery(conn):
                 async with conn.transaction():
                     taken, refused = await take_many(
                         conn,
@@ -482,7 +495,7 @@ class PostgresStore:
             "token": self.token,
             "seq": self._seq,
             "lease": pool.lease_seconds,
-            "lock_wait": SETTLE_LOCK_WAIT,
+            "lock_wait": f"{round(min(SETTLE_LOCK_WAIT, pool.deadline_seconds / 2) * 1000)}ms",
         }
         settled = row = None
         for attempt in range(4):
