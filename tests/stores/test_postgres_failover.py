@@ -26,10 +26,13 @@ import asyncio
 import itertools
 import os
 import random
+import subprocess
+import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -37,7 +40,12 @@ from campaign_ledger import Driver, Ledger, audit
 
 from jfsm.errors import StoreFenced, StoreLocked
 from jfsm.projection import Projection
-from jfsm.stores.postgres.cluster import TemporaryCluster, why_unavailable
+from jfsm.stores.postgres.cluster import (
+    PatroniCommand,
+    TemporaryCluster,
+    find_patroni,
+    why_unavailable,
+)
 from jfsm.stores.postgres.history import history_lost_marks
 from jfsm.stores.postgres.store import PostgresStore, close_pools, migrate, read_image
 from jfsm_conformance.fake.compress import FakeCompress
@@ -573,3 +581,45 @@ def test_a_primary_that_takes_its_leadership_back_is_noticed_never_acknowledged_
         assert noticed > 0 and len(marks) >= 1, (totals, marks)
     else:
         pytest.skip(f"no trial of {len(trials)} made Patroni take the leader key back")
+
+
+# -- which Patroni (R180) ---------------------------------------------------------------------
+def _fake_patroni(tmp_path: Path, version: str) -> str:
+    """An executable that answers `--version` as a Patroni of `version` would."""
+    script = tmp_path / f"patroni-{version}"
+    script.write_text(f"#!/bin/sh\necho 'patroni {version}'\n")
+    script.chmod(0o755)
+    return str(script)
+
+
+def test_a_patroni_older_than_3_0_3_is_refused_in_one_line(tmp_path: Path) -> None:
+    old = _fake_patroni(tmp_path, "3.0.2")
+    found = find_patroni(old)
+    assert isinstance(found, PatroniCommand) and found.version == (3, 0, 2)
+    reason = found.unsafe()
+    assert reason is not None and "2689" in reason and "\n" not in reason
+    assert isinstance(find_patroni(_fake_patroni(tmp_path, "3.0.3")), PatroniCommand)
+    assert find_patroni(_fake_patroni(tmp_path, "4.1.5")).unsafe() is None  # type: ignore[union-attr]
+    with pytest.raises(RuntimeError) as refused:
+        TemporaryCluster(patroni=old).start()
+    assert str(refused.value) == reason
+    env = {**os.environ, "JFSM_PATRONI": old}
+    done = subprocess.run(
+        [sys.executable, "-m", "jfsm.stores.postgres.cluster", "true"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and "older than 3.0.3" in done.stderr
+
+
+def test_the_project_patroni_is_the_pinned_one() -> None:
+    """The cluster runs the Patroni of this environment (uv.lock's), never one on PATH."""
+    require_patroni()
+    found = find_patroni()
+    assert isinstance(found, PatroniCommand), found
+    assert found.unsafe() is None and found.version[:2] == (4, 1)
+    assert found.argv[-2:] == ("-m", "patroni")

@@ -291,3 +291,37 @@ def test_a_newer_token_is_a_newer_owner_not_a_lost_history(
 
     assert run(scenario) == "fenced"
     assert history_lost_marks(target) == []
+
+
+@pytest.mark.req("JF-STORE-063")
+def test_an_operator_sees_the_mark_and_clears_it_from_the_command_line(
+    fresh_database: Callable[[], str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from jfsm.cli import main
+
+    target = fresh_database()
+    migrate(target)
+    game = game_id()
+
+    async def make() -> None:
+        store = await PostgresStore.open(target, game)
+        await store.commit(Projection.of({"round": 1}))
+        await store.close()
+
+    run(make)
+    with psycopg.connect(target, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO jfsm_history_lost (detected_by, reason) VALUES ('w1', 'a test mark')"
+        )
+
+    async def refused() -> str:
+        with pytest.raises(StoreHistoryLost) as info:
+            await PostgresStore.open(target, game, lease_seconds=297)
+        return info.value.code
+
+    assert run(refused) == "store_history_lost"
+    assert main(["inspect", target, "--game", game]) == 0
+    assert "HISTORY LOST" in capsys.readouterr().out
+    assert main(["pg-migrate", target, "--clear-history-lost"]) == 0
+    assert "cleared 1 mark(s)" in capsys.readouterr().out
+    assert history_lost_marks(target) == []
