@@ -216,13 +216,73 @@ def find_patroni(executable: str | None = None) -> PatroniCommand | str:
     # as root: the server's user may not reach this interpreter (a home directory of mode
     # 0700); the system's Python of the same version reads this environment's packages
     system = f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}"
+    if not os.path.exists(system):
+        return f"the user postgres cannot run {sys.executable}, and there is no {system}"
     env = {"PYTHONPATH": site, "PYTHONNOUSERSITE": "1"}
-    if os.path.exists(system) and _runs_as_server_user([system], env):
+    if _runs_as_server_user([system], env):
         return PatroniCommand((system, "-m", "patroni"), version, tuple(env.items()))
-    return (
-        f"the user postgres can run neither {sys.executable} nor {system} with this "
-        f"environment's Patroni ({site} must be readable by it)"
-    )
+    # this environment is out of its reach too (a checkout under a 0700 home): a copy of
+    # Patroni and the packages it needs, made once, readable by everyone
+    try:
+        env["PYTHONPATH"] = str(_readable_copy(version))
+    except (OSError, ImportError) as exc:
+        return f"cannot copy this environment's Patroni where the user postgres reads it: {exc}"
+    if _runs_as_server_user([system], env):
+        return PatroniCommand((system, "-m", "patroni"), version, tuple(env.items()))
+    return f"the user postgres cannot run this environment's Patroni with {system}"
+
+
+def _readable_copy(version: tuple[int, ...]) -> Path:
+    """A copy of the installed `patroni[etcd3,psycopg3]` and every package it needs, in a
+    directory of the system's temporary folder that every user reads (made once per Patroni
+    release and environment; about 25 MB)."""
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    from packaging.requirements import Requirement
+
+    needed: dict[str, set[str]] = {}
+
+    def walk(name: str, extras: frozenset[str]) -> None:
+        dist = distribution(name)
+        key = str(dist.metadata["Name"]).lower()
+        if key in needed and extras <= needed[key]:
+            return
+        needed.setdefault(key, set()).update(extras)
+        for line in dist.requires or []:
+            req = Requirement(line)
+            wanted = sorted(extras) or [""]
+            if req.marker and not any(req.marker.evaluate({"extra": e}) for e in wanted):
+                continue
+            with contextlib.suppress(PackageNotFoundError):
+                walk(req.name, frozenset(req.extras))
+
+    walk("patroni", frozenset({"etcd3", "psycopg3"}))
+    import hashlib
+
+    where = hashlib.sha256(sys.prefix.encode()).hexdigest()[:10]
+    tag = ".".join(map(str, version)) + f"-{os.getuid()}-{where}"
+    target = Path(tempfile.gettempdir()) / f"jfsm-patroni-site-{tag}"
+    if target.is_dir():
+        return target
+    staging = Path(tempfile.mkdtemp(prefix="jfsm-patroni-site-"))
+    for name in needed:
+        for file in distribution(name).files or []:
+            if str(file).startswith(".."):  # scripts outside site-packages
+                continue
+            source = Path(str(file.locate()))
+            if source.is_file():
+                (staging / str(file)).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(source, staging / str(file))
+    for root, _dirs, files in os.walk(staging):
+        os.chmod(root, 0o755)
+        for name in files:
+            path = os.path.join(root, name)
+            os.chmod(path, os.stat(path).st_mode | 0o444)
+    try:
+        staging.rename(target)
+    except OSError:  # another process made it meanwhile
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
 
 
 def why_unavailable() -> str | None:
