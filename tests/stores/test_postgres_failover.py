@@ -434,13 +434,14 @@ class Trial:
     twice: int = 0  # round numbers acknowledged twice (audit's double_owners)
     history_lost: int = 0  # replies store_history_lost
     serve_again: float = 0.0
+    rejoined: str = "by itself"  # or "reinitialized": the old primary could not rejoin
 
     def line(self) -> str:
         return (
             f"  trial {self.number}: freeze {self.seconds:.1f} s of {self.primary} -> "
             f"{self.new_primary}; acknowledged {self.acked}, lost {self.lost}, acknowledged "
             f"twice {self.twice}, store_history_lost {self.history_lost}, served again "
-            f"{self.serve_again:.1f} s after the fault"
+            f"{self.serve_again:.1f} s after the fault; old primary rejoined {self.rejoined}"
         )
 
 
@@ -459,7 +460,14 @@ async def _freeze_trial(
         await asyncio.sleep(trial.seconds)
     finally:
         await asyncio.to_thread(cluster.thaw, primary)
-    await asyncio.to_thread(cluster.wait_ready, 240)
+    try:
+        await asyncio.to_thread(cluster.wait_ready, 120)
+    except TimeoutError:  # the old primary does not rejoin by itself: an operator's repair
+        logs = cluster.logs(3000)
+        print(f"  trial {trial.number}: {primary} did not rejoin; logs:\n{logs}", flush=True)
+        await asyncio.to_thread(cluster.reinitialize, primary)
+        await asyncio.to_thread(cluster.wait_ready, 240)
+        trial.rejoined = "reinitialized"
     trial.new_primary = await asyncio.to_thread(cluster.wait_primary, 120)
     games = {f"g{n}" for n in range(work.games)}
     deadline = time.monotonic() + 180

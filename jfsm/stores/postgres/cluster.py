@@ -51,6 +51,9 @@ interpreter must be one the `postgres` user may run: this one, or else the syste
 - `etcd_down(member=0)` / `etcd_up(member=0)`: `kill -9` of one etcd member; start it again
   on its data (with one member, the default, the whole DCS is down meanwhile).
 
+Not a fault: `reinitialize(node)` asks a standby's Patroni to copy the primary afresh (an
+operator's repair of a node that cannot rejoin by itself).
+
 Process management: etcd and each Patroni run in a session of their own; Patroni starts
 postgres in yet another session, and every postgres child process is a session of its own
 (`postgres_family` finds them under their postmaster).
@@ -653,6 +656,22 @@ class TemporaryCluster:
             raise RuntimeError(f"etcd member {member} is still running")
         self._etcd[member] = self._launch_etcd(member, existing=True)
         self._wait_etcd(member)
+
+    def reinitialize(self, node: str | ClusterNode) -> None:
+        """Ask the node's Patroni to reinitialize it from the primary (`POST /reinitialize`,
+        forced). Raises `RuntimeError` when Patroni refuses (the node leads, for one)."""
+        found = self.node(node)
+        request = urllib.request.Request(
+            f"{found.api}/reinitialize",
+            data=json.dumps({"force": True}).encode(),
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=30) as reply:
+                reply.read()
+        except (urllib.error.HTTPError, OSError) as exc:
+            raise RuntimeError(f"reinitialize of {found.name} refused: {exc}") from None
 
     def switchover(self, candidate: str | None = None, timeout: float = 60.0) -> str:
         """A planned switchover through the leader's REST API; returns the new primary's
