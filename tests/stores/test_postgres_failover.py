@@ -631,3 +631,79 @@ def test_the_project_patroni_is_the_pinned_one() -> None:
     assert isinstance(found, PatroniCommand), found
     assert found.unsafe() is None and found.version[:2] == (4, 1)
     assert found.argv[-2:] == ("-m", "patroni")
+
+
+# -- the Patroni settings the Deploying page names, measured (R186) -----------------------------
+SETTINGS = {
+    # (dynamic configuration, the fault, its seconds)
+    "failsafe_mode off, etcd down": ({}, "etcd down", 30.0),
+    "failsafe_mode on, etcd down": ({"failsafe_mode": True}, "etcd down", 30.0),
+    "synchronous_mode_strict off, both standbys lost": ({}, "standbys lost", 20.0),
+    "synchronous_mode_strict on, both standbys lost": (
+        {"synchronous_mode_strict": True},
+        "standbys lost",
+        20.0,
+    ),
+    "no watchdog, Patroni alone frozen on the primary": ({}, "patroni frozen", 40.0),
+}
+
+
+@pytest.mark.failover
+@pytest.mark.parametrize("name", list(SETTINGS))
+def test_patroni_settings_under_their_fault(name: str) -> None:
+    """Each setting of the Deploying page under the fault it is for, with 2 workers and 4
+    games: the rounds acknowledged during the fault, lost, acknowledged twice, and the time
+    to serve again after it ends (printed; the page quotes them). What is asserted is what
+    the store promises whatever the setting: nothing acknowledged is lost or acknowledged
+    twice, except where the setting's absence lets Patroni acknowledge what no standby has
+    (which a later failover could lose: counted as `unreplicated`)."""
+    require_patroni()
+    dcs, fault, seconds = SETTINGS[name]
+    with TemporaryCluster(dcs=dcs) as cluster:
+        url = fresh_target(cluster)
+        with FakeCompress() as fake:
+            work = Workload(url, fake.url, workers=2, games=4, seed=FREEZE_SEED)
+
+            async def scenario() -> tuple[float, float, float]:
+                try:
+                    await work.start()
+                    await work.acked_after(0, count=20)
+                    primary = await asyncio.to_thread(cluster.wait_primary, 60)
+                    standbys = [n.name for n in cluster.nodes if n.name != primary]
+                    start = time.monotonic()
+                    if fault == "etcd down":
+                        await asyncio.to_thread(cluster.etcd_down, 0)
+                    elif fault == "standbys lost":
+                        for node in standbys:
+                            await asyncio.to_thread(cluster.kill_node, node)
+                    else:
+                        await asyncio.to_thread(cluster.freeze_patroni, primary)
+                    await asyncio.sleep(seconds)
+                    end = time.monotonic()
+                    if fault == "etcd down":
+                        await asyncio.to_thread(cluster.etcd_up, 0)
+                    elif fault == "standbys lost":
+                        for node in standbys:
+                            await asyncio.to_thread(cluster.restart_node, node)
+                    else:
+                        await asyncio.to_thread(cluster.thaw_patroni, primary)
+                    await asyncio.to_thread(cluster.wait_ready, 180)
+                    await work.served_after(end, timeout=120)
+                    await work.stop()
+                    return start, end, time.monotonic()
+                finally:
+                    for driver in work.drivers:
+                        await driver.stop()
+                    await close_pools()
+
+            start, end, _ = asyncio.run(scenario())
+        result = audit(url, work.ledger)
+    during = [w for w in work.ledger.acked if w.answered and start <= w.answered <= end]
+    after = sorted(w.answered for w in work.ledger.acked if w.answered and w.answered > end)
+    serve = (after[0] - end) if after else float("nan")
+    print(
+        f"\n{name}: {fault} for {seconds:g} s: acknowledged during it {len(during)}, "
+        f"lost {result['lost']}, acknowledged twice {result['double_owners']}, first round "
+        f"acknowledged {serve:.1f} s after it ended; audit {result}"
+    )
+    assert result["lost"] == 0 and result["double_owners"] == 0, result
