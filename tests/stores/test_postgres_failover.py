@@ -46,7 +46,7 @@ from jfsm.stores.postgres.cluster import (
     find_patroni,
     why_unavailable,
 )
-from jfsm.stores.postgres.history import history_lost_marks
+from jfsm.stores.postgres.history import POSITION, WalPosition, history_lost_marks
 from jfsm.stores.postgres.store import PostgresStore, close_pools, migrate, read_image
 from jfsm_conformance.fake.compress import FakeCompress
 
@@ -71,6 +71,15 @@ def cluster() -> Iterator[TemporaryCluster]:
     require_patroni()
     with TemporaryCluster() as running:
         yield running
+
+
+async def _position(url: str) -> WalPosition:
+    """The primary's WAL timeline and insert position, as the store reads them (R181)."""
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        cur = await conn.execute(f"SELECT timeline, wal FROM {POSITION} AS p")
+        row = await cur.fetchone()
+    assert row is not None
+    return WalPosition(int(row[0]), int(row[1]))
 
 
 def fresh_target(cluster: TemporaryCluster) -> str:
@@ -322,7 +331,7 @@ def test_workers_serve_again_after_a_primary_crash_and_a_switchover(
 
 
 @pytest.mark.slow
-@pytest.mark.req("JF-STORE-043", "JF-STORE-042", "JF-STORE-044")
+@pytest.mark.req("JF-STORE-043", "JF-STORE-042", "JF-STORE-044", "JF-STORE-060")
 def test_through_a_promotion_the_token_decides_whatever_the_new_primarys_clock(
     cluster: TemporaryCluster,
 ) -> None:
@@ -347,10 +356,21 @@ def test_through_a_promotion_the_token_decides_whatever_the_new_primarys_clock(
         a = owners["t0"]
         await a.commit(Projection.of({"a": 1}))
         before = [store.token for store in owners.values()]
+        positions = [await _position(url)]
         primary = await asyncio.to_thread(cluster.wait_primary)
         await asyncio.to_thread(cluster.kill_postgres, primary)
         await asyncio.to_thread(cluster.wait_primary, 120, other_than=primary)
         await a.commit(Projection.of({"a2": 2}))  # the same handle, on the new primary
+        positions.append(await _position(url))
+        await asyncio.to_thread(cluster.wait_ready, 180)
+        await asyncio.to_thread(cluster.switchover)
+        await a.commit(Projection.of({"a2b": 2}))  # and on the next one
+        positions.append(await _position(url))
+        assert a._pool is not None and a._pool.history.lost is None
+        # a legitimate promotion moves both numbers forward (R181): never taken for a loss
+        for earlier, later in itertools.pairwise(positions):
+            assert later.timeline == earlier.timeline + 1 and later.wal > earlier.wal, positions
+        assert a._pool.history.mark.timeline == positions[-1].timeline
 
         await shift_leases("1 hour")  # a clock an hour ahead: every lease looks over
         b = await PostgresStore.open(url, "t0", owner="B", lease_seconds=120)
