@@ -454,14 +454,14 @@ class Trial:
     twice: int = 0  # round numbers acknowledged twice (audit's double_owners)
     history_lost: int = 0  # replies store_history_lost
     serve_again: float = 0.0
-    rejoined: str = "by itself"  # or "reinitialized": the old primary could not rejoin
+    rejoined: str = "by itself"  # or which node had to be reinitialized
 
     def line(self) -> str:
         return (
             f"  trial {self.number}: freeze {self.seconds:.1f} s of {self.primary} -> "
             f"{self.new_primary}; acknowledged {self.acked}, lost {self.lost}, acknowledged "
             f"twice {self.twice}, store_history_lost {self.history_lost}, served again "
-            f"{self.serve_again:.1f} s after the fault; old primary rejoined {self.rejoined}"
+            f"{self.serve_again:.1f} s after the fault; the cluster whole again {self.rejoined}"
         )
 
 
@@ -482,12 +482,18 @@ async def _freeze_trial(
         await asyncio.to_thread(cluster.thaw, primary)
     try:
         await asyncio.to_thread(cluster.wait_ready, 120)
-    except TimeoutError:  # the old primary does not rejoin by itself: an operator's repair
-        logs = cluster.logs(3000)
-        print(f"  trial {trial.number}: {primary} did not rejoin; logs:\n{logs}", flush=True)
-        await asyncio.to_thread(cluster.reinitialize, primary)
+    except TimeoutError:  # a node does not rejoin by itself: an operator's repair
+        stuck = [
+            str(m["name"])
+            for m in cluster.members()
+            if m.get("role") not in ("leader", "primary", "master")
+            and m.get("state") not in ("streaming", "running")
+        ]
+        print(f"  trial {trial.number}: {stuck} did not rejoin:\n{cluster.logs(1500)}", flush=True)
+        for name in stuck:
+            await asyncio.to_thread(cluster.reinitialize, name)
         await asyncio.to_thread(cluster.wait_ready, 240)
-        trial.rejoined = "reinitialized"
+        trial.rejoined = f"after {', '.join(stuck)} reinitialized"
     trial.new_primary = await asyncio.to_thread(cluster.wait_primary, 120)
     games = {f"g{n}" for n in range(work.games)}
     deadline = time.monotonic() + 180
