@@ -25,6 +25,14 @@ one statement `group`'s (decision R152), reading and removing games without owni
   becomes fenced): close and reopen it. A connection lent longer than the pool's deadline
   (a silent server) is cut and counts as lost (`pool`).
 
+Every call: `StoreHistoryLost` (not retryable, nothing written) once the pool found the
+database lacking writes it saw acknowledged, or the database marked so by another worker
+(`history`, decisions R181 and R182); every later call of the pool's stores then raises it
+too, until the process restarts. A write the server refuses for good (a trigger, a
+privilege, a read-only database) is `StoreUnusable` (state `open`), one that passes (a
+deadlock, a timeout, a standby reached in a failover) `StoreUnavailable` (R184). A broken
+store whose lost write landed says so in `details["landed"]` (R185).
+
 No message carries the connection string's password.
 
 **The one concept:** one game's owner handle on PostgreSQL: its image, its token and the
