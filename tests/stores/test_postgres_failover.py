@@ -15,6 +15,13 @@ its multi-host connection string (`target_session_attrs=read-write`).
   process: a host cut off) and lost with its Patroni; it prints its numbers and the time to
   serve again after each fault.
 
+- Issue 38 (marker `failover`): 20 freezes of the primary host for 40-60 s
+  (`JFSM_FREEZE_SEED`, `JFSM_FREEZE_TRIALS`) on the project's Patroni lose nothing; on a
+  Patroni older than 3.0.3 (`JFSM_UNSAFE_PATRONI`) the loss is noticed, never acknowledged
+  over; each Patroni setting of the Deploying page under its fault. Every run: a Patroni
+  older than 3.0.3 is refused in one line, the cluster runs the pinned one, and a legitimate
+  promotion moves the WAL position forward (R180, R181, R186).
+
 The time to serve again is measured from the fault to the first round acknowledged after
 the longest stretch without one (the outage the workers saw); it is printed, never asserted.
 Without Patroni and etcd these tests skip and say why; under CI (`CI` set) they fail.
