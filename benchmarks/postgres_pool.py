@@ -221,13 +221,17 @@ class OldStore:
         self.token = int(row[0])
         self.conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (game,))
         self.footprint = 4
+        self.seq = 0
 
     def commit(self, projection: Projection) -> None:
-        self.conn.execute(
+        row = self.conn.execute(
             self._sql,
             {
                 "game": self.game,
                 "token": self.token,
+                "seq": self.seq,
+                "floor_timeline": 0,  # the lost-history check (R181) is not compared here
+                "floor_wal": 0,
                 "lease": 30.0,
                 "footprint": self.footprint,
                 "keys": [k.encode() for k in projection.sets],
@@ -236,6 +240,8 @@ class OldStore:
             },
             prepare=True,
         ).fetchone()
+        assert row is not None and row[0] is not None
+        self.seq = int(row[0])
 
     def close(self) -> None:
         self.conn.close()

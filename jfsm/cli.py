@@ -13,6 +13,7 @@ jfsm fake-compress [--port N] serve the fake compress.v2 on 127.0.0.1 until inte
 jfsm inspect PATH [--json]    a durable store's stacks, lengths, footprint and flags
 jfsm inspect URL --game ID    the same for a game in PostgreSQL (read without taking it over)
 jfsm pg-migrate URL           create or upgrade the PostgreSQL store's tables
+            [--clear-history-lost]  ... and delete the marks of a lost history (R182)
 jfsm pg-server [COMMAND...]   a throwaway PostgreSQL server: print its URL (or run COMMAND)
 jfsm profile --adapter NAME   the compaction safety profile against an agent-memory adapter
 ```
@@ -192,6 +193,12 @@ def build_parser(plugins: dict[str, EntryPoint] | None = None) -> argparse.Argum
     inspect.add_argument("--game", help="the game id, when PATH is a postgresql:// URL")
     migrate = sub.add_parser("pg-migrate", help="create or upgrade the PostgreSQL store's tables")
     migrate.add_argument("url", help="the database, a postgresql:// URL or libpq key=value string")
+    migrate.add_argument(
+        "--clear-history-lost",
+        action="store_true",
+        help="also delete the database's marks of a lost history (an operator's act, once "
+        "the loss is dealt with: every worker refuses to write while one exists)",
+    )
     sub.add_parser(
         "pg-server",
         help="a throwaway PostgreSQL server from this machine's binaries: print its URL, "
@@ -375,10 +382,17 @@ def _main(argv: list[str]) -> int:
             from jfsm.stores.postgres.store import migrate as pg_migrate
 
             version = pg_migrate(args.url)
+            cleared = None
+            if args.clear_history_lost:
+                from jfsm.stores.postgres.history import clear_history_lost
+
+                cleared = clear_history_lost(args.url)
         except (ImportError, JfsmError) as exc:
             print(f"jfsm pg-migrate: {getattr(exc, 'code', 'error')}: {exc}", file=sys.stderr)
             return 2
         print(f"jfsm schema version {version}")
+        if cleared is not None:
+            print(f"jfsm cleared {cleared} mark(s) of a lost history")
         return 0
     return 2
 

@@ -16,6 +16,7 @@ JfsmError
 ├── StoreLocked           store_locked
 │   └── StoreFenced       store_fenced
 ├── StoreCorrupted        store_corrupted
+│   └── StoreHistoryLost  store_history_lost  (the database lost acknowledged writes)
 ├── StoreUnavailable      store_unavailable     (retryable)
 │   └── StoreUnusable     store_unavailable     (not retryable: fix the setup)
 └── TransportError        transport_error       (retryable)
@@ -36,6 +37,7 @@ __all__ = [
     "QuotaExceeded",
     "StoreCorrupted",
     "StoreFenced",
+    "StoreHistoryLost",
     "StoreLocked",
     "StoreUnavailable",
     "StoreUnusable",
@@ -127,6 +129,17 @@ class StoreCorrupted(JfsmError):
     code = "store_corrupted"
 
 
+class StoreHistoryLost(StoreCorrupted):
+    """The database lacks writes this process saw acknowledged (a failover promoted a node
+    without them, a restore, a primary that came back and was followed): nothing was
+    written, and every later write of this process to that database is refused, so no round
+    number is written a second time. `details` says what was behind what. Not retryable: an
+    operator restores the lost writes or accepts the loss, clears the database's mark
+    (`jfsm pg-migrate URL --clear-history-lost`) and restarts the workers."""
+
+    code = "store_history_lost"
+
+
 class StoreUnavailable(JfsmError):
     """The store could not be opened, read or written (an I/O failure: permission denied,
     a read-only or full file system, a name too long, not a directory; `details` holds
@@ -164,5 +177,6 @@ ERROR_CODES: tuple[str, ...] = tuple(
         StoreUnavailable,
         TransportError,
         StoreFenced,
+        StoreHistoryLost,
     )
 )

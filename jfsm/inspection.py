@@ -188,16 +188,20 @@ def _render_files(files: dict[str, Any]) -> list[str]:
 def inspect_store(path: str, *, as_json: bool = False, game: str | None = None) -> int:
     """Print the report of the file store at `path`, or of game `game` in the PostgreSQL
     database at `path` (a `postgresql://` URL; read in one snapshot, without taking the game
-    over); 0 on success, 2 on error (one line)."""
+    over, with the database's marks of a lost history, `historyLost`); 0 on success, 2 on
+    error (one line)."""
     from jfsm.stores.location import is_database_url
 
     try:
         if is_database_url(path):
             if not game:
                 raise NotAStore("a postgresql:// store needs --game ID")
+            from jfsm.stores.postgres.history import history_lost_marks
             from jfsm.stores.postgres.store import read_image
 
             report = describe(read_image(path, game))
+            # the database's marks of a lost history (R182): every worker refuses to write
+            report["historyLost"] = history_lost_marks(path)
         elif game is not None:  # a directory holds one game: --game would change nothing
             raise NotAStore(f"--game is for a postgresql:// store; {path} is a directory path")
         else:
@@ -218,4 +222,10 @@ def inspect_store(path: str, *, as_json: bool = False, game: str | None = None) 
         print(_render(report) + "\n" + "\n".join(_render_files(report["files"])))
     else:
         print(_render(report))
+        for mark in report.get("historyLost", []):
+            print(
+                f"HISTORY LOST (every worker refuses to write; jfsm pg-migrate URL "
+                f"--clear-history-lost): {mark['detected_at']} by {mark['detected_by']}: "
+                f"{mark['reason']}"
+            )
     return 0

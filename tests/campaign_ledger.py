@@ -6,8 +6,8 @@ replies to requests by id; `kill` is `kill -9` of its process group.
 
 `Ledger` records each `record_round` a campaign sends (each text unique) and how it ended:
 - acknowledged (`ok`, with the round number the reply gave),
-- refused (`store_fenced`, `store_locked`, `invalid_input`, ...: the store says nothing of it
-  was written),
+- refused (`store_fenced`, `store_locked`, `store_history_lost`, `invalid_input`, ...: the
+  store says nothing of it was written),
 - unknown (`store_unavailable`, no reply because the driver was killed, or any other error:
   it may or may not have landed),
 the removals of a game id the campaign itself made (an acknowledged round of a removed
@@ -51,7 +51,9 @@ from jfsm.stores.postgres.store import read_image
 from jfsm.testing import FakeCompressor
 
 DRIVER = [sys.executable, "-c", "import sys; from jfsm.cli import main; sys.exit(main())"]
-REFUSED = ("store_fenced", "store_locked", "invalid_input", "quota_exceeded")
+# refusals that wrote nothing (store_history_lost: a database that lost acknowledged writes,
+# JF-STORE-062)
+REFUSED = ("store_fenced", "store_locked", "invalid_input", "quota_exceeded", "store_history_lost")
 
 
 class Driver:

@@ -175,7 +175,12 @@ class ReferenceDriver:
             self._busy.update(names)
             try:
                 watch = self._owned_before(str(op), args)
-                result = await handler(args)
+                try:
+                    result = await handler(args)
+                except StoreUnavailable as exc:
+                    if not (exc.details.get("landed") and await self._drop_landed(names)):
+                        raise
+                    result = await handler(args)  # on the game reopened as it is
                 if watch is not None:  # answered from this process's memory of the game
                     await self._confirm_owner(*watch)
             finally:
@@ -213,6 +218,22 @@ class ReferenceDriver:
         op itself, or one whose write landed (token checked with it), is current already."""
         if self.games.get(game) is engine and _owned(engine).writes == writes:
             await _owned(engine).confirm()
+
+    async def _drop_landed(self, names: list[str]) -> bool:
+        """A store of a shared store found that its write cut off in flight landed (its
+        engine's memory lacks it, JF-STORE-014): close the game's engine, so that the op is
+        run again on the game reopened as the store holds it (a plain open: the lease is
+        this process's own; a game held through `open_game` stays held). Returns whether a
+        game was closed."""
+        dropped = False
+        for game_id in names:
+            engine = self.games.get(game_id)
+            state = getattr(engine.store, "state", None) if engine is not None else None
+            if self.db is not None and engine is not None and state == "broken":
+                del self.games[game_id]
+                await self._close_engine(game_id, engine)
+                dropped = True
+        return dropped
 
     async def _game(self, args: Mapping[str, Any]) -> GameEngine:
         game_id = validate_id(_arg(args, "game"), "game")  # before any path is built of it

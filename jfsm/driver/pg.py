@@ -23,8 +23,10 @@ import asyncio
 import contextlib
 import json
 import os
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
+
+import psycopg
 
 from jfsm.engine import GameEngine
 from jfsm.errors import InvalidInput
@@ -34,7 +36,7 @@ from jfsm.stores.postgres.conninfo import database_target, describe
 from jfsm.stores.postgres.games import append_telemetry, load_participants, read_telemetry
 from jfsm.stores.postgres.games import save_participants as save_participants_sql
 from jfsm.stores.postgres.pool import DEFAULT_LEASE_SECONDS, shared_pool
-from jfsm.stores.postgres.schema import connect, require_schema
+from jfsm.stores.postgres.schema import connect, connection_error, require_schema
 from jfsm.stores.postgres.store import PostgresStore
 
 __all__ = ["DatabaseGames", "check_target"]
@@ -96,12 +98,24 @@ class DatabaseGames:
         )
         try:
             pool = await self._pool()
-            async with pool.connection() as conn:
+            doing = f"read the participants of {game_id!r} at"
+            async with self._mapped(doing), pool.connection() as conn:
                 items = await load_participants(conn, game_id)
             return store, [parse_record(Participant, p) for p in items]
         except BaseException:
             await store.close()
             raise
+
+    @contextlib.asynccontextmanager
+    async def _mapped(self, doing: str) -> AsyncIterator[None]:
+        """The server's errors of a side file's statement as the store's: `StoreUnavailable`
+        (retryable when it passes, a failover's lost connection among them) or
+        `StoreUnusable`, never a bare psycopg error (which the driver would answer as
+        `internal_error`)."""
+        try:
+            yield
+        except psycopg.Error as exc:
+            raise connection_error(exc, self.target, doing) from None
 
     async def create(
         self,
@@ -137,7 +151,8 @@ class DatabaseGames:
         """Replace the game's participants, fenced by the store's token (`StoreFenced`)."""
         data = [p.to_json() for p in participants]
         pool = await self._pool()
-        async with pool.connection() as conn:
+        doing = f"save the participants of {store.game_id!r} at"
+        async with self._mapped(doing), pool.connection() as conn:
             saved = await save_participants_sql(conn, store.game_id, store.token, data)
         if not saved:
             store.lost_lease()
@@ -180,5 +195,5 @@ class DatabaseGames:
             with contextlib.suppress(Exception):
                 await task
         pool = await self._pool()
-        async with pool.connection() as conn:
+        async with self._mapped(f"read the telemetry of {game_id!r} at"), pool.connection() as conn:
             return await read_telemetry(conn, game_id)

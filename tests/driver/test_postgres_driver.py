@@ -224,3 +224,93 @@ def test_a_driver_whose_database_is_down_exits_at_the_end_of_its_input() -> None
                 os.killpg(driver.pid, signal.SIGKILL)
             driver.wait()
     assert status == 0
+
+
+# -- issue 38, item 5: what a failover or a late write leaves the driver answering -----------------
+@pytest.mark.req("JF-STORE-044")
+def test_open_game_answers_store_unavailable_when_the_connection_breaks_after_the_open(
+    pg_database: str, postgres_server: TemporaryServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """During a failover, the open of `open_game` landed and the next statement (its
+    participants) met a broken connection: the driver answered `internal_error` (a bare
+    psycopg error); it is `store_unavailable`, retryable, and the game is not left owned."""
+    import psycopg
+
+    from jfsm.driver import pg as driver_pg
+
+    game = game_id()
+    url = postgres_server.url("jfsm_tests")
+    load = driver_pg.load_participants
+
+    async def broken(conn: Any, game_id: str) -> Any:
+        if game_id == game:
+            raise psycopg.OperationalError("server closed the connection unexpectedly")
+        return await load(conn, game_id)
+
+    async def scenario() -> tuple[dict[str, Any], Any]:
+        with FakeCompress() as fake:
+            driver = ReferenceDriver(store_url=url)
+            await _call(driver, "hello", protocol=1, compressUrl=fake.url)
+            await _call(driver, "create_game", game=game)
+            await _call(driver, "release_game", game=game)
+            monkeypatch.setattr(driver_pg, "load_participants", broken)
+            reply = await driver.handle({"id": 7, "op": "open_game", "args": {"game": game}})
+            monkeypatch.setattr(driver_pg, "load_participants", load)
+            again = await _call(driver, "open_game", game=game)  # nothing was left owned
+            await driver.close()
+            return reply, again
+
+    reply, again = asyncio.run(scenario())
+    assert reply["ok"] is False and reply["error"]["code"] == "store_unavailable", reply
+    assert reply["error"].get("retryable") is True, reply
+    assert "token" in again
+
+
+@pytest.mark.slow
+@pytest.mark.req("JF-STORE-014", "JF-STORE-044")
+def test_a_round_cut_off_in_flight_that_lands_later_is_served_by_the_next_call(
+    pg_database: str, postgres_server: TemporaryServer
+) -> None:
+    """A round cut at its deadline while its backend waited for the game's row, and landed
+    once the row was free: the driver refused every later op of the game (the store in doubt
+    for ever) until the client sent `open_game`. The next op now serves the game as the
+    database holds it: the late round is round 2, the next one round 3."""
+    import psycopg
+
+    game = game_id()
+    url = postgres_server.url("jfsm_tests")
+
+    async def scenario() -> tuple[list[Any], Any]:
+        with FakeCompress() as fake:
+            driver = ReferenceDriver(store_url=url)
+            await _call(driver, "hello", protocol=1, compressUrl=fake.url)
+            await _call(driver, "create_game", game=game)
+            await _call(driver, "record_round", game=game, input="first", output="o")
+            assert driver.db is not None
+            pool = await driver.db._pool()
+            pool.deadline_seconds = 1.0  # the test's patience, not the default's
+            locker = await psycopg.AsyncConnection.connect(pg_database, autocommit=False)
+            await locker.execute("SELECT 1 FROM jfsm_game WHERE game_id = %s FOR UPDATE", (game,))
+            args = {"game": game, "input": "late", "output": "o"}
+            cut = await driver.handle({"id": 2, "op": "record_round", "args": args})
+            await locker.commit()  # the late round runs now, and lands
+            await locker.close()
+            for _ in range(50):
+                if read_image(pg_database, game).get("jfRounds.2") is not None:
+                    break
+                await asyncio.sleep(0.1)
+            answers = [cut]
+            for n, text in enumerate(["next", "after"], 3):
+                args = {"game": game, "input": text, "output": "o"}
+                answers.append(await driver.handle({"id": n, "op": "record_round", "args": args}))
+            dump = await _call(driver, "dump", game=game)
+            await driver.close()
+            return answers, dump
+
+    answers, dump = asyncio.run(scenario())
+    cut, following, after = answers
+    assert cut["error"]["code"] == "store_unavailable", cut
+    assert following["ok"] and following["result"]["round"] == 3, following
+    assert after["ok"] and after["result"]["round"] == 4, after
+    rounds = [dump["store"][f"jfRounds.{n}"]["input"] for n in range(1, 5)]
+    assert rounds == ["first", "late", "next", "after"]

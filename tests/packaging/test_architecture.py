@@ -68,6 +68,7 @@ LAYERS: dict[int, tuple[str, ...]] = {
         "stores.file.crashfs",
         "stores.memory",
         "stores.postgres.schema",
+        "stores.postgres.history",
         "stores.postgres.fencing",
         "stores.postgres.games",
         "stores.postgres.pool",

@@ -324,7 +324,8 @@ def pg_mutants(mp: pytest.MonkeyPatch, backend: PgBackend) -> dict[str, Callable
     from jfsm.stores.postgres.store import PostgresStore
 
     untokened = " AND token = %(token)s"
-    assert untokened in fencing.CONFIRM
+    uncounted = " AND seq = %(seq)s"  # the read's check of the write count (R181) too
+    assert untokened in fencing.CONFIRM and uncounted in fencing.CONFIRM
     untokened_group = " AND g.token = m.token"  # each member's check (R152), twice
     assert group.GROUP_COMMIT.count(untokened_group) == 2
     unowned_renewal = (" AND g.token = o.token", " AND g.token = l.token")
@@ -390,7 +391,7 @@ def pg_mutants(mp: pytest.MonkeyPatch, backend: PgBackend) -> dict[str, Callable
             PostgresStore, "commit", half
         ),
         "fence-read: a read without its check": lambda: mp.setattr(
-            store, "CONFIRM", fencing.CONFIRM.replace(untokened, "")
+            store, "CONFIRM", fencing.CONFIRM.replace(untokened, "").replace(uncounted, "")
         ),
     }
 

@@ -65,11 +65,16 @@ FOREVER = 1e9  # seconds: the leases of `leases_never_expire`
 
 # `renew_any_owner` on PostgreSQL: the statement of `jfsm.stores.postgres.fencing.RENEW`
 # without its token, answering the token it was given so that no store learns it was fenced
+# (and the server's WAL position, as the statement answers it, R181: `{position}`)
 _RENEW_ANY = """
-UPDATE jfsm_game g SET lease_until = clock_timestamp() + make_interval(secs => %(lease)s)
-FROM unnest(%(games)s::text[], %(tokens)s::bigint[]) AS o(game_id, token)
-WHERE g.game_id = o.game_id
-RETURNING g.game_id, o.token
+WITH renewed AS (
+    UPDATE jfsm_game g SET lease_until = clock_timestamp() + make_interval(secs => %(lease)s)
+    FROM unnest(%(games)s::text[], %(tokens)s::bigint[]) AS o(game_id, token)
+    WHERE g.game_id = o.game_id
+    RETURNING g.game_id, o.token
+)
+SELECT r.game_id, r.token, here.timeline, here.wal, here.marked
+FROM {position} AS here LEFT JOIN renewed r ON true
 """
 
 
@@ -147,8 +152,10 @@ class OwnersDriver(ReferenceDriver):
         self._ops["hello"] = self._bent_hello
         if flaw == "renew_any_owner" and store_url is not None:
             import jfsm.stores.postgres.pool as pool
+            from jfsm.stores.postgres.history import POSITION
 
-            pool.RENEW = _RENEW_ANY  # every pool of this process renews without its token
+            # every pool of this process renews without its token
+            pool.RENEW = _RENEW_ANY.format(position=POSITION)
         if flaw == "renew_any_owner" and state is not None:
             db = self.db
             db._keeper = _AnyLeaseKeeper(db.seconds)  # type: ignore[union-attr]

@@ -11,17 +11,22 @@ database server's clock only, never a client's. A connection lost mid-write leav
 store *broken* until a fresh connection tells whether the write landed. The commits of
 different games that a process makes at the same time share one statement (group commit,
 R152), each member still fenced by its own token and acknowledged only after the shared
-commit; a member that is fenced or refused fails alone (JF-STORE-050..053).
+commit; a member that is fenced or refused fails alone (JF-STORE-050..053). It checks,
+never trusts: a database that lacks writes it saw acknowledged (an unsafe failover, a
+restore) is refused with `StoreHistoryLost`, and no worker writes there until an operator
+clears the mark (JF-STORE-060..063).
 
-**The format.** Three tables and one sequence, created and upgraded by `migrate`: one row a
+**The format.** Four tables and one sequence, created and upgraded by `migrate`: one row a
 game (`jfsm_game`: owner, lease, fencing token, write count, footprint, participants), one
 row a key (`jfsm_value`: the key's current and checkpoint-base JCS bytes), one row a
-telemetry event (`jfsm_telemetry`); tokens come from the sequence `jfsm_token`, so a token
+telemetry event (`jfsm_telemetry`), one row a mark of a lost history
+(`jfsm_history_lost`); tokens come from the sequence `jfsm_token`, so a token
 never repeats for any game id. `schema` has the tables in full.
 
 **The modules.** `store` (`PostgresStore`: one game, its errors), `fencing` (leases and
 fenced writes as SQL), `games` (a game's rows without owning it: load, list, inspect,
-remove), `pool` (one pool a process and database, and the lease timer), `group` (group
+remove), `pool` (one pool a process and database, and the lease timer), `history` (what
+the database must hold, and the refusal once it does not), `group` (group
 commit: the batches of a pool's concurrent commits), `schema` (tables,
 migrations, connecting), `conninfo` (connection strings as users write them; errors that
 never show a secret), `blocking` (the store for synchronous code), `server` (a throwaway

@@ -6,8 +6,10 @@ every way a deployment meets, and stop without leaving a process behind.** (Deci
 
 `TemporaryCluster` starts, in one fresh temporary directory:
 
-- one etcd (Debian's `etcd-server`) as Patroni's DCS, on two free loopback ports;
-- `nodes` Patroni processes (Debian's `patroni`), each with its own data directory, REST API
+- etcd (Debian's `etcd-server`) as Patroni's DCS: `etcd_members` members (default 1), each on
+  two free loopback ports;
+- `nodes` Patroni processes (the project's Patroni, installed from PyPI into the environment
+  that runs this module; decision R180), each with its own data directory, REST API
   and PostgreSQL port on 127.0.0.1, `synchronous_mode: true` (a commit waits for the
   synchronous standby, and only that standby may be promoted), `primary_start_timeout: 0`
   (a crashed primary fails over at once instead of restarting in place), `use_pg_rewind`
@@ -18,13 +20,41 @@ The store reaches the primary through the multi-host connection string of `url()
 `conninfo()`: every node, `target_session_attrs=read-write` (libpq tries the nodes in turn
 and keeps the one that accepts writes; decision R131).
 
-Faults: `kill_postgres(node)` is `kill -9` of a node's postmaster (Patroni sees it within
-`loop_wait` and fails over), `kill_node(node)` kills its Patroni and its postgres (a lost
-host: the leader key runs out after `ttl`), `restart_node(node)` starts its Patroni again,
-`switchover()` asks Patroni for a planned switchover, `freeze(node)` / `thaw(node)` stop and
-resume every process of a node (SIGSTOP: a host cut off, its sockets still open),
-`freeze_patroni(node)` its Patroni alone (`thaw` resumes it), `freeze_dcs()` / `thaw_dcs()`
-etcd.
+`dcs` adds settings to the cluster's dynamic configuration (`failsafe_mode`,
+`synchronous_mode_strict`, `ttl`...), `settings` PostgreSQL parameters.
+
+# Which Patroni (decision R180)
+
+Patroni older than 3.0.3 (Debian 12's 3.0.2 among them) may write the leader key
+unconditionally when its node resumes after a stall longer than `ttl`, taking the leadership
+back from the promoted standby, which is then demoted and rewound: every write acknowledged
+meanwhile is lost (patroni/patroni#2689, first released in 3.0.3). `start` refuses such a
+Patroni (`RuntimeError`, one line naming the reason) unless `allow_unsafe_patroni=True`,
+which only the test that proves the store notices the loss passes. The Patroni run is the
+one installed in this interpreter's environment (`python -m patroni`; the `cluster`
+dependency group pins it in `uv.lock`), or the executable named by `patroni=` or the
+environment variable `JFSM_PATRONI` (for example `/usr/bin/patroni`). As root the
+interpreter must be one the `postgres` user may run: this one, or else the system's
+`/usr/bin/pythonX.Y` of the same version reading this environment's packages.
+
+# Faults (a stable API: the failover tests and the randomized nemesis use them)
+
+- `kill_postgres(node)`: `kill -9` of the node's postmaster (Patroni sees it within
+  `loop_wait` and fails over).
+- `kill_node(node)` / `restart_node(node)`: kill the node's Patroni and its postgres (a lost
+  host: the leader key runs out after `ttl`); start its Patroni again.
+- `switchover(candidate=None)`: a planned switchover through Patroni's REST API.
+- `freeze(node)` / `thaw(node)`: SIGSTOP / SIGCONT of every process of the node (a host cut
+  off, its sockets still open).
+- `freeze_patroni(node)` / `thaw_patroni(node)`: SIGSTOP / SIGCONT of the node's Patroni
+  alone (its postgres runs on).
+- `freeze_dcs()` / `thaw_dcs()`: SIGSTOP / SIGCONT of every etcd member (the DCS silent, its
+  sockets still open).
+- `etcd_down(member=0)` / `etcd_up(member=0)`: `kill -9` of one etcd member; start it again
+  on its data (with one member, the default, the whole DCS is down meanwhile).
+
+Not a fault: `reinitialize(node)` asks a standby's Patroni to copy the primary afresh (an
+operator's repair of a node that cannot rejoin by itself).
 
 Process management: etcd and each Patroni run in a session of their own; Patroni starts
 postgres in yet another session, and every postgres child process is a session of its own
@@ -70,10 +100,21 @@ from typing import Any
 from jfsm.stores.postgres.server import USER, find_binaries, free_port, postgres_family, run_as
 from jfsm.stores.postgres.server import why_unavailable as server_unavailable
 
-__all__ = ["ClusterNode", "TemporaryCluster", "main", "why_unavailable"]
+__all__ = [
+    "MIN_PATRONI",
+    "ClusterNode",
+    "PatroniCommand",
+    "TemporaryCluster",
+    "find_patroni",
+    "main",
+    "why_unavailable",
+]
 
 HOST = "127.0.0.1"
 _READY_SECONDS = 240.0
+#: the first Patroni release that never overwrites another node's leader key (R180)
+MIN_PATRONI = (3, 0, 3)
+PATRONI_ENV = "JFSM_PATRONI"
 
 
 def _binary(name: str) -> str | None:
@@ -82,15 +123,182 @@ def _binary(name: str) -> str | None:
     )
 
 
+@dataclass(frozen=True)
+class PatroniCommand:
+    """How to start one Patroni (`argv` + its configuration file), and which release it is."""
+
+    argv: tuple[str, ...]
+    version: tuple[int, ...]
+    env: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def release(self) -> str:
+        return ".".join(str(part) for part in self.version)
+
+    def unsafe(self) -> str | None:
+        """Why this release must not run a cluster under the store, or None."""
+        if self.version >= MIN_PATRONI:
+            return None
+        least = ".".join(str(part) for part in MIN_PATRONI)
+        return (
+            f"Patroni {self.release} ({' '.join(self.argv)}) is older than {least}: it may "
+            "take the leader key back after a stall longer than ttl and lose every write "
+            "acknowledged meanwhile (patroni/patroni#2689); use the project's Patroni "
+            "(uv sync) or a newer one"
+        )
+
+
+def _parse_version(text: str) -> tuple[int, ...]:
+    numbers = []
+    for part in text.strip().split()[-1].split("."):
+        digits = "".join(ch for ch in part if ch.isdigit()) if part else ""
+        if not digits:
+            break
+        numbers.append(int(digits))
+    return tuple(numbers)
+
+
+_runnable: dict[tuple[str, ...], bool] = {}
+
+
+def _runs_as_server_user(argv: list[str], env: dict[str, str]) -> bool:
+    """Whether `argv` (a Python) imports Patroni when run as the server's user."""
+    key = (*argv, *(f"{name}={value}" for name, value in sorted(env.items())))
+    if key not in _runnable:
+        try:
+            done = subprocess.run(
+                [*run_as(), *argv, "-c", "import patroni"],
+                env={**os.environ, **env},
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=60,
+                check=False,
+            )
+            _runnable[key] = done.returncode == 0
+        except (OSError, subprocess.TimeoutExpired):
+            _runnable[key] = False
+    return _runnable[key]
+
+
+def find_patroni(executable: str | None = None) -> PatroniCommand | str:
+    """The Patroni to run: the executable `executable` (else `$JFSM_PATRONI`), or the one
+    installed in this interpreter's environment. Returns a `PatroniCommand`, or a string
+    saying why none can run here (never raises)."""
+    executable = executable or os.environ.get(PATRONI_ENV) or None
+    if executable is not None:
+        found = shutil.which(executable)
+        if found is None:
+            return f"{PATRONI_ENV} or patroni= names {executable!r}, which is not an executable"
+        try:
+            shown = subprocess.run(
+                [found, "--version"], capture_output=True, text=True, timeout=60, check=False
+            ).stdout
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"{found} --version failed: {exc}"
+        version = _parse_version(shown or "0")
+        if not version:
+            return f"{found} --version printed no version: {shown.strip()[:80]!r}"
+        return PatroniCommand((found,), version)
+    try:
+        from importlib.metadata import PackageNotFoundError
+        from importlib.metadata import version as installed
+    except ImportError:  # pragma: no cover - the standard library has it
+        return "importlib.metadata is missing"
+    try:
+        version = _parse_version(installed("patroni"))
+    except PackageNotFoundError:
+        return (
+            "Patroni is not installed in this environment (uv sync: the dev dependency "
+            "group `cluster` pins it)"
+        )
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    site = os.pathsep.join(dict.fromkeys([paths["purelib"], paths["platlib"]]))
+    here = [sys.executable, "-m", "patroni"]
+    if os.geteuid() != 0 or _runs_as_server_user(here[:1], {}):
+        return PatroniCommand(tuple(here), version)
+    # as root: the server's user may not reach this interpreter (a home directory of mode
+    # 0700); the system's Python of the same version reads this environment's packages
+    system = f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}"
+    if not os.path.exists(system):
+        return f"the user postgres cannot run {sys.executable}, and there is no {system}"
+    env = {"PYTHONPATH": site, "PYTHONNOUSERSITE": "1"}
+    if _runs_as_server_user([system], env):
+        return PatroniCommand((system, "-m", "patroni"), version, tuple(env.items()))
+    # this environment is out of its reach too (a checkout under a 0700 home): a copy of
+    # Patroni and the packages it needs, made once, readable by everyone
+    try:
+        env["PYTHONPATH"] = str(_readable_copy(version))
+    except (OSError, ImportError) as exc:
+        return f"cannot copy this environment's Patroni where the user postgres reads it: {exc}"
+    if _runs_as_server_user([system], env):
+        return PatroniCommand((system, "-m", "patroni"), version, tuple(env.items()))
+    return f"the user postgres cannot run this environment's Patroni with {system}"
+
+
+def _readable_copy(version: tuple[int, ...]) -> Path:
+    """A copy of the installed `patroni[etcd3,psycopg3]` and every package it needs, in a
+    directory of the system's temporary folder that every user reads (made once per Patroni
+    release and environment; about 25 MB)."""
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    from packaging.requirements import Requirement
+
+    needed: dict[str, set[str]] = {}
+
+    def walk(name: str, extras: frozenset[str]) -> None:
+        dist = distribution(name)
+        key = str(dist.metadata["Name"]).lower()
+        if key in needed and extras <= needed[key]:
+            return
+        needed.setdefault(key, set()).update(extras)
+        for line in dist.requires or []:
+            req = Requirement(line)
+            wanted = sorted(extras) or [""]
+            if req.marker and not any(req.marker.evaluate({"extra": e}) for e in wanted):
+                continue
+            with contextlib.suppress(PackageNotFoundError):
+                walk(req.name, frozenset(req.extras))
+
+    walk("patroni", frozenset({"etcd3", "psycopg3"}))
+    import hashlib
+
+    where = hashlib.sha256(sys.prefix.encode()).hexdigest()[:10]
+    tag = ".".join(map(str, version)) + f"-{os.getuid()}-{where}"
+    target = Path(tempfile.gettempdir()) / f"jfsm-patroni-site-{tag}"
+    if target.is_dir():
+        return target
+    staging = Path(tempfile.mkdtemp(prefix="jfsm-patroni-site-"))
+    for name in needed:
+        for file in distribution(name).files or []:
+            if str(file).startswith(".."):  # scripts outside site-packages
+                continue
+            source = Path(str(file.locate()))
+            if source.is_file():
+                (staging / str(file)).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(source, staging / str(file))
+    for root, _dirs, files in os.walk(staging):
+        os.chmod(root, 0o755)
+        for name in files:
+            path = os.path.join(root, name)
+            os.chmod(path, os.stat(path).st_mode | 0o444)
+    try:
+        staging.rename(target)
+    except OSError:  # another process made it meanwhile
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
 def why_unavailable() -> str | None:
     """Why no temporary cluster can be started here, or None when one can."""
     reason = server_unavailable()
     if reason is not None:
         return reason
-    for name, package in (("patroni", "patroni"), ("etcd", "etcd-server")):
-        if _binary(name) is None:
-            return f"{name} not found on PATH nor in /usr/bin (apt-get install -y {package})"
-    return None
+    if _binary("etcd") is None:
+        return "etcd not found on PATH nor in /usr/bin (apt-get install -y etcd-server)"
+    found = find_patroni()
+    return found if isinstance(found, str) else None
 
 
 @dataclass
@@ -154,14 +362,23 @@ class TemporaryCluster:
         loop_wait: int = 1,
         retry_timeout: int = 4,
         settings: dict[str, str] | None = None,
+        dcs: dict[str, Any] | None = None,
+        etcd_members: int = 1,
+        patroni: str | None = None,
+        allow_unsafe_patroni: bool = False,
     ) -> None:
         self.size = nodes
         self.ttl, self.loop_wait, self.retry_timeout = ttl, loop_wait, retry_timeout
         self.settings = dict(settings or {})  # more PostgreSQL parameters
+        self.dcs = dict(dcs or {})  # more dynamic configuration (failsafe_mode, ...)
+        self.etcd_members = etcd_members
+        self.patroni_executable = patroni
+        self.allow_unsafe_patroni = allow_unsafe_patroni
+        self.patroni: PatroniCommand | None = None  # the Patroni `start` chose
         self.directory: Path | None = None
         self.nodes: list[ClusterNode] = []
-        self._etcd: subprocess.Popen[bytes] | None = None
-        self._etcd_port = 0
+        self._etcd: list[subprocess.Popen[bytes] | None] = []
+        self._etcd_ports: list[tuple[int, int]] = []  # (client, peer) of each member
         self._frozen: dict[str, list[int]] = {}
         self._scope = f"jfsm-{os.getpid()}-{int(time.monotonic() * 1000) % 100000}"
 
@@ -169,9 +386,18 @@ class TemporaryCluster:
     def start(self) -> TemporaryCluster:
         """Start etcd and the nodes; return once there is a primary that accepts writes and a
         streaming synchronous standby. Raises `RuntimeError` (with the logs' ends)."""
-        reason = why_unavailable()
+        reason = server_unavailable()
+        if reason is None and _binary("etcd") is None:
+            reason = "etcd not found on PATH nor in /usr/bin (apt-get install -y etcd-server)"
         if reason is not None:
             raise RuntimeError(reason)
+        found = find_patroni(self.patroni_executable)
+        if isinstance(found, str):
+            raise RuntimeError(found)
+        unsafe = found.unsafe()
+        if unsafe is not None and not self.allow_unsafe_patroni:
+            raise RuntimeError(unsafe)
+        self.patroni = found
         self.directory = Path(tempfile.mkdtemp(prefix="jfsm-patroni-"))
         try:
             self._start_etcd()
@@ -197,7 +423,7 @@ class TemporaryCluster:
         if self.directory is None:
             return
         groups: set[int] = set()
-        for process in [node.process for node in self.nodes] + [self._etcd]:
+        for process in [node.process for node in self.nodes] + self._etcd:
             if process is not None:
                 groups.add(process.pid)  # start_new_session: its pid is its group
         pids = self._processes_naming_directory()
@@ -212,7 +438,7 @@ class TemporaryCluster:
             _signal_group(pgid, signal.SIGKILL)
         _signal(pids, signal.SIGCONT)
         _signal(pids, signal.SIGKILL)
-        for process in [node.process for node in self.nodes] + [self._etcd]:
+        for process in [node.process for node in self.nodes] + self._etcd:
             if process is not None:
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     process.wait(timeout=10)
@@ -222,7 +448,7 @@ class TemporaryCluster:
         shutil.rmtree(self.directory, ignore_errors=True)
         self.directory = None
         self.nodes = []
-        self._etcd = None
+        self._etcd = []
 
     def __enter__(self) -> TemporaryCluster:
         return self.start()
@@ -401,23 +627,68 @@ class TemporaryCluster:
             _signal_group(found.process.pid, signal.SIGCONT)
 
     def freeze_patroni(self, node: str | ClusterNode) -> None:
-        """SIGSTOP the node's Patroni alone (its postgres runs on, unwatched); `thaw` resumes
-        it."""
+        """SIGSTOP the node's Patroni alone (its postgres runs on and still takes writes).
+        Raises `RuntimeError` when the node's Patroni is not running."""
         found = self.node(node)
-        if found.process is None:
-            raise RuntimeError(f"{found.name} has no running Patroni")
+        if found.process is None or found.process.poll() is not None:
+            raise RuntimeError(f"{found.name}'s Patroni is not running")
         _signal_group(found.process.pid, signal.SIGSTOP)
 
+    def thaw_patroni(self, node: str | ClusterNode) -> None:
+        """SIGCONT what `freeze_patroni` stopped."""
+        found = self.node(node)
+        if found.process is not None:
+            _signal_group(found.process.pid, signal.SIGCONT)
+
     def freeze_dcs(self) -> None:
-        """SIGSTOP etcd (the DCS down: every Patroni loses its view); `thaw_dcs` resumes it."""
-        if self._etcd is None:
+        """SIGSTOP every etcd member (the DCS silent: every Patroni loses its view);
+        `thaw_dcs` resumes them. Raises `RuntimeError` when no member is running."""
+        running = [p for p in self._etcd if p is not None and p.poll() is None]
+        if not running:
             raise RuntimeError("the cluster has no running etcd")
-        _signal_group(self._etcd.pid, signal.SIGSTOP)
+        for process in running:
+            _signal_group(process.pid, signal.SIGSTOP)
 
     def thaw_dcs(self) -> None:
         """SIGCONT what `freeze_dcs` stopped."""
-        if self._etcd is not None:
-            _signal_group(self._etcd.pid, signal.SIGCONT)
+        for process in self._etcd:
+            if process is not None:
+                _signal_group(process.pid, signal.SIGCONT)
+
+    def etcd_down(self, member: int = 0) -> None:
+        """`kill -9` of etcd member `member` (with one member: the whole DCS). Raises
+        `RuntimeError` when it is not running."""
+        process = self._etcd[member] if member < len(self._etcd) else None
+        if process is None or process.poll() is not None:
+            raise RuntimeError(f"etcd member {member} is not running")
+        _signal_group(process.pid, signal.SIGKILL)
+        process.wait(timeout=10)
+        self._etcd[member] = None
+
+    def etcd_up(self, member: int = 0) -> None:
+        """Start etcd member `member` again on its data; returns once it answers. Raises
+        `RuntimeError` when it is running or does not come back within 30 s."""
+        process = self._etcd[member] if member < len(self._etcd) else None
+        if process is not None and process.poll() is None:
+            raise RuntimeError(f"etcd member {member} is still running")
+        self._etcd[member] = self._launch_etcd(member, existing=True)
+        self._wait_etcd(member)
+
+    def reinitialize(self, node: str | ClusterNode) -> None:
+        """Ask the node's Patroni to reinitialize it from the primary (`POST /reinitialize`,
+        forced). Raises `RuntimeError` when Patroni refuses (the node leads, for one)."""
+        found = self.node(node)
+        request = urllib.request.Request(
+            f"{found.api}/reinitialize",
+            data=json.dumps({"force": True}).encode(),
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=30) as reply:
+                reply.read()
+        except (urllib.error.HTTPError, OSError) as exc:
+            raise RuntimeError(f"reinitialize of {found.name} refused: {exc}") from None
 
     def switchover(self, candidate: str | None = None, timeout: float = 60.0) -> str:
         """A planned switchover through the leader's REST API; returns the new primary's
@@ -468,21 +739,31 @@ class TemporaryCluster:
                 os.chown(os.path.join(root, name), entry.pw_uid, entry.pw_gid)
 
     def _start_etcd(self) -> None:
+        self._etcd_ports = [(free_port(), free_port()) for _ in range(self.etcd_members)]
+        self._etcd = [self._launch_etcd(n) for n in range(self.etcd_members)]
+        for n in range(self.etcd_members):
+            self._wait_etcd(n)
+
+    def _launch_etcd(self, member: int, *, existing: bool = False) -> subprocess.Popen[bytes]:
         assert self.directory is not None
-        self._etcd_port, peer = free_port(), free_port()
-        data = self.directory / "etcd"
-        log = open(self.directory / "etcd.log", "wb")  # noqa: SIM115 - the child keeps it
+        client, peer = self._etcd_ports[member]
+        everyone = ",".join(
+            f"dcs{n}=http://{HOST}:{peers}" for n, (_, peers) in enumerate(self._etcd_ports)
+        )
+        log = open(self.directory / f"etcd{member}.log", "ab")  # noqa: SIM115 - the child keeps it
         with log:
-            self._etcd = subprocess.Popen(
+            return subprocess.Popen(
                 [
                     str(_binary("etcd")),
-                    "--name=dcs",
-                    f"--data-dir={data}",
-                    f"--listen-client-urls=http://{HOST}:{self._etcd_port}",
-                    f"--advertise-client-urls=http://{HOST}:{self._etcd_port}",
+                    f"--name=dcs{member}",
+                    f"--data-dir={self.directory / f'etcd{member}'}",
+                    f"--listen-client-urls=http://{HOST}:{client}",
+                    f"--advertise-client-urls=http://{HOST}:{client}",
                     f"--listen-peer-urls=http://{HOST}:{peer}",
                     f"--initial-advertise-peer-urls=http://{HOST}:{peer}",
-                    f"--initial-cluster=dcs=http://{HOST}:{peer}",
+                    f"--initial-cluster={everyone}",
+                    f"--initial-cluster-state={'existing' if existing else 'new'}",
+                    f"--initial-cluster-token={self._scope}",
                     "--unsafe-no-fsync",
                 ],
                 stdin=subprocess.DEVNULL,
@@ -490,17 +771,22 @@ class TemporaryCluster:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
+
+    def _wait_etcd(self, member: int) -> None:
+        process = self._etcd[member]
+        assert process is not None
+        client = self._etcd_ports[member][0]
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             with (
                 contextlib.suppress(OSError, ValueError),
-                urllib.request.urlopen(f"http://{HOST}:{self._etcd_port}/health", timeout=1),
+                urllib.request.urlopen(f"http://{HOST}:{client}/health", timeout=1),
             ):
                 return
-            if self._etcd.poll() is not None:
+            if process.poll() is not None:
                 break
             time.sleep(0.1)
-        raise RuntimeError("etcd did not start")
+        raise RuntimeError(f"etcd member {member} did not start")
 
     def _write_config(self, node: ClusterNode) -> None:
         bin_dir = find_binaries()
@@ -526,7 +812,7 @@ class TemporaryCluster:
                 "listen": f"{HOST}:{node.api_port}",
                 "connect_address": f"{HOST}:{node.api_port}",
             },
-            "etcd3": {"hosts": [f"{HOST}:{self._etcd_port}"]},
+            "etcd3": {"hosts": [f"{HOST}:{client}" for client, _ in self._etcd_ports]},
             "bootstrap": {
                 "dcs": {
                     "ttl": self.ttl,
@@ -535,6 +821,7 @@ class TemporaryCluster:
                     "maximum_lag_on_failover": 1 << 20,
                     "synchronous_mode": True,
                     "primary_start_timeout": 0,
+                    **self.dcs,
                     "postgresql": {
                         "use_pg_rewind": True,
                         "use_slots": True,
@@ -567,10 +854,12 @@ class TemporaryCluster:
         (node.directory / "patroni.yml").write_text(json.dumps(config, indent=1))
 
     def _start_patroni(self, node: ClusterNode) -> None:
+        assert self.patroni is not None
         log = open(node.directory / "patroni-stdout.log", "ab")  # noqa: SIM115
         with log:
             node.process = subprocess.Popen(
-                [*run_as(), str(_binary("patroni")), str(node.directory / "patroni.yml")],
+                [*run_as(), *self.patroni.argv, str(node.directory / "patroni.yml")],
+                env={**os.environ, **dict(self.patroni.env)},
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,

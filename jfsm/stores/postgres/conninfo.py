@@ -32,6 +32,7 @@ from urllib.parse import unquote
 from jfsm.errors import InvalidInput
 
 __all__ = [
+    "TRANSIENT_SQLSTATES",
     "check_host_names",
     "database_target",
     "describe",
@@ -39,6 +40,7 @@ __all__ = [
     "is_permanent",
     "mask",
     "passwords",
+    "refusal_passes",
     "scrub",
 ]
 
@@ -286,6 +288,44 @@ def is_permanent(exc: BaseException) -> bool:
         return True
     message = str(exc).lower()
     return any(marker in message for marker in _PERMANENT)
+
+
+#: The SQLSTATE classes and codes of a refusal that passes (decision R184): a connection
+#: problem (class 08), a transaction rolled back for a conflict (40: serialization failure,
+#: deadlock, a commit whose outcome is unknown), insufficient resources (53: disk full, out of
+#: memory, too many connections), an operator's intervention (57: a statement timeout or a
+#: cancel, a server shutting down or starting, an idle session ended; but not 57P04, a
+#: database dropped), a lock not available (55P03: `lock_timeout`), an object in use (55006),
+#: a system error (58: an I/O error). `25006` (a read-only transaction) and `55000` (`recovery
+#: is in progress`) pass only on a server in recovery: a standby reached during a failover.
+#: Every other refusal is for good: a constraint or a trigger (23, P0), a privilege (42501), a
+#: statement the server cannot run (42, 22, 0A), data corrupted (XX).
+TRANSIENT_SQLSTATES = (
+    "08",
+    "40",
+    "53",
+    "55P03",
+    "55006",
+    "57P01",
+    "57P02",
+    "57P03",
+    "57P05",
+    "57014",
+    "58",
+)
+
+
+def refusal_passes(exc: BaseException, *, in_recovery: bool | None = None) -> bool:
+    """Whether the server's refusal `exc` of a statement may pass if it is sent again
+    (`TRANSIENT_SQLSTATES`); `in_recovery`: whether the server that refused is a standby
+    (for 25006 and 55000; None: unknown, taken as passing). An error without a SQLSTATE
+    (the client's: a lost connection) passes."""
+    sqlstate = getattr(exc, "sqlstate", None) or ""
+    if not sqlstate:
+        return True
+    if sqlstate in ("25006", "55000"):
+        return in_recovery is not False
+    return sqlstate.startswith(TRANSIENT_SQLSTATES)
 
 
 def _first_line(text: str) -> str:

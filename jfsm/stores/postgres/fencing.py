@@ -39,35 +39,59 @@ process.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
 
 import jfsm.observability as observability
 from jfsm.errors import InvalidInput, StoreLocked
+from jfsm.stores.postgres.history import AHEAD_OF_FLOOR, POSITION, WalPosition
 
 __all__ = [
     "CHECKPOINT",
     "COMMIT",
     "CONFIRM",
+    "HERE",
+    "LANDS",
     "RELEASE",
     "RENEW",
+    "ROW",
     "SEED",
     "SETTLE",
+    "SETTLE_LOCK_WAIT",
     "take_many",
     "take_ownership",
 ]
 
 # Each write first sets synchronous_commit for its own (implicit) transaction: the commit of
 # that transaction reads it, so an acknowledged write is on disk whatever the server default.
-_OWNER = """
-WITH durable AS MATERIALIZED (SELECT set_config('synchronous_commit', 'on', true) AS on_),
+# `here` also reads the server's WAL position and the mark of lost history (`history`): the
+# write lands only on a server not behind the pool's floor, on a row that still holds the
+# handle's token *and* its count of landed writes (R181, R182). One row always comes back:
+# (seq or NULL, timeline, wal, marked).
+HERE = (
+    "here AS MATERIALIZED (SELECT set_config('synchronous_commit', 'on', true) AS on_, p.*"
+    f" FROM {POSITION} AS p)"
+)
+LANDS = f"(SELECT on_ = 'on' AND {AHEAD_OF_FLOOR} FROM here)"
+
+_OWNER = (
+    "WITH "
+    + HERE
+    + """,
 owner AS (
     UPDATE jfsm_game SET seq = seq + 1, {extra} footprint = %(footprint)s,
         lease_until = clock_timestamp() + make_interval(secs => %(lease)s)
-    WHERE game_id = %(game)s AND token = %(token)s AND (SELECT on_ FROM durable) = 'on'
+    WHERE game_id = %(game)s AND token = %(token)s AND seq = %(seq)s AND """
+    + LANDS.replace("{", "{{").replace("}", "}}")
+    + """
     RETURNING seq
 )"""
+)
+_RESULT = """
+SELECT o.seq, here.timeline, here.wal, here.marked FROM here LEFT JOIN owner o ON true
+"""
 
 COMMIT = (
     _OWNER.format(extra="")
@@ -81,9 +105,8 @@ COMMIT = (
 ), cleared AS (
     UPDATE jfsm_value c SET value = NULL FROM owner
     WHERE c.game_id = %(game)s AND c.key = ANY(%(deletes)b::bytea[]) AND c.base IS NOT NULL
-)
-SELECT seq FROM owner
-"""
+)"""
+    + _RESULT
 )
 
 CHECKPOINT = (
@@ -94,9 +117,8 @@ CHECKPOINT = (
 ), based AS (
     UPDATE jfsm_value b SET base = b.value FROM owner
     WHERE b.game_id = %(game)s AND b.key = ANY(%(keys)b::bytea[]) AND b.value IS NOT NULL
-)
-SELECT seq FROM owner
-"""
+)"""
+    + _RESULT
 )
 
 SEED = (
@@ -105,34 +127,45 @@ SEED = (
     INSERT INTO jfsm_value (game_id, key, value, base)
     SELECT %(game)s, s.k, s.v, s.v
     FROM owner, unnest(%(keys)b::bytea[], %(values)b::bytea[]) AS s(k, v)
-)
-SELECT seq FROM owner
-"""
+)"""
+    + _RESULT
 )
 
-#: Renew the leases of (game, token) pairs still current; returns the pairs renewed. A pair
-#: whose token is no longer the game's changes nothing: another owner's lease is never
-#: touched (JF-STORE-031). The rows are locked in game id order, as a group commit locks
-#: them (R152): two statements that lock several games never wait for each other in a cycle.
-RENEW = """
-WITH locked AS MATERIALIZED (
+#: Renew the leases of (game, token) pairs still current; returns the pairs renewed (with the
+#: server's position; a row of NULLs when none was). A pair whose token is no longer the
+#: game's changes nothing: another owner's lease is never touched (JF-STORE-031). The rows are
+#: locked in game id order, as a group commit locks them (R152): two statements that lock
+#: several games never wait for each other in a cycle.
+RENEW = f"""
+WITH here AS MATERIALIZED (SELECT p.* FROM {POSITION} AS p),
+locked AS MATERIALIZED (
     SELECT g.game_id, o.token
     FROM jfsm_game g JOIN unnest(%(games)s::text[], %(tokens)s::bigint[]) AS o(game_id, token)
         ON g.game_id = o.game_id AND g.token = o.token
+    WHERE NOT (SELECT marked FROM here)
     ORDER BY g.game_id FOR UPDATE OF g
+), renewed AS (
+    UPDATE jfsm_game g SET lease_until = clock_timestamp() + make_interval(secs => %(lease)s)
+    FROM locked l
+    WHERE g.game_id = l.game_id AND g.token = l.token
+    RETURNING g.game_id, g.token
 )
-UPDATE jfsm_game g SET lease_until = clock_timestamp() + make_interval(secs => %(lease)s)
-FROM locked l
-WHERE g.game_id = l.game_id AND g.token = l.token
-RETURNING g.game_id, g.token
+SELECT r.game_id, r.token, here.timeline, here.wal, here.marked
+FROM here LEFT JOIN renewed r ON true
 """
 
-#: Before a read is served (JF-STORE-030, R121): renew this owner's lease if its token is
-#: still the game's; no row means a newer owner took the game.
-CONFIRM = """
-UPDATE jfsm_game SET lease_until = clock_timestamp() + make_interval(secs => %(lease)s)
-WHERE game_id = %(game)s AND token = %(token)s
-RETURNING seq
+#: Before a read is served (JF-STORE-030, R121): renew this owner's lease if its token and its
+#: count of landed writes are still the game's; a NULL seq means they are not (a newer owner,
+#: or a lost history: `history.judge_row` tells).
+CONFIRM = f"""
+WITH here AS MATERIALIZED (SELECT p.* FROM {POSITION} AS p),
+renewed AS (
+    UPDATE jfsm_game SET lease_until = clock_timestamp() + make_interval(secs => %(lease)s)
+    WHERE game_id = %(game)s AND token = %(token)s AND seq = %(seq)s
+        AND NOT (SELECT marked FROM here)
+    RETURNING seq
+)
+SELECT r.seq, here.timeline, here.wal, here.marked FROM here LEFT JOIN renewed r ON true
 """
 
 #: End a lease at once (close): the next plain open succeeds without waiting.
@@ -141,28 +174,59 @@ UPDATE jfsm_game SET lease_until = NULL WHERE game_id = %(game)s AND token = %(t
 """
 
 #: After a lost connection: a new token for the handle if its write did not land (returns
-#: the token; no row: the write landed, or the game is another's).
-SETTLE = """
-WITH durable AS MATERIALIZED (SELECT set_config('synchronous_commit', 'on', true) AS on_)
-UPDATE jfsm_game SET token = nextval('jfsm_token'),
-    lease_until = clock_timestamp() + make_interval(secs => %(lease)s)
-WHERE game_id = %(game)s AND token = %(token)s AND seq = %(seq)s
-    AND (SELECT on_ FROM durable) = 'on'
-RETURNING token
+#: the token, NULL when the write landed or the game is another's, and the server's position).
+#: It waits for the row lock at most `SETTLE_LOCK_WAIT`.
+SETTLE = (
+    "WITH here AS MATERIALIZED (SELECT set_config('synchronous_commit', 'on', true) AS on_,"
+    " set_config('lock_timeout', %(lock_wait)s, true) AS waits, p.*"
+    f" FROM {POSITION} AS p)"
+    + """,
+settled AS (
+    UPDATE jfsm_game SET token = nextval('jfsm_token'),
+        lease_until = clock_timestamp() + make_interval(secs => %(lease)s)
+    WHERE game_id = %(game)s AND token = %(token)s AND seq = %(seq)s AND """
+    + LANDS
+    + """
+    RETURNING token
+)
+SELECT s.token, here.timeline, here.wal, here.marked FROM here LEFT JOIN settled s ON true
 """
+)
+
+#: How long a settle waits for the game's row lock at most (`lock_timeout`, seconds; half the
+#: connection's deadline when that is shorter): a lost write still running on the server
+#: holds it; the settle then fails at once (nothing done) and the next call asks again,
+#: rather than queueing behind it until the connection's deadline (R185).
+SETTLE_LOCK_WAIT = 2.0
+
+#: The game's row as it is now (after a write that did not land: `history.judge_row`).
+ROW = "SELECT token, seq FROM jfsm_game WHERE game_id = %s"
 
 # An open's transaction also ends itself (the server closes the session) if its client stops
 # between two of its statements for longer than a lease: a frozen opener holds the game's
-# row lock no longer than that (JF-STORE-033, R123).
+# row lock no longer than that (JF-STORE-033, R123). It reads the server's position first.
 _SYNC = (
     "SELECT set_config('synchronous_commit', 'on', true),"
-    " set_config('idle_in_transaction_session_timeout', %s, true)"
+    " set_config('idle_in_transaction_session_timeout', %s, true),"
+    f" p.timeline, p.wal, p.marked FROM {POSITION} AS p"
 )
 
 
 def _idle_limit(lease_seconds: float) -> tuple[str]:
     """The lease as a timeout setting (the server takes at most 2^31 - 1 ms, about 24 days)."""
     return (f"{min(2**31 - 1, max(1, round(lease_seconds * 1000)))}ms",)
+
+
+Check = Callable[[WalPosition, bool], None]
+
+
+async def _begin(conn: psycopg.AsyncConnection[Any], lease_seconds: float, check: Check) -> None:
+    """The open's first statement: its settings, then `check(position, marked)` of the
+    server it reached (which raises `StoreHistoryLost` before anything is written)."""
+    cur = await conn.execute(_SYNC, _idle_limit(lease_seconds))
+    row = await cur.fetchone()
+    assert row is not None
+    check(WalPosition(int(row[2]), int(row[3])), bool(row[4]))
 
 
 async def take_ownership(
@@ -173,16 +237,19 @@ async def take_ownership(
     takeover: bool,
     create: bool | None,
     lease_seconds: float,
+    check: Check = lambda position, marked: None,
 ) -> tuple[int, int, bool]:
     """Make `who` the owner of `game_id` inside the caller's transaction; returns (token,
     seq, whether this call created the game). `create`: True (the game must not exist
-    yet), False (it must exist), None (either; created if missing).
+    yet), False (it must exist), None (either; created if missing). `check(position,
+    marked)` judges the server's WAL position first (`history`).
 
     Raises `InvalidInput` (the game exists and `create` is True, or is missing and `create`
-    is False), `StoreLocked` while another owner's lease is live (unless `takeover`);
-    psycopg errors propagate. The caller's transaction rolls back on any error.
+    is False), `StoreLocked` while another owner's lease is live (unless `takeover`),
+    whatever `check` raises; psycopg errors propagate. The caller's transaction rolls back on
+    any error.
     """
-    await conn.execute(_SYNC, _idle_limit(lease_seconds))
+    await _begin(conn, lease_seconds, check)
     created = False
     if create is not False:
         cur = await conn.execute(
@@ -231,12 +298,13 @@ async def take_many(
     *,
     takeover: bool,
     lease_seconds: float,
+    check: Check = lambda position, marked: None,
 ) -> tuple[dict[str, tuple[int, int, bool]], dict[str, str]]:
     """`take_ownership` of many games (created if missing) in the caller's transaction, in
     a few statements whatever their number: rows are locked in game id order (no deadlock
     between batches). `who[i]` is the owner id for `games[i]`. Returns ({game: (token, seq,
     created)} for the games taken, {game: owner} for those refused with a live lease)."""
-    await conn.execute(_SYNC, _idle_limit(lease_seconds))
+    await _begin(conn, lease_seconds, check)
     cur = await conn.execute(
         "INSERT INTO jfsm_game (game_id) SELECT unnest(%s::text[])"
         " ON CONFLICT (game_id) DO NOTHING RETURNING game_id",

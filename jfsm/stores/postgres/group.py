@@ -30,7 +30,8 @@ commit a batch of its own, sent at once: the same statement, one member.
 
 # Errors
 
-`commit` returns the member's new `seq`, or None when it was fenced. It raises `Lost`
+`commit` returns the member's new `seq`, or None when it did not land (fenced, or its row
+behind the store's count: the store asks which, `history`). It raises `Lost`
 (the connection broke while its batch was in flight: it may or may not have landed), a
 `psycopg.Error` (the server refused its write: nothing of it landed) or `StoreUnavailable`
 (no connection of the pool in time: nothing sent). Once a member joined a batch its outcome
@@ -50,27 +51,37 @@ import psycopg
 
 import jfsm.observability as observability
 from jfsm.stores.offload import Unstoppable, await_to_end
-from jfsm.stores.postgres.pool import PgPool
+from jfsm.stores.postgres.fencing import HERE, LANDS
+from jfsm.stores.postgres.history import WalPosition
+from jfsm.stores.postgres.pool import PgPool, note_recovery
 
 __all__ = ["GROUP_COMMIT", "GroupCommit", "Lost", "Member", "group_commit_default", "grouped"]
 
 #: The fenced write of many games' commits (`fencing.COMMIT`, for a batch): arrays of the
-#: members (game, token, footprint), of their values (game, key, value) and of their
-#: deletions (game, key). Returns (game_id, seq) of each member that landed.
-GROUP_COMMIT = """
-WITH durable AS MATERIALIZED (SELECT set_config('synchronous_commit', 'on', true) AS on_),
+#: members (game, token, count of landed writes, footprint), of their values (game, key,
+#: value) and of their deletions (game, key). Returns (game_id, seq) of each member that
+#: landed with the server's position (`history`); one row of NULLs and the position when
+#: none did. Nothing lands on a server behind the pool's floor.
+GROUP_COMMIT = (
+    "WITH "
+    + HERE
+    + """,
 member AS MATERIALIZED (
-    SELECT * FROM unnest(%(games)s::text[], %(tokens)s::bigint[], %(footprints)s::bigint[])
-        AS m(game_id, token, footprint)
+    SELECT * FROM unnest(%(games)s::text[], %(tokens)s::bigint[], %(seqs)s::bigint[],
+                         %(footprints)s::bigint[])
+        AS m(game_id, token, seq, footprint)
 ), locked AS MATERIALIZED (
     SELECT g.game_id FROM jfsm_game g JOIN member m ON g.game_id = m.game_id
-    WHERE (SELECT on_ FROM durable) = 'on' AND g.token = m.token
+    WHERE """
+    + LANDS
+    + """ AND g.token = m.token AND g.seq = coalesce(m.seq, g.seq)
     ORDER BY g.game_id FOR UPDATE OF g
 ), owner AS (
     UPDATE jfsm_game g SET seq = g.seq + 1, footprint = m.footprint,
         lease_until = clock_timestamp() + make_interval(secs => %(lease)s)
     FROM member m, locked l
     WHERE g.game_id = m.game_id AND l.game_id = m.game_id AND g.token = m.token
+        AND g.seq = coalesce(m.seq, g.seq)
     RETURNING g.game_id, g.seq
 ), put AS (
     INSERT INTO jfsm_value (game_id, key, value)
@@ -89,8 +100,9 @@ member AS MATERIALIZED (
     WHERE o.game_id = x.game_id AND c.game_id = x.game_id AND c.key = x.k
         AND c.base IS NOT NULL
 )
-SELECT game_id, seq FROM owner
+SELECT o.game_id, o.seq, here.timeline, here.wal, here.marked FROM here LEFT JOIN owner o ON true
 """
+)
 
 DEFAULT_MAX_MEMBERS = 64
 
@@ -118,6 +130,7 @@ class Member:
     values: list[bytes]
     deletes: list[bytes]
     future: asyncio.Future[int | None] = field(repr=False)
+    seq: int | None = None  # the game's landed writes the store knows (`history`, check b)
 
 
 class GroupCommit:
@@ -162,13 +175,17 @@ class GroupCommit:
         values: list[bytes],
         deletes: list[bytes],
         *,
+        seq: int | None = None,
         alone: bool = False,
     ) -> int | None:
         """Commit one game's projection (its encoded keys, values and deleted keys) fenced
-        by `token`; returns its new seq, or None when fenced. Raises as the module
-        docstring says."""
+        by `token` and the game's count of landed writes `seq` (None: by the token alone);
+        returns its new seq, or None
+        when it did not land (a newer owner, or a row behind `seq`: the store asks which).
+        Raises as the module docstring says, and `StoreHistoryLost` for every member of a
+        statement whose server is behind the pool's floor."""
         loop = asyncio.get_running_loop()
-        member = Member(game, token, footprint, keys, values, deletes, Unstoppable(loop=loop))
+        member = Member(game, token, footprint, keys, values, deletes, Unstoppable(loop=loop), seq)
         if alone:
             self._launch([member])
         else:
@@ -257,6 +274,7 @@ class GroupCommit:
             "lease": self.pool.lease_seconds,
             "games": [m.game for m in batch],
             "tokens": [m.token for m in batch],
+            "seqs": [m.seq for m in batch],
             "footprints": [m.footprint for m in batch],
             "value_games": [m.game for m in batch for _ in m.keys],
             "keys": [k for m in batch for k in m.keys],
@@ -264,6 +282,8 @@ class GroupCommit:
             "delete_games": [m.game for m in batch for _ in m.deletes],
             "deletes": [k for m in batch for k in m.deletes],
         }
+        floor = self.pool.history.floor()
+        params.update(self.pool.history.params(floor))
         async with self.pool.connection() as conn:
             try:
                 cur = await conn.execute(GROUP_COMMIT, params)
@@ -271,8 +291,13 @@ class GroupCommit:
             except psycopg.Error as exc:
                 if conn.broken or conn.closed:
                     raise Lost() from exc
+                await note_recovery(conn, exc)
                 raise _Refused(exc) from exc
-        return {str(game): int(seq) for game, seq in rows}
+            landed = {str(row[0]): int(row[1]) for row in rows if row[0] is not None}
+            here = rows[0]
+            position = WalPosition(int(here[2]), int(here[3]))
+            self.pool.check_position(position, floor, acked=bool(landed), marked=here[4])
+        return landed
 
 
 class _Refused(Exception):

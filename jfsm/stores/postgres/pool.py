@@ -1,6 +1,10 @@
 """One pool of PostgreSQL connections per process and database, shared by every game open
 there, and the idle timer that renews their leases.
 
+**The one concept: a process's access to one database** (its connections, checked before
+they are lent and cut when the server stays silent, its leases kept alive, and its refusal of
+a database found lacking acknowledged writes).
+
 `shared_pool(conninfo)` returns the `PgPool` of the running event loop for that target,
 opening it on first use: it first connects once directly, so that a wrong password, a
 missing database or an unmigrated schema is reported at once as `StoreUnusable` (one line,
@@ -41,6 +45,15 @@ waiting on a server that is frozen or cut off (whose kernel may still acknowledg
 packet). It is never cancelled with a cancel request: a commit waiting for its synchronous
 standby would then be reported as done while not yet replicated.
 
+# A database that lost acknowledged writes (decision R181)
+
+The pool keeps `history` (`history.HistoryWatch`): the WAL high-water mark of the writes it
+saw acknowledged, compared with what every statement reads of its server. Once a statement
+finds its server behind (or a store finds its game's row behind, or the database marked as
+having lost history: checked on every new connection and in every statement), the pool
+refuses every statement with `StoreHistoryLost`, and writes the database's mark on the
+connection that found it (so that other workers stop too).
+
 Every store of the pool is registered for renewal: every `lease_seconds / 3` one statement
 renews the leases of all of them (`fencing.RENEW`); a game whose token is no longer
 current is reported to its store, which is then fenced. A pool left open when its event
@@ -66,9 +79,10 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 import jfsm.observability as observability
-from jfsm.errors import StoreUnavailable
+from jfsm.errors import JfsmError, StoreHistoryLost, StoreUnavailable
 from jfsm.stores.postgres.conninfo import database_target, describe, is_permanent
 from jfsm.stores.postgres.fencing import RENEW
+from jfsm.stores.postgres.history import MARK, HistoryWatch, WalPosition, judge_row
 from jfsm.stores.postgres.schema import connection_error, require_schema_async
 
 __all__ = [
@@ -79,6 +93,7 @@ __all__ = [
     "VERIFY_IDLE_SECONDS",
     "PgPool",
     "close_pools",
+    "note_recovery",
     "shared_pool",
 ]
 
@@ -112,6 +127,29 @@ def _drain(conn: psycopg.AsyncConnection[Any]) -> bool:
         if pgconn.status != psycopg.pq.ConnStatus.OK:
             raise psycopg.OperationalError("the server ended the connection")
     return got
+
+
+async def note_recovery(conn: psycopg.AsyncConnection[Any], exc: BaseException) -> None:
+    """After the server refused a statement with 25006 (read-only) or 55000 (recovery in
+    progress), ask it whether it is a standby (a node demoted or reached during a failover:
+    the refusal passes) and note the answer on `exc` (`jfsm_in_recovery`, read by
+    `conninfo.refusal_passes`); a standby's connection is closed, so that the pool connects
+    to the primary. Never raises."""
+    if getattr(exc, "sqlstate", None) not in ("25006", "55000"):
+        return
+    try:
+        if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            await conn.rollback()
+        cur = await conn.execute("SELECT pg_is_in_recovery()")
+        row = await cur.fetchone()
+        in_recovery = bool(row and row[0])
+    except psycopg.Error:
+        in_recovery = True  # unknown: taken as passing
+    with contextlib.suppress(AttributeError):
+        exc.jfsm_in_recovery = in_recovery  # type: ignore[attr-defined]
+    if in_recovery:
+        with contextlib.suppress(psycopg.Error):
+            await conn.close()
 
 
 def _cut(conn: psycopg.AsyncConnection[Any]) -> None:
@@ -183,6 +221,9 @@ class Leased(Protocol):
     game_id: str
     token: int
 
+    @property
+    def seq(self) -> int: ...
+
     def lost_lease(self) -> None: ...
 
 
@@ -195,6 +236,8 @@ class PgPool:
         #: how long a lent connection may wait on a silent server before it is cut
         self.deadline_seconds = max(lease_seconds, _MIN_DEADLINE)
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+        #: what the database must hold, and whether it was found lacking (R181)
+        self.history = HistoryWatch(describe(conninfo))
         self._kwargs = _connect_kwargs(conninfo)
         self.pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] = AsyncConnectionPool(
             conninfo,
@@ -226,6 +269,7 @@ class PgPool:
         deadline = _Deadline(conn, self.deadline_seconds)
         try:
             await require_schema_async(conn)
+            await self._look_for_mark(conn)
         except psycopg.Error as exc:
             raise connection_error(exc, self.conninfo, "read the schema at") from None
         finally:
@@ -242,13 +286,19 @@ class PgPool:
     ) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
         """A checked connection of the pool, cut if the server stays silent past
         `deadline_seconds` (see the module docstring). Raises `StoreUnavailable` when none
-        can be had within `timeout` (default: the pool's, 30 s)."""
+        can be had within `timeout` (default: the pool's, 30 s), `StoreHistoryLost` once the
+        pool found the database lacking acknowledged writes (nothing is sent then); a
+        `StoreHistoryLost` raised in the block first writes the database's mark on `conn`."""
+        self.history.refuse()
         wait = self.pool.timeout if timeout is None else timeout
         try:
             async with self.pool.connection(timeout=wait) as conn:
                 deadline = _Deadline(conn, self.deadline_seconds)
                 try:
                     yield conn
+                except StoreHistoryLost:
+                    await self._write_mark(conn)
+                    raise
                 finally:
                     deadline.cancel()
                     self._idle_since[conn] = time.monotonic()
@@ -262,6 +312,67 @@ class PgPool:
 
     async def _configure(self, conn: psycopg.AsyncConnection[Any]) -> None:
         self._idle_since[conn] = time.monotonic()
+        await self._look_for_mark(conn)
+
+    # -- a database that lost acknowledged writes (R181) -------------------------------
+    def check_position(
+        self, position: WalPosition, floor: WalPosition, *, acked: bool, marked: bool = False
+    ) -> None:
+        """Judge what a statement sent with `floor` read of its server (`history`): raises
+        `StoreHistoryLost` when the server is behind the floor or the database is marked;
+        an `acked` statement (it committed a write) raises the mark."""
+        error = self.history.check(position, floor, acked=acked, marked=marked)
+        if error is not None:
+            raise error
+
+    def judge_row(self, store: Leased, token: int, seq: int, stored: tuple[int, int] | None) -> str:
+        """`history.judge_row` of a write of `store` (sent with `token` and `seq`) that did
+        not land; raises `StoreHistoryLost` (the pool's loss recorded) when the row is
+        behind, else returns `"fenced"` or `"ahead"`."""
+        verdict = judge_row(token, seq, stored)
+        if verdict == "lost":
+            assert stored is not None
+            raise self.history.lose(
+                f"game {store.game_id!r} holds token {stored[0]} and {stored[1]} landed writes, "
+                f"where this process holds token {token} and saw {seq} acknowledged",
+                game=store.game_id,
+                token=token,
+                seq=seq,
+                stored_token=stored[0],
+                stored_seq=stored[1],
+            )
+        return verdict
+
+    async def _look_for_mark(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        """A new connection reads the database's mark of lost history: the pool stops."""
+        try:
+            cur = await conn.execute("SELECT EXISTS (SELECT 1 FROM jfsm_history_lost)")
+            row = await cur.fetchone()
+        except psycopg.errors.UndefinedTable:  # an older schema: `open` refuses it
+            return
+        if row is not None and row[0]:
+            self.history.check(WalPosition(0, 0), WalPosition(0, 0), acked=False, marked=True)
+
+    async def _write_mark(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        """Write the database's mark of lost history (once a pool) on the connection that
+        found the loss; a failure is logged, never raised (the pool refuses all the same)."""
+        lost = self.history.lost
+        if lost is None or self.history.marked_durably or conn.closed or conn.broken:
+            return
+        self.history.marked_durably = True
+        try:
+            if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                await conn.rollback()
+            await conn.execute(MARK, (self.owner, str(lost.details.get("reason", ""))[:2000]))
+        except psycopg.Error as exc:
+            self.history.marked_durably = False
+            import logging
+
+            logging.getLogger("jfsm.stores.postgres").warning(
+                "jfsm: could not write the mark of lost history at %s: %s",
+                describe(self.conninfo),
+                " ".join(str(exc).split())[:200],
+            )
 
     async def _check(self, conn: psycopg.AsyncConnection[Any]) -> None:
         """The pool's check before lending `conn` (see the module docstring). Raises, with
@@ -304,26 +415,48 @@ class PgPool:
     async def renew(self, only: list[Leased] | None = None) -> int:
         """Renew every registered store's lease now, or those of `only` (one statement); the
         stores whose token is no longer current are told (`lost_lease`). Returns how many
-        were renewed. Raises `StoreUnavailable` when the server cannot be reached."""
+        were renewed. Raises `StoreUnavailable` when the server cannot be reached, and
+        `StoreHistoryLost` when it lacks acknowledged writes (its position, or a game whose
+        row is behind its store's)."""
         stores = [s for s in (list(self._stores) if only is None else only) if s.token]
         if not stores:
             return 0
         tokens = [s.token for s in stores]
+        seqs = [s.seq for s in stores]
         params = {
             "lease": self.lease_seconds,
             "games": [s.game_id for s in stores],
             "tokens": tokens,
         }
+        floor = self.history.floor()
         try:
             async with self.connection() as conn:
                 cur = await conn.execute(RENEW, params)
-                renewed = {(row[0], int(row[1])) for row in await cur.fetchall()}
+                rows = await cur.fetchall()
+                here = rows[0]
+                self.check_position(
+                    WalPosition(int(here[2]), int(here[3])), floor, acked=False, marked=here[4]
+                )
+                renewed = {(row[0], int(row[1])) for row in rows if row[0] is not None}
+                missed = [
+                    (store, token, seq)
+                    for store, token, seq in zip(stores, tokens, seqs, strict=True)
+                    if (store.game_id, token) not in renewed
+                ]
+                if missed:  # a newer owner, or a lost history: the rows as they are now
+                    cur = await conn.execute(
+                        "SELECT game_id, token, seq FROM jfsm_game WHERE game_id = ANY(%s)",
+                        ([store.game_id for store, _, _ in missed],),
+                    )
+                    now = {row[0]: (int(row[1]), int(row[2])) for row in await cur.fetchall()}
+                    for store, token, seq in missed:
+                        self.judge_row(store, token, seq, now.get(store.game_id))
         except psycopg.Error as exc:
             raise connection_error(exc, self.conninfo, "renew leases at") from None
-        for store, token in zip(stores, tokens, strict=True):
+        for store, token, _ in missed:
             # by (game, token): a superseded store of a renewed game too; but a store that
             # settled a lost write meanwhile has a newer token of its own (R132)
-            if (store.game_id, token) not in renewed and store.token == token:
+            if store.token == token:
                 store.lost_lease()
         return len(renewed)
 
@@ -332,7 +465,7 @@ class PgPool:
         try:
             while True:
                 await asyncio.sleep(period)
-                with contextlib.suppress(StoreUnavailable):
+                with contextlib.suppress(JfsmError):  # unreachable now; or history lost
                     await self.renew()
         finally:
             if not self._closing:

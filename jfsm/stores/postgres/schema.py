@@ -1,6 +1,6 @@
 """The PostgreSQL store's schema: its tables, their migrations, and connecting to them.
 
-# Tables (schema version 2, created or upgraded by `migrate`)
+# Tables (schema version 3, created or upgraded by `migrate`)
 
 - `jfsm_schema_version(version, applied_at)`: one row per applied migration step.
 - `jfsm_game(game_id, token, owner, owned_at, lease_until, seq, generation, footprint,
@@ -19,8 +19,12 @@
 - `jfsm_telemetry(game_id, n, event)`: the driver's telemetry side file, one row per event
   (version 2; `jfsm_game.participants` is the participants side file), so drivers on
   several hosts serve the same games without a local folder.
+- `jfsm_history_lost(n, detected_at, detected_by, reason)` (version 3): a row written by a
+  worker that found the database lacking writes it saw acknowledged (`history`, R182); while
+  one exists every write of every worker is refused (`store_history_lost`). An operator
+  deletes them (`jfsm pg-migrate URL --clear-history-lost`).
 
-Version 1 databases are upgraded in place: the sequence starts past every token in use.
+Version 1 and 2 databases are upgraded in place: the sequence starts past every token in use.
 """
 
 from __future__ import annotations
@@ -31,7 +35,13 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from jfsm.errors import StoreUnavailable, StoreUnusable
-from jfsm.stores.postgres.conninfo import check_host_names, describe, is_permanent, scrub
+from jfsm.stores.postgres.conninfo import (
+    check_host_names,
+    describe,
+    is_permanent,
+    refusal_passes,
+    scrub,
+)
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -44,7 +54,7 @@ __all__ = [
 ]
 
 #: The schema version this module reads and writes.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: (
@@ -86,6 +96,14 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
             PRIMARY KEY (game_id, n)
         )""",
     ),
+    3: (
+        """CREATE TABLE jfsm_history_lost (
+            n bigserial PRIMARY KEY,
+            detected_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+            detected_by text NOT NULL,
+            reason text NOT NULL
+        )""",
+    ),
 }
 _MIGRATION_LOCK = 0x6A66736D  # "jfsm": serializes concurrent `migrate` calls
 
@@ -117,11 +135,15 @@ def connect(conninfo: str, *, keepalive_seconds: int | None = None) -> psycopg.C
 def connection_error(
     exc: BaseException, conninfo: str, doing: str = "connect to"
 ) -> StoreUnavailable:
-    """The store error for a failed connection: `StoreUnusable` (not retryable) for a
-    permanent cause, else `StoreUnavailable`; the message names the target without its
-    password and keeps the first line of the server's reason."""
+    """The store error for a failed connection or a refused statement: `StoreUnusable` (not
+    retryable) for a permanent cause or a refusal that does not pass (`conninfo.
+    refusal_passes`, R184: a trigger, a constraint, a read-only database...), else
+    `StoreUnavailable`; the message names the target without its password and keeps the
+    first line of the server's reason."""
     reason = " ".join(scrub(str(exc), conninfo).split()) or type(exc).__name__
-    cls = StoreUnusable if is_permanent(exc) else StoreUnavailable
+    recovery = getattr(exc, "jfsm_in_recovery", None)
+    passes = refusal_passes(exc, in_recovery=recovery)
+    cls = StoreUnusable if is_permanent(exc) or not passes else StoreUnavailable
     return cls(f"cannot {doing} PostgreSQL at {describe(conninfo)}: {reason}", state="closed")
 
 

@@ -59,6 +59,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType, TracebackType
@@ -149,6 +150,7 @@ class TemporaryServer:
         self._bin: Path | None = None
         self._watchdog: subprocess.Popen[bytes] | None = None
         self._alive: int | None = None  # the pipe's write end the watchdog waits on
+        self._options = ""
 
     # -- life cycle ----------------------------------------------------------------------
     def start(self) -> TemporaryServer:
@@ -181,6 +183,7 @@ class TemporaryServer:
             f" -c fsync={'on' if self.fsync else 'off'} -c max_connections={self.max_connections}"
             " -c shared_buffers=64MB"
         ) + "".join(f" -c {name}={value}" for name, value in self.settings.items())
+        self._options = options
         try:
             self._pg_ctl("start", "-o", options, "-l", str(self.log))
         except RuntimeError:
@@ -195,6 +198,17 @@ class TemporaryServer:
     def restart(self, mode: str = "immediate") -> None:
         """`pg_ctl restart -m MODE` (immediate: a crash of the server, WAL replayed)."""
         self._pg_ctl("restart", "-m", mode, "-l", str(self.log))
+
+    @contextlib.contextmanager
+    def stopped(self, mode: str = "fast") -> Iterator[Path]:
+        """Stop the server (`pg_ctl stop -m MODE`) for the block, which gets its data
+        directory (a test may copy it, or put an earlier copy in its place: a restore), then
+        start it again as it was started. Raises `RuntimeError` when either fails."""
+        self._pg_ctl("stop", "-m", mode)
+        try:
+            yield self.data
+        finally:
+            self._pg_ctl("start", "-o", self._options, "-l", str(self.log))
 
     def stop(self) -> None:
         """Stop the server (immediately) and remove its directory. Idempotent."""

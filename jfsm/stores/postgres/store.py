@@ -25,6 +25,14 @@ one statement `group`'s (decision R152), reading and removing games without owni
   becomes fenced): close and reopen it. A connection lent longer than the pool's deadline
   (a silent server) is cut and counts as lost (`pool`).
 
+Every call: `StoreHistoryLost` (not retryable, nothing written) once the pool found the
+database lacking writes it saw acknowledged, or the database marked so by another worker
+(`history`, decisions R181 and R182); every later call of the pool's stores then raises it
+too, until the process restarts. A write the server refuses for good (a trigger, a
+privilege, a read-only database) is `StoreUnusable` (state `open`), one that passes (a
+deadlock, a timeout, a standby reached in a failover) `StoreUnavailable` (R184). A broken
+store whose lost write landed says so in `details["landed"]` (R185).
+
 No message carries the connection string's password.
 
 **The one concept:** one game's owner handle on PostgreSQL: its image, its token and the
@@ -34,14 +42,15 @@ state a lost write leaves (broken, settled, fenced); the statements are `fencing
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import AsyncIterator, Iterable, Mapping
+from typing import Any, NoReturn
 
 import psycopg
 
 import jfsm.observability as observability
-from jfsm.errors import BlockingCallInLoop, StoreFenced, StoreUnavailable
+from jfsm.errors import BlockingCallInLoop, JfsmError, StoreFenced, StoreUnavailable
 from jfsm.image import QUOTA_BYTES, StoreImage, seeded_image
 from jfsm.limits import validate_owner
 from jfsm.private_loop import run as run_on_private_loop
@@ -50,8 +59,10 @@ from jfsm.stores.postgres.fencing import (
     CHECKPOINT,
     CONFIRM,
     RELEASE,
+    ROW,
     SEED,
     SETTLE,
+    SETTLE_LOCK_WAIT,
     take_many,
     take_ownership,
 )
@@ -64,7 +75,14 @@ from jfsm.stores.postgres.games import (
     remove_game,
 )
 from jfsm.stores.postgres.group import Lost, group_commit_default, grouped
-from jfsm.stores.postgres.pool import RELEASE_WAIT, PgPool, close_pools, shared_pool
+from jfsm.stores.postgres.history import WalPosition
+from jfsm.stores.postgres.pool import (
+    RELEASE_WAIT,
+    PgPool,
+    close_pools,
+    note_recovery,
+    shared_pool,
+)
 from jfsm.stores.postgres.schema import SCHEMA_VERSION, connection_error, migrate, schema_version
 
 __all__ = [
@@ -84,6 +102,36 @@ _opens = itertools.count(1)
 
 def _encode_keys(keys: Iterable[str]) -> list[bytes]:
     return [key.encode("utf-8") for key in keys]
+
+
+@contextlib.asynccontextmanager
+async def _noting_recovery(conn: psycopg.AsyncConnection[Any]) -> AsyncIterator[None]:
+    """A refusal of the server in the block is noted with whether it is a standby
+    (`pool.note_recovery`), for `schema.connection_error` to tell whether it passes."""
+    try:
+        yield
+    except psycopg.Error as exc:
+        if not (conn.broken or conn.closed):
+            await note_recovery(conn, exc)
+        raise
+
+
+def _position(row: Any) -> WalPosition:
+    """The server's position in a statement's answer (columns 1 and 2, `history`)."""
+    return WalPosition(int(row[1]), int(row[2]))
+
+
+def _position_check(pool: PgPool) -> tuple[Any, list[Any]]:
+    """For an open: the check its first statement runs (`fencing.take_ownership`), and the
+    list that receives [position, floor] for the mark once the open committed."""
+    floor = pool.history.floor()
+    seen: list[Any] = []
+
+    def check(position: WalPosition, marked: bool) -> None:
+        pool.check_position(position, floor, acked=False, marked=marked)
+        seen[:] = [position, floor]
+
+    return check, seen
 
 
 class PostgresStore:
@@ -163,17 +211,21 @@ class PostgresStore:
             validate_owner(owner)
         pool = await shared_pool(conninfo, max_size=pool_size, lease_seconds=lease_seconds)
         who = owner or f"{pool.owner}:{next(_opens)}"  # unique: never reclaims another's
+        check, seen = _position_check(pool)
         try:
-            async with pool.connection() as conn, conn.transaction():
-                token, seq, created = await take_ownership(
-                    conn,
-                    game_id,
-                    who,
-                    takeover=takeover,
-                    create=create,
-                    lease_seconds=pool.lease_seconds,
-                )
-                image = await load_image(conn, game_id, quota)
+            async with pool.connection() as conn, _noting_recovery(conn):
+                async with conn.transaction():
+                    token, seq, created = await take_ownership(
+                        conn,
+                        game_id,
+                        who,
+                        takeover=takeover,
+                        create=create,
+                        lease_seconds=pool.lease_seconds,
+                        check=check,
+                    )
+                    image = await load_image(conn, game_id, quota)
+                pool.check_position(seen[0], seen[1], acked=True)  # committed: the new mark
         except psycopg.Error as exc:
             raise connection_error(exc, conninfo, f"open game {game_id!r} at") from None
         return cls(pool, game_id, token, seq, image, created, group_commit)
@@ -207,12 +259,20 @@ class PostgresStore:
         pool = await shared_pool(conninfo, max_size=pool_size, lease_seconds=lease_seconds)
         games = sorted(set(game_ids))
         who = [owner or f"{pool.owner}:{next(_opens)}" for _ in games]
+        check, seen = _position_check(pool)
         try:
-            async with pool.connection() as conn, conn.transaction():
-                taken, refused = await take_many(
-                    conn, games, who, takeover=takeover, lease_seconds=pool.lease_seconds
-                )
-                images = await load_images(conn, list(taken), quota)
+            async with pool.connection() as conn, _noting_recovery(conn):
+                async with conn.transaction():
+                    taken, refused = await take_many(
+                        conn,
+                        games,
+                        who,
+                        takeover=takeover,
+                        lease_seconds=pool.lease_seconds,
+                        check=check,
+                    )
+                    images = await load_images(conn, list(taken), quota)
+                pool.check_position(seen[0], seen[1], acked=True)
         except psycopg.Error as exc:
             raise connection_error(exc, conninfo, "open games at") from None
         stores = {
@@ -284,17 +344,20 @@ class PostgresStore:
         await self._require_writable()
         pool = self._pool
         assert pool is not None
-        params = {"game": self.game_id, "token": self.token, "lease": pool.lease_seconds}
+        token, seq = self.token, self._seq
+        params = {"game": self.game_id, "token": token, "seq": seq, "lease": pool.lease_seconds}
+        floor = pool.history.floor()
         try:
             async with pool.connection() as conn:
                 cur = await conn.execute(CONFIRM, params)
                 row = await cur.fetchone()
+                assert row is not None
+                pool.check_position(_position(row), floor, acked=False, marked=row[3])
+                if row[0] is None:
+                    await self._not_landed(conn, token, seq)
         except psycopg.Error as exc:
             error = connection_error(exc, pool.conninfo, f"check the owner of {self.game_id!r} at")
             raise type(error)(error.message, state="open") from None
-        if row is None:
-            self._fenced = True
-            raise self.fenced_error()
 
     async def commit(self, projection: Projection) -> None:
         """Write `projection` fenced by this owner's token (renewing the lease), in one
@@ -309,14 +372,16 @@ class PostgresStore:
         pool = self._pool
         assert pool is not None
         expected = self._seq + 1
+        token, known = self.token, self._seq
         try:
             seq = await grouped(pool).commit(
                 self.game_id,
-                self.token,
+                token,
                 footprint,
                 _encode_keys(projection.sets),
                 list(projection.sets.values()),
                 _encode_keys(projection.deletes),
+                seq=known,
                 alone=not self.group_commit,
             )
         except Lost:
@@ -324,9 +389,12 @@ class PostgresStore:
             raise self._lost("commit", expected) from None
         except psycopg.Error as exc:
             raise self._refused(exc, "commit", expected) from None
-        if seq is None:
-            self._fenced = True
-            raise self.fenced_error()
+        if seq is None:  # a newer owner, or the game's row behind this store's count
+            try:
+                async with pool.connection() as conn:
+                    await self._not_landed(conn, token, known)
+            except psycopg.Error as exc:
+                raise self._refused(exc, "commit", expected) from None
         self._seq = seq
         self._writes += 1
         self._image.apply_unchecked(projection)
@@ -370,7 +438,7 @@ class PostgresStore:
         try:  # a server out of reach is not waited for long: the lease runs out by itself
             async with pool.connection(timeout=RELEASE_WAIT) as conn:
                 await conn.execute(RELEASE, {"game": self.game_id, "token": self.token})
-        except (psycopg.Error, StoreUnavailable):
+        except (psycopg.Error, JfsmError):  # unreachable, or a lost history: nothing sent
             pass
 
     async def __aenter__(self) -> PostgresStore:
@@ -418,9 +486,12 @@ class PostgresStore:
     @property
     def state(self) -> str:
         """This handle's state in the machine `store_ownership`: `owner`, `fenced`, `broken`
-        or `closed`."""
+        or `closed`; or `history_lost` once its pool found the database lacking acknowledged
+        writes (every call refused, `StoreHistoryLost`)."""
         if self._pool is None:
             return "closed"
+        if self._pool.history.lost is not None:
+            return "history_lost"
         if self._fenced:
             return "fenced"
         return "broken" if self._broken is not None else "owner"
@@ -432,6 +503,7 @@ class PostgresStore:
     async def _require_writable(self) -> None:
         if self._pool is None:
             raise StoreUnavailable(f"store of game {self.game_id!r} is closed", state="closed")
+        self._pool.history.refuse()
         if self._fenced:
             raise self.fenced_error()
         if self._broken is not None:
@@ -445,7 +517,10 @@ class PostgresStore:
         """After a lost connection: settle for good, on a fresh pooled connection, whether
         the write numbered `_broken` landed (`fencing.SETTLE`). Not landed: the handle takes
         a new token in that statement, so the lost write can never land later, and is an
-        owner again. Landed: it stays broken. Another owner's token: fenced; but when a
+        owner again. Landed: it stays broken, and says so (`details["landed"]`). A lost
+        write still running on the server holds the game's row: the settle waits for it at
+        most `SETTLE_LOCK_WAIT`, then the call fails (broken) and the next asks again.
+        Another owner's token: fenced; but when a
         settle of this handle was itself cut off, a changed token may be its own, so it
         stays broken (close and reopen: the same owner id reclaims the game)."""
         pool, expected = self._pool, self._broken
@@ -455,22 +530,39 @@ class PostgresStore:
             "token": self.token,
             "seq": self._seq,
             "lease": pool.lease_seconds,
+            "lock_wait": f"{round(min(SETTLE_LOCK_WAIT, pool.deadline_seconds / 2) * 1000)}ms",
         }
         settled = row = None
         for attempt in range(4):
+            floor = pool.history.floor()
+            params.update(pool.history.params(floor))
             try:
                 async with pool.connection() as conn:
                     if not self._settling:  # no settle of ours in doubt: settle now
                         self._settling = True
                         cur = await conn.execute(SETTLE, params)
-                        settled = await cur.fetchone()
+                        answer = await cur.fetchone()
+                        assert answer is not None
                         self._settling = False
-                    if settled is None:
-                        cur = await conn.execute(
-                            "SELECT token, seq FROM jfsm_game WHERE game_id = %s",
-                            (self.game_id,),
+                        landed = answer[0] is not None
+                        pool.check_position(
+                            _position(answer), floor, acked=landed, marked=answer[3]
                         )
+                        settled = answer if landed else None
+                    if settled is None:
+                        cur = await conn.execute(ROW, (self.game_id,))
                         row = await cur.fetchone()
+                        stored = None if row is None else (int(row[0]), int(row[1]))
+                        if pool.judge_row(self, self.token, self._seq, stored) == "lost":
+                            raise AssertionError("judge_row raises on a lost history")
+            except psycopg.errors.LockNotAvailable as exc:  # nothing done: the lost write
+                self._settling = False  # still holds the row on the server; ask again later
+                raise StoreUnavailable(
+                    f"store of game {self.game_id!r}: the write numbered {expected} is still "
+                    "running on the server (it holds the game's row); the next call asks again",
+                    state="broken",
+                    seq=expected,
+                ) from exc
             except (psycopg.Error, StoreUnavailable) as exc:
                 if attempt < 3 and isinstance(exc, psycopg.Error):  # not after a pool's wait
                     continue
@@ -493,6 +585,18 @@ class PostgresStore:
         if not mine and not self._settling:
             self._fenced = True
             raise self.fenced_error()
+        if mine and row is not None and int(row[1]) == self._seq + 1:
+            # the token is still this handle's (no settle of it landed: each takes a new
+            # token) and one more write landed: the lost one, for only this handle writes
+            # with its token and its writes go one at a time
+            raise StoreUnavailable(
+                f"store of game {self.game_id!r}: the write numbered {expected} landed after "
+                "its connection was lost; close and reopen the store to serve the game as "
+                "it is (the reference driver does so for the call)",
+                state="broken",
+                seq=expected,
+                landed=True,
+            )
         raise StoreUnavailable(
             f"store of game {self.game_id!r}: the write numbered {expected} landed after its "
             "connection was lost, or the outcome of settling it is unknown; close and "
@@ -500,6 +604,29 @@ class PostgresStore:
             state="broken",
             seq=expected,
         )
+
+    async def _not_landed(
+        self, conn: psycopg.AsyncConnection[Any], token: int, seq: int
+    ) -> NoReturn:
+        """A write (or a confirm) sent with `token` and `seq` did not land: read the game's
+        row now and raise what it means: `StoreHistoryLost` (the row is behind: the pool's
+        loss is recorded), `StoreFenced` (a newer owner), or `StoreUnavailable` (state
+        `broken`: a write of this handle landed that it does not know of; reopen)."""
+        pool = self._pool
+        assert pool is not None
+        cur = await conn.execute(ROW, (self.game_id,))
+        row = await cur.fetchone()
+        stored = None if row is None else (int(row[0]), int(row[1]))
+        if pool.judge_row(self, token, seq, stored) == "ahead":
+            self._broken = seq + 1
+            raise StoreUnavailable(
+                f"store of game {self.game_id!r}: the game holds more landed writes than this "
+                "handle knows of; close and reopen the store",
+                state="broken",
+                seq=seq + 1,
+            )
+        self._fenced = True
+        raise self.fenced_error()
 
     def fenced_error(self) -> StoreFenced:
         observability.fenced("postgresql", self.game_id, self.token)  # one refusal each
@@ -522,7 +649,10 @@ class PostgresStore:
         """Run one fenced write statement (autocommit: the statement is the transaction)."""
         pool = self._pool
         assert pool is not None
-        params.update(game=self.game_id, token=self.token, lease=pool.lease_seconds)
+        token, known = self.token, self._seq
+        floor = pool.history.floor()
+        params.update(game=self.game_id, token=token, seq=known, lease=pool.lease_seconds)
+        params.update(pool.history.params(floor))
         expected = self._seq + 1
         lost = False
         try:
@@ -530,17 +660,21 @@ class PostgresStore:
                 try:
                     cur = await conn.execute(sql, params)
                     row = await cur.fetchone()
-                except psycopg.Error:
+                except psycopg.Error as exc:
                     lost = conn.broken or conn.closed
+                    if not lost:
+                        await note_recovery(conn, exc)
                     raise
+                assert row is not None
+                landed = row[0] is not None
+                pool.check_position(_position(row), floor, acked=landed, marked=row[3])
+                if not landed:  # a newer owner, or the game's row behind this store's count
+                    await self._not_landed(conn, token, known)
         except psycopg.Error as exc:
             if lost:
                 self._broken = expected
                 raise self._lost(what, expected) from None
             raise self._refused(exc, what, expected) from None
-        if row is None:
-            self._fenced = True
-            raise self.fenced_error()
         self._seq = int(row[0])
         self._writes += 1
 
@@ -554,6 +688,8 @@ class PostgresStore:
         )
 
     def _refused(self, exc: psycopg.Error, what: str, expected: int) -> StoreUnavailable:
+        """The server refused the write (nothing written): `StoreUnavailable`, retryable
+        only for a refusal that passes (`schema.connection_error`, decision R184)."""
         assert self._pool is not None
         error = connection_error(exc, self._pool.conninfo, f"{what} game {self.game_id!r} at")
         return type(error)(f"{error.message}; nothing was written", state="open", seq=expected)
