@@ -23,6 +23,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from otel_helpers import recording
 from pg_fixtures import game_id, require_postgres, run_closing_pools
 
 from jfsm.errors import ERROR_CODES, StoreFenced, StoreHistoryLost
@@ -159,8 +160,12 @@ def test_a_restored_database_is_noticed_written_over_by_nobody_and_cleared_by_an
             stored_before = _stored(target, busy)
             with server.stopped() as data:
                 _replace(data, copy)
-            with caplog.at_level(logging.ERROR, logger="jfsm.stores.postgres"):
+            with (
+                caplog.at_level(logging.ERROR, logger="jfsm.stores.postgres"),
+                recording() as recorded,
+            ):
                 seen = run_in.run_until_complete(after_restore())
+                lost_metric = [p for p in recorded.points() if p.name == "jfsm.store.history_lost"]
         finally:
             run_in.run_until_complete(_close_all())
             run_in.close()
@@ -172,6 +177,8 @@ def test_a_restored_database_is_noticed_written_over_by_nobody_and_cleared_by_an
         assert first.code == "store_history_lost" and first.state == "history_lost"
         assert first.details["wal"] < first.details["acknowledged_wal"]
         assert seen["counted"] == 1 and seen["counted_after"] == 2  # a stop a pool
+        # the operator's metric counts each detection (OpenTelemetry, R206)
+        assert [p.value for p in lost_metric] == [2]
         assert seen["states"] == {"history_lost"}
         assert "mark of lost history" in seen["other"].message
         marks = history_lost_marks(target)

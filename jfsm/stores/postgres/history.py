@@ -56,6 +56,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import jfsm.observability as observability
 from jfsm.errors import StoreHistoryLost
 
 __all__ = [
@@ -134,6 +135,7 @@ class LossCounter:
                 where,
                 error.details.get("reason", ""),
             )
+        observability.history_lost("postgresql")  # the metric, with an SDK configured
         for callback in list(self._callbacks):
             try:
                 callback(error)
