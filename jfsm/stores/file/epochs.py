@@ -391,9 +391,11 @@ def parse_log(
     *,
     decode: bool = True,
     resume: EpochLog | None = None,
+    head: bool = False,
 ) -> EpochLog:
     """Read epoch log `token.generation` (module docstring). `decode`: decode projections
-    and side values (else only find the header, the continuation and the seal). `resume`:
+    and side values (else only find the header, the continuation and the seal). `head`:
+    read only how it begins (its header and initial record). `resume`:
     the same log read before (a prefix of `data`), read on from its end. Raises
     `StoreCorrupted` for a header of another log, a damaged record before a valid one, an
     own record after a continuation, or a record that does not decode."""
@@ -446,7 +448,7 @@ def parse_log(
         offset = at[1]
         log.records = 1
     log.header, log.begins, log.end = header, "header", offset
-    return _read_records(path, data, token, log, decode)
+    return log if head else _read_records(path, data, token, log, decode)
 
 
 def _read_records(path: str, data: bytes, token: int, log: EpochLog, decode: bool) -> EpochLog:
@@ -513,7 +515,7 @@ class EpochState:
 def _begins(directory: str, files: EpochFiles, read: Callable[[str], bytes]) -> EpochLog:
     lowest = min(files.logs)
     path = os.path.join(directory, files.logs[lowest])
-    return parse_log(path, read(path), files.token, lowest, decode=False)
+    return parse_log(path, read(path), files.token, lowest, decode=False, head=True)
 
 
 def latest_established(

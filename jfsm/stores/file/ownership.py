@@ -83,6 +83,7 @@ import contextlib
 import errno
 import os
 import secrets
+import shutil
 import threading
 import time
 import zlib
@@ -104,6 +105,7 @@ from jfsm.stores.file.epochs import (
     epochs_of,
     follow,
     foreign_verdict,
+    latest_established,
     log_name,
     parse_epoch_name,
     parse_log,
@@ -133,6 +135,8 @@ __all__ = [
     "WRITE_STEPS",
     "Epoch",
     "Step",
+    "current_lease",
+    "remove_store",
     "seal_store",
     "take",
 ]
@@ -260,6 +264,12 @@ def _link_base(
             with contextlib.suppress(OSError):
                 os.unlink(name, dir_fd=directory)
     return _write_base(directory, token, 0, values)
+
+
+def _generation(name: str) -> int:
+    parsed = parse_epoch_name(name)
+    assert parsed is not None and parsed.generation is not None
+    return parsed.generation
 
 
 def _remove(directory: int, names: list[str]) -> None:
@@ -396,19 +406,22 @@ class Epoch:
 
     def _check_position(self, length: int) -> None:
         """The record just appended starts at this owner's end, or only vetoes lie between:
-        it counts. Otherwise the handle is fenced and `StoreFenced` raised."""
+        it counts, for it came before any seal. Otherwise the handle is fenced and
+        `StoreFenced` raised. A log removed (its name gone) without a seal after the record
+        is a game removed: fenced too (a taker seals a log before it removes it)."""
         found = os.fstat(self._fd)
+        start = self._end
+        if found.st_size != self._end + length:
+            start = os.lseek(self._fd, 0, os.SEEK_CUR) - length
+            if start < self._end:
+                self.broken = True
+                raise OSError(errno.EIO, f"an append landed at {start}, before this owner's end")
+            if start > self._end:
+                self._fence(foreign_verdict(os.pread(self._fd, start - self._end, self._end)))
         if found.st_nlink == 0:
-            self._fence("removed")
-        if found.st_size == self._end + length:
-            self._end += length
-            return
-        start = os.lseek(self._fd, 0, os.SEEK_CUR) - length
-        if start < self._end:
-            self.broken = True
-            raise OSError(errno.EIO, f"an append landed at {start}, before this owner's end")
-        if start > self._end:
-            self._fence(foreign_verdict(os.pread(self._fd, start - self._end, self._end)))
+            after = os.pread(self._fd, max(0, found.st_size - start - length), start + length)
+            if foreign_verdict(after) != "sealed" or not after:
+                self._fence("removed")
         self._end = start + length
 
     def _fence(self, verdict: str) -> None:
@@ -506,6 +519,7 @@ class _Taker:
     def __init__(self, directory: str, dir_fd: int, game: str, token: int, step: Step) -> None:
         self.directory, self.dir, self.game, self.token = directory, dir_fd, game, token
         self.step = step
+        self.sealed: set[int] = set()  # epochs this taker sealed (judged before, never again)
 
     def read(self, name: str) -> bytes:
         return _read(self.dir, os.path.basename(name))
@@ -522,9 +536,10 @@ class _Taker:
             lowest = files.lowest()
             if lowest is None:
                 continue
-            if self._begins(files, lowest) == "header":
+            begins = self._begins(files, lowest)
+            if begins == "header":
                 return _Found(token, epochs)
-            if self._begins(files, lowest) == "foreign":
+            if begins == "foreign":
                 continue  # dead
             _append_foreign(self.dir, lowest, veto_record(self.token))
             if self._begins(files, lowest) == "header":  # its header came first
@@ -533,7 +548,8 @@ class _Taker:
 
     def _begins(self, files: EpochFiles, name: str) -> str:
         path = os.path.join(self.directory, name)
-        return parse_log(path, self.read(name), files.token, min(files.logs), decode=False).begins
+        log = parse_log(path, self.read(name), files.token, min(files.logs), head=True)
+        return log.begins
 
     def files_of(self, token: int) -> EpochFiles:
         return epochs_of(os.listdir(self.dir)).get(token, EpochFiles(token))
@@ -545,7 +561,7 @@ class _Taker:
         chain = follow(self.directory, files, self.read, decode_last=False)
         last = chain[-1]
         path = os.path.join(self.directory, last.name)
-        generation = min(g for g, n in files.logs.items() if n == last.name)
+        generation = _generation(last.name)
         if known is not None and known.last.name == last.name:
             log = parse_log(path, self.read(last.name), token, generation, resume=known.last)
             for entry in log.entries[len(known.last.entries) :]:
@@ -567,7 +583,7 @@ class _Taker:
             if last.sealed is not None:
                 return
             _append_foreign(self.dir, last.name, seal_record(self.token))
-            generation = min(g for g, n in files.logs.items() if n == last.name)
+            generation = _generation(last.name)
             path = os.path.join(self.directory, last.name)
             again = parse_log(path, self.read(last.name), token, generation, decode=False)
             if again.continued is None:
@@ -723,10 +739,12 @@ def _refused(game: str, record: LeaseRecord | None, owner: str, takeover: bool) 
 
 def _supersede(taker: _Taker, latest: int, owner: str, takeover: bool, quota: int) -> _State:
     """Steps 4 to 6 with an established epoch: judge its lease, read it, seal it, read on."""
-    _refused(taker.game, read_lease_at(taker.dir, latest), owner, takeover)
+    if latest not in taker.sealed:  # a retry after the seal judges nothing again
+        _refused(taker.game, read_lease_at(taker.dir, latest), owner, takeover)
     known = taker.state(latest, quota)  # checked before anything is sealed
     taker.step("take:checked")
     taker.seal(latest)
+    taker.sealed.add(latest)
     taker.step("take:sealed")
     state = taker.state(latest, quota, known)
     taker.step("take:read")
@@ -802,3 +820,33 @@ def seal_store(dir_fd: int, token: int) -> int:
         except FileNotFoundError:
             continue
     raise OSError(errno.EAGAIN, "the game's files kept changing")
+
+
+def current_lease(directory: str | os.PathLike[str]) -> LeaseRecord | None:
+    """The lease of the latest established epoch of the store in `directory`, read only (for
+    reports and tests): None without one, or when it does not parse. Raises `OSError`,
+    `StoreCorrupted`."""
+    path = os.fspath(directory)
+    dir_fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | os.O_CLOEXEC)
+    try:
+        epochs = epochs_of(os.listdir(dir_fd))
+        latest = latest_established(
+            path, epochs, lambda name: _read(dir_fd, os.path.basename(name)), below=2**64
+        )
+        return None if latest is None else read_lease_at(dir_fd, latest)
+    finally:
+        os.close(dir_fd)
+
+
+def remove_store(directory: str | os.PathLike[str], root: str | os.PathLike[str]) -> None:
+    """Remove the store of a game of a shared directory: every owner sealed out first
+    (`seal_store`, with a token drawn from `root`'s sequence), so that an owner stopped in
+    the middle of a write lands nothing acknowledged after it resumes (and its log is gone
+    anyway); then its files and the directory. Raises `OSError`, `StoreCorrupted`."""
+    path = os.fspath(directory)
+    dir_fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | os.O_CLOEXEC)
+    try:
+        seal_store(dir_fd, next_token(root))
+    finally:
+        os.close(dir_fd)
+    shutil.rmtree(path)

@@ -8,8 +8,10 @@ directory, drawn without a lock (decision R174).
    it);
 2. create `tokens.d/<n>` with `O_EXCL`; if the name is taken, another process drew n: start
    again;
-3. list the folder again: if a higher number is there, start again (n may be a name removed
-   by step 5 after it was handed out, and created again by a process that listed before);
+3. list the folder again: if a number more than `KEEP` above n is there, n may be a name
+   step 5 removed after it was handed out (and created again by a process that listed
+   before): remove it and start again. A name within `KEEP` of the highest was never
+   removed, so it was never handed out before;
 4. `fsync` the folder: the name is durable before the token is used, so after a power loss
    the highest name is still at least every token used;
 5. remove the names more than `KEEP` below n (never the highest ones).
@@ -114,10 +116,10 @@ def _draw(top: int, folder: int) -> int:
         except FileExistsError:
             continue  # another process drew n
         present = _numbers(folder)
-        if max(present) > n:
+        if max(present) - KEEP > n:
             with contextlib.suppress(OSError):
                 os.unlink(str(n), dir_fd=folder)
-            continue  # drawn past: n may be a pruned name created again
+            continue  # far below the highest: n may be a pruned name created again
         os.fsync(folder)
         for old in present:
             if old < n - KEEP:
