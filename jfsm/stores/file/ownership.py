@@ -136,6 +136,7 @@ __all__ = [
     "Epoch",
     "Step",
     "current_lease",
+    "current_lease_at",
     "remove_store",
     "seal_store",
     "take",
@@ -318,6 +319,11 @@ class Epoch:
         self._renewed = time.monotonic()
         # the renewal timer's thread and a write's must not interleave a check and an append
         self._mutex = threading.Lock()
+
+    @property
+    def store_fd(self) -> int:
+        """The store directory's descriptor (the store's, valid while the store is open)."""
+        return self._dir
 
     def fenced_error(self) -> StoreFenced:
         return StoreFenced(
@@ -826,16 +832,20 @@ def current_lease(directory: str | os.PathLike[str]) -> LeaseRecord | None:
     """The lease of the latest established epoch of the store in `directory`, read only (for
     reports and tests): None without one, or when it does not parse. Raises `OSError`,
     `StoreCorrupted`."""
-    path = os.fspath(directory)
-    dir_fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | os.O_CLOEXEC)
+    dir_fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | os.O_CLOEXEC)
     try:
-        epochs = epochs_of(os.listdir(dir_fd))
-        latest = latest_established(
-            path, epochs, lambda name: _read(dir_fd, os.path.basename(name)), below=2**64
-        )
-        return None if latest is None else read_lease_at(dir_fd, latest)
+        return current_lease_at(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+def current_lease_at(dir_fd: int) -> LeaseRecord | None:
+    """`current_lease` of the store directory open as `dir_fd`."""
+    epochs = epochs_of(os.listdir(dir_fd))
+    latest = latest_established(
+        "", epochs, lambda name: _read(dir_fd, os.path.basename(name)), below=2**64
+    )
+    return None if latest is None else read_lease_at(dir_fd, latest)
 
 
 def remove_store(directory: str | os.PathLike[str], root: str | os.PathLike[str]) -> None:
