@@ -407,14 +407,15 @@ class Epoch:
             self.broken = True  # in the file, perhaps not durable: the next open settles it
             raise
         step(f"{phase}:synced")
-        self._check_position(len(record))
+        self._check_position(len(record), continued=phase == "checkpoint")
         step(f"{phase}:landed")
 
-    def _check_position(self, length: int) -> None:
+    def _check_position(self, length: int, continued: bool = False) -> None:
         """The record just appended starts at this owner's end, or only vetoes lie between:
         it counts, for it came before any seal. Otherwise the handle is fenced and
         `StoreFenced` raised. A log removed (its name gone) without a seal after the record
-        is a game removed: fenced too (a taker seals a log before it removes it)."""
+        is a game removed: fenced too (a taker seals a log before it removes it). Not for a
+        `continued` record: a taker that read it sealed the next log instead."""
         found = os.fstat(self._fd)
         start = self._end
         if found.st_size != self._end + length:
@@ -424,7 +425,7 @@ class Epoch:
                 raise OSError(errno.EIO, f"an append landed at {start}, before this owner's end")
             if start > self._end:
                 self._fence(foreign_verdict(os.pread(self._fd, start - self._end, self._end)))
-        if found.st_nlink == 0:
+        if found.st_nlink == 0 and not continued:
             after = os.pread(self._fd, max(0, found.st_size - start - length), start + length)
             if foreign_verdict(after) != "sealed" or not after:
                 self._fence("removed")
@@ -558,7 +559,12 @@ class _Taker:
         return log.begins
 
     def files_of(self, token: int) -> EpochFiles:
-        return epochs_of(os.listdir(self.dir)).get(token, EpochFiles(token))
+        """Epoch `token`'s files now; `FileNotFoundError` when its logs are gone (a newer
+        owner removed them: the scan starts again)."""
+        files = epochs_of(os.listdir(self.dir)).get(token, EpochFiles(token))
+        if not files.logs:
+            raise FileNotFoundError(errno.ENOENT, f"epoch {token} was removed", self.directory)
+        return files
 
     def state(self, token: int, quota: int, known: EpochState | None = None) -> EpochState:
         """The store epoch `token` holds now (`known`: read before; only what its last log
