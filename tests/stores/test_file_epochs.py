@@ -403,7 +403,7 @@ def test_two_racing_opens_at_every_interleaving_leave_one_owner(
 
 def _race(root: Path, order: str, takeover: bool) -> str:
     """Two opens of a game whose owner is alive and idle, its lease over; returns how many
-    opens succeeded."""
+    opens succeeded and which one owns the game in the end."""
     first = _shared(root, "s")
     first.commit_sync(Projection.of({"k0": 1}))
     first_token = first.token or 0
@@ -433,7 +433,8 @@ def _race(root: Path, order: str, takeover: bool) -> str:
     assert _on_disk(root)[0] == sorted(["k0", f"k{newest.token}"]), order
     for store in [*owners, first]:
         store.close_sync()
-    return f"{len(owners)} owner(s)"
+    winner = next(name for name, racer in racers.items() if racer.store is newest)
+    return f"{len(owners)} opened, {winner} owns"
 
 
 # -- removal, migration, tokens --------------------------------------------------------------

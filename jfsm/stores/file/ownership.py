@@ -694,7 +694,13 @@ def _take(
             continue  # a log removed by its owner's checkpoint, or by a newer opener
     else:
         raise OSError(errno.EAGAIN, "the game's files kept changing", taker.directory)
-    base_values, base_file, sides, store, image = state
+    base_values, base_file, sides, store, image = (
+        state.base,
+        state.file,
+        state.sides,
+        state.store,
+        state.image,
+    )
     write_lease_at(dir_fd, LeaseRecord.starting(owner, token, seconds))
     made.append(f"lease.{token:020d}")
     at("take:leased")
@@ -715,7 +721,7 @@ def _take(
     at("take:established")
     _mark_epochs(dir_fd)
     taker.cleanup()
-    if legacy_folder is not None:
+    if legacy_folder is not None and state.converted:  # its lease: older owners fenced
         with contextlib.suppress(OSError):
             os.unlink(os.path.join(legacy_folder, LEGACY_LEASE))
     at("take:cleaned")
@@ -735,7 +741,17 @@ def _take(
     return epoch, image
 
 
-_State = tuple[dict[str, bytes], str | None, dict[str, bytes], str, StoreImage]
+@dataclass(frozen=True, slots=True)
+class _State:
+    """The store a taker read: its checkpoint base (and the file holding it), side values,
+    store id and image; `converted`: read from the single-process format."""
+
+    base: dict[str, bytes]
+    file: str | None
+    sides: dict[str, bytes]
+    store: str
+    image: StoreImage
+    converted: bool = False
 
 
 def _refused(game: str, record: LeaseRecord | None, owner: str, takeover: bool) -> None:
@@ -761,7 +777,7 @@ def _supersede(taker: _Taker, latest: int, owner: str, takeover: bool, quota: in
     state = taker.state(latest, quota, known)
     taker.step("take:read")
     header = state.header
-    return state.base, header.base, state.sides, header.store, state.image
+    return _State(state.base, header.base, state.sides, header.store, state.image)
 
 
 def _plain(
@@ -778,7 +794,7 @@ def _plain(
     taker.step("take:read")
     live = contents.survey.live
     store = live.store or os.urandom(8).hex()
-    return contents.image.base_bytes(), live.snapshot, {}, store, contents.image
+    return _State(contents.image.base_bytes(), live.snapshot, {}, store, contents.image, True)
 
 
 def _highest(dir_fd: int, token: int) -> int:
