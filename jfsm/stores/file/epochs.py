@@ -1,7 +1,8 @@
 """The epoch format of a game's store in a directory that several processes share: each
 ownership of the game is an *epoch* with files of its own (decision R173).
 
-Pure functions from names and bytes to values and back: nothing is opened here
+**The one concept: the bytes of an epoch store, and what a reader makes of them.** Pure
+functions from names and bytes to values and back: nothing is opened here
 (`jfsm.stores.file.ownership` does the I/O of taking, writing and sealing an epoch;
 `jfsm.stores.file.directory` reads a store of either format).
 

@@ -1,6 +1,10 @@
 """Owning a game in a directory that several processes on one host share: ownership epochs,
 with no lock, no wait and no signal (decision R173; the files: `jfsm.stores.file.epochs`).
 
+**The one concept: who may write a shared game's store, decided by the order of appends and
+exclusive creations alone.** Taking an epoch, an owner's writes and checkpoints in it, and
+sealing it, with the I/O they need and nothing else.
+
 This is `jfsm.stores.postgres.fencing` with files in place of rows, for `jfsm driver --state
 DIR --shared`: K processes on one host serve the same games, one owner a game
 (JF-STORE-010..014, 030..033, 045..048). It rests on two orderings that every runtime's
