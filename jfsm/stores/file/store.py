@@ -40,6 +40,16 @@ commit protocol, its async and blocking surfaces, and its errors.
 So a crash at any instant reopens to the state before or after the projection or
 checkpoint in flight; before/after a checkpoint differ only in the change log.
 
+# Shared mode (decision R173)
+
+`open_shared` takes a new ownership epoch (`jfsm.stores.file.ownership.take`); from then on
+`commit` is the epoch's append (one `O_APPEND` write, `fdatasync`, the position check:
+`StoreFenced` once a newer owner sealed the log), `checkpoint` and `seed` continue the epoch
+in a new log with a new base (the continuation record is the commit point), `confirm`
+checks the log is unsealed, `close` ends the lease. A write whose sync failed, or that was
+cut short, leaves the store *broken* (the log is never cut back: others append to it).
+A plain `open` of a store in the epoch format converts it to this format first (R175).
+
 # Async and blocking surfaces (decision R65)
 
 `commit`, `seed`, `checkpoint` and `close` are coroutines, one at a time per store: checks
