@@ -174,6 +174,7 @@ CHECKPOINT_STEPS = (
     "checkpoint:landed",
 )
 RETRIES = 100  # scans restarted when a file vanished meanwhile (its owner's checkpoint)
+HEAD = 1 << 16  # bytes read to tell how a log begins
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | os.O_CLOEXEC
 _fdatasync = getattr(os, "fdatasync", os.fsync)
 
@@ -558,8 +559,18 @@ class _Taker:
         return _Found(None, epochs)
 
     def _begins(self, files: EpochFiles, name: str) -> str:
+        """How log `name` begins, read from its first `HEAD` bytes (the whole file when its
+        header and initial record are longer)."""
         path = os.path.join(self.directory, name)
-        log = parse_log(path, self.read(name), files.token, min(files.logs), head=True)
+        fd = os.open(name, os.O_RDONLY | _NOFOLLOW, dir_fd=self.dir)
+        try:
+            data = os.pread(fd, HEAD, 0)
+            log = parse_log(path, data, files.token, min(files.logs), head=True)
+            if log.begins == "torn" and len(data) == HEAD:
+                data = self.read(name)
+                log = parse_log(path, data, files.token, min(files.logs), head=True)
+        finally:
+            os.close(fd)
         return log.begins
 
     def files_of(self, token: int) -> EpochFiles:
