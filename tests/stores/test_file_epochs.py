@@ -517,3 +517,21 @@ def test_a_takeover_keeps_the_checkpoint_base_and_the_change_log(tmp_path: Path)
     assert lease is not None and (lease.owner, lease.token) == ("b", b.token) and lease.live()
     a.close_sync()
     b.close_sync()
+
+
+def test_inspect_reads_a_shared_store_as_its_latest_epoch(tmp_path: Path) -> None:
+    from jfsm.inspection import examine
+
+    a = _shared(tmp_path, "a")
+    a.commit_sync(Projection.of({"k1": 1}))
+    b = _shared(tmp_path, "b", takeover=True)
+    report = examine(str(tmp_path / "g" / "store"))  # while both are open (locks shared)
+    files = report["files"]
+    assert files["format"] == "epochs" and files["epoch"] == {
+        "token": b.token,
+        "owner": "b",
+        "leaseLive": True,
+    }
+    assert report["keys"] == 1 and files["tail"] is None and files["leftovers"] == []
+    a.close_sync()
+    b.close_sync()
