@@ -734,6 +734,15 @@ def _take(
     if os.lseek(fd, 0, os.SEEK_CUR) != len(opening) or os.fstat(fd).st_nlink == 0:
         raise _Lost(_highest(dir_fd, token))  # vetoed by a newer open (or the game removed)
     at("take:established")
+    if state.fresh:  # a new store's own name in its parent, durable before it is used
+        parent = os.open(
+            os.path.dirname(os.path.abspath(taker.directory)),
+            os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | os.O_CLOEXEC,
+        )
+        try:
+            os.fsync(parent)
+        finally:
+            os.close(parent)
     _mark_epochs(dir_fd)
     taker.cleanup()
     if legacy_folder is not None and state.converted:  # its lease: older owners fenced
@@ -767,6 +776,7 @@ class _State:
     store: str
     image: StoreImage
     converted: bool = False
+    fresh: bool = False  # a store directory with nothing in it yet
 
 
 def _refused(game: str, record: LeaseRecord | None, owner: str, takeover: bool) -> None:
@@ -809,7 +819,10 @@ def _plain(
     taker.step("take:read")
     live = contents.survey.live
     store = live.store or os.urandom(8).hex()
-    return _State(contents.image.base_bytes(), live.snapshot, {}, store, contents.image, True)
+    fresh = contents.survey.fresh
+    return _State(
+        contents.image.base_bytes(), live.snapshot, {}, store, contents.image, True, fresh
+    )
 
 
 def _highest(dir_fd: int, token: int) -> int:
