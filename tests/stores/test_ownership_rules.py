@@ -310,7 +310,7 @@ def file_mutants(mp: pytest.MonkeyPatch, backend: FileBackend) -> dict[str, Call
             LeaseRecord, "live", lambda self: self.until > 0
         ),
         "fence-write: a write without its token check": lambda: mp.setattr(
-            Epoch, "_check_position", lambda self, length: None
+            Epoch, "_check_position", lambda self, length, continued=False: None
         ),
         "fence-write: a fenced write lands half of it": lambda: mp.setattr(
             FileStore, "commit_sync", _half_then_refuse(FileStore.commit_sync, reopen)
