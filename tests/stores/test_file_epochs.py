@@ -535,3 +535,37 @@ def test_inspect_reads_a_shared_store_as_its_latest_epoch(tmp_path: Path) -> Non
     assert report["keys"] == 1 and files["tail"] is None and files["leftovers"] == []
     a.close_sync()
     b.close_sync()
+
+
+@pytest.mark.parametrize("fault", ["short-append", "failed-sync"])
+def test_a_write_that_may_have_half_landed_breaks_the_handle_and_the_next_open_settles_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fault: str
+) -> None:
+    """An owner never cuts its log back (others append to it): a short append or a failed
+    sync leaves the store broken (`store_unavailable`, state `broken`); the next open reads
+    the record whole (it is in the file) or drops it as a torn tail."""
+    from jfsm.errors import StoreUnavailable
+    from jfsm.stores.file import ownership
+
+    a = _shared(tmp_path, "a")
+    a.commit_sync(Projection.of({"k1": 1}))
+    if fault == "short-append":
+        real = os.write
+        monkeypatch.setattr(os, "write", lambda fd, data: real(fd, bytes(data)[: len(data) // 2]))
+    else:
+
+        def failing(fd: int) -> None:
+            raise OSError(5, "Input/output error")
+
+        monkeypatch.setattr(ownership, "_fdatasync", failing)
+    with pytest.raises(StoreUnavailable) as broken:
+        a.commit_sync(Projection.of({"k2": 2}))
+    monkeypatch.undo()
+    assert broken.value.state == "broken" and a.state == "broken"
+    with pytest.raises(StoreUnavailable):
+        a.commit_sync(Projection.of({"k3": 3}))
+    a.close_sync()
+    again = _shared(tmp_path, "b")
+    assert sorted(again.image.keys()) == (["k1"] if fault == "short-append" else ["k1", "k2"])
+    again.commit_sync(Projection.of({"k4": 4}))
+    again.close_sync()

@@ -93,6 +93,7 @@ __all__ = [
     "epochs_of",
     "follow",
     "foreign_verdict",
+    "has_seal",
     "latest_established",
     "lease_name",
     "log_name",
@@ -282,6 +283,12 @@ def foreign_verdict(data: bytes) -> str:
         if found[0] == "seal":
             verdict = "sealed"
     return verdict
+
+
+def has_seal(data: bytes) -> bool:
+    """Whether a valid seal lies anywhere in `data` (bytes after a broken owner's last known
+    record, its own torn or unsynced record among them)."""
+    return _seal_after(data, 0) is not None
 
 
 def _decode_header(path: str, data: bytes, start: int, stop: int) -> EpochHeader:

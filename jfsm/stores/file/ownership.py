@@ -109,6 +109,7 @@ from jfsm.stores.file.epochs import (
     epochs_of,
     follow,
     foreign_verdict,
+    has_seal,
     latest_established,
     log_name,
     parse_epoch_name,
@@ -198,11 +199,17 @@ def _read(directory: int, name: str) -> bytes:
         return file.read()
 
 
+class ShortAppend(OSError):
+    """An append that wrote only part of its record (a full disk, a quota): a torn record is
+    in the file, and its writer must not append after it."""
+
+
 def _append_once(fd: int, data: bytes) -> None:
-    """One `write` of all of `data` at the end of the file; `OSError` `EIO` for a short one."""
+    """One `write` of all of `data` at the end of the file; `ShortAppend` (`EIO`) for a short
+    one. A failing `write` (an `OSError`) wrote nothing."""
     written = os.write(fd, data)
     if written != len(data):
-        raise OSError(errno.EIO, f"short append ({written} of {len(data)} bytes)")
+        raise ShortAppend(errno.EIO, f"short append ({written} of {len(data)} bytes)")
 
 
 def _append_foreign(directory: int, name: str, record: bytes) -> None:
@@ -333,7 +340,7 @@ class Epoch:
     def fenced_error(self) -> StoreFenced:
         return StoreFenced(
             f"game {self.game!r} was taken over by a newer owner than token {self.token}; "
-            "nothing was written. Close this store",
+            "nothing of the write counts. Close this store",
             state="fenced",
             game=self.game,
             token=self.token,
@@ -401,9 +408,8 @@ class Epoch:
         step(f"{phase}:before")
         try:
             _append_once(self._fd, record)
-        except OSError as exc:
-            if exc.errno == errno.EIO and "short append" in str(exc):
-                self.broken = True
+        except ShortAppend:
+            self.broken = True  # a torn record ends the log: the next open drops it
             raise
         step(f"{phase}:appended")
         try:
@@ -456,7 +462,10 @@ class Epoch:
             return True
         if found.st_size == self._end:
             return False
-        verdict = foreign_verdict(os.pread(self._fd, found.st_size - self._end, self._end))
+        after = os.pread(self._fd, found.st_size - self._end, self._end)
+        if self.broken:  # its own record, whole or torn, may follow its end: only a seal counts
+            return has_seal(after)
+        verdict = foreign_verdict(after)
         if verdict == "vetoes":
             self._end = found.st_size
             return False
