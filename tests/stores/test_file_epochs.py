@@ -569,3 +569,35 @@ def test_a_write_that_may_have_half_landed_breaks_the_handle_and_the_next_open_s
     assert sorted(again.image.keys()) == (["k1"] if fault == "short-append" else ["k1", "k2"])
     again.commit_sync(Projection.of({"k4": 4}))
     again.close_sync()
+
+
+@pytest.mark.req("JF-ATOM-001")
+def test_a_crash_at_any_boundary_of_a_conversion_back_loses_nothing(tmp_path: Path) -> None:
+    """A process of one converting a shared store back (R175), killed at each write boundary
+    of the conversion: the next open, plain or shared, finds the same store and change log."""
+    from jfsm.stores.file.crashfs import CrashingFileSystem, SimulatedCrash
+
+    def made() -> Path:
+        shutil.rmtree(tmp_path / "g", ignore_errors=True)
+        a = _shared(tmp_path, "a")
+        a.commit_sync(Projection.of({"k1": 1, "k2": 2}))
+        a.checkpoint_sync()
+        a.commit_sync(Projection.of({"k3": 3}, deletes=["k1"]))
+        a.close_sync()
+        return tmp_path / "g" / "store"
+
+    counting = CrashingFileSystem()
+    FileStore.open_sync(made(), fs=counting).close_sync()
+    points = counting.boundaries
+    assert points > 8
+    for at in range(points):
+        store = made()
+        with pytest.raises(SimulatedCrash):
+            FileStore.open_sync(store, fs=CrashingFileSystem(crash_at=at)).close_sync()
+        opened = FileStore.open_sync(store) if at % 2 else _shared(tmp_path, "b", takeover=True)
+        assert opened.image.values_bytes() == {"k2": b"2", "k3": b"3"}, at
+        assert opened.image.change_log() == [
+            {"key": "k1", "op": "delete"},
+            {"key": "k3", "op": "set", "value": 3},
+        ], at
+        opened.close_sync()
