@@ -16,6 +16,7 @@ The drivers speak only the protocol, so the test runs unchanged against any buil
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -88,8 +89,8 @@ class Bystander:
 
     def __init__(self, argv: list[str]) -> None:
         self.name = " ".join(argv[3:] if argv[1] == "-c" else argv)[:120]
-        self.proc = subprocess.Popen(
-            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        self.proc = subprocess.Popen(  # a group of its own: `flock(1)` runs `sleep` under it
+            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
         )
         self.started = _start_time(self.proc.pid)
 
@@ -101,9 +102,10 @@ class Bystander:
         return state != "Z" and _start_time(self.proc.pid) == self.started
 
     def end(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()  # our own child
-            self.proc.wait(30)
+        """End it and whatever it started (its own process group, which this test made)."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(30)
 
 
 @pytest.fixture
@@ -209,8 +211,7 @@ def test_bystanders_holding_locks_on_every_file_are_unharmed_and_delay_nothing(
     assert any(os.path.basename(f).startswith("lease.") for f in held), held
     for each in shells:
         assert each.unharmed()
-        each.proc.send_signal(signal.SIGTERM)  # our own child
-        each.proc.wait(30)
+        each.end()
 
 
 @pytest.mark.req("JF-STORE-047")
