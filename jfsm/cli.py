@@ -321,7 +321,12 @@ def _main(argv: list[str]) -> int:
         if args.shared and (args.state is None or args.store is not None):
             print("jfsm driver: --shared needs --state DIR (and no --store)", file=sys.stderr)
             return 2
-        if args.state and not args.shared and os.path.lexists(os.path.join(args.state, "tokens")):
+        counters = ("tokens", "tokens.d")  # R95's counter, R174's sequence
+        if (
+            args.state
+            and not args.shared
+            and any(os.path.lexists(os.path.join(args.state, name)) for name in counters)
+        ):
             print(  # R95: a plain driver would lock games the shared ones write
                 f"jfsm driver: --state {args.state} is shared by several drivers "
                 "(it has a token counter): add --shared",

@@ -108,15 +108,18 @@ class BlockingCallInLoop(InvalidTransition, RuntimeError):
 
 class StoreLocked(JfsmError):
     """Another writer holds the store's lock (for the file store: an `flock` on its directory,
-    which deleting files cannot defeat); `details["directory"]` names it."""
+    which deleting files cannot defeat; `details["directory"]` names it), or, in a shared
+    store, another owner's lease is live or a concurrent open of the game won
+    (`details["game"]`, `details["owner"]`)."""
 
     code = "store_locked"
 
 
 class StoreFenced(StoreLocked):
     """This store's ownership was taken over by a newer owner (a higher fencing token): the
-    commit or checkpoint was refused inside its own transaction and nothing was written.
-    Close the store; reopening it is refused with `store_locked` while the new owner lives."""
+    commit or checkpoint was refused with its own check (inside its transaction; by its place
+    in its epoch's log) and nothing of it is visible to any reader. Close the store;
+    reopening it is refused with `store_locked` while the new owner lives."""
 
     code = "store_fenced"
 

@@ -7,7 +7,9 @@ summary, chunk count and canonical length against the threshold, the pending
 forced-compression flag, the scenes and archives, the footprint against the quota, and the
 files: the live generation, whether the store has its manifest (decision R27), and what the
 next open would repair (a torn tail or unused preallocation after the last record, leftover
-files), without repairing it.
+files), without repairing it. A store of a shared directory (the epoch format, decision
+R173) is read as its latest established epoch: the report names that epoch, its owner's
+lease, and whether a newer owner sealed it.
 
 Exit code 0, or 2 with one line `jfsm inspect: <code>: <message>` on standard error:
 `not_a_store` for a directory without a store (or no directory), the error's code for a
@@ -148,7 +150,19 @@ def examine(path: str) -> dict[str, Any]:
         fs.unlock(lock)
     found = contents.survey
     report = describe(contents.image)
+    epoch: dict[str, Any] | None = None
+    if contents.epoch is not None:
+        from jfsm.stores.file.ownership import current_lease
+
+        lease = current_lease(path)
+        epoch = {
+            "token": contents.epoch.token,
+            "owner": None if lease is None else lease.owner,
+            "leaseLive": lease is not None and lease.live(),
+        }
     report["files"] = {
+        "format": "epochs" if epoch is not None else "single-process",
+        "epoch": epoch,
         "generation": found.live.generation,
         "manifest": found.has_manifest,
         "store": found.live.store,
@@ -164,6 +178,10 @@ def examine(path: str) -> dict[str, Any]:
 
 def _render_files(files: dict[str, Any]) -> list[str]:
     manifest = "manifest" if files["manifest"] else "no manifest (written before R27)"
+    epoch = files.get("epoch")
+    if epoch is not None:
+        live = "live" if epoch["leaseLive"] else "over"
+        manifest = f"epoch {epoch['token']} of {epoch['owner'] or 'no owner'} (lease {live})"
     lines = [
         f"{'files':<24} generation {files['generation']}, {manifest}, "
         f"log {files['committedBytes']:,} bytes committed"
@@ -173,6 +191,11 @@ def _render_files(files: dict[str, Any]) -> list[str]:
         lines.append(
             f"{'torn tail':<24} {after:,} bytes after byte {files['committedBytes']:,} "
             "(an uncommitted write: the next open drops it)"
+        )
+    elif files["tail"] == "sealed":
+        lines.append(
+            f"{'sealed':<24} by a newer owner after byte {files['committedBytes']:,} "
+            "(what follows counts for no reader)"
         )
     elif files["tail"] == "zeros":
         lines.append(

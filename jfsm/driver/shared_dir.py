@@ -1,54 +1,61 @@
 """The reference driver's games in a state directory that several driver processes on one host
-share (`jfsm driver --state DIR --shared`, decision R95).
+share (`jfsm driver --state DIR --shared`, decisions R95 and R173).
 
-The directory is laid out as for one process (`jfsm.driver.state`), plus the token counter
-`DIR/tokens` and a `lease` file in each game's folder (`jfsm.stores.file.lease`). Every
+The directory is laid out as for one process (`jfsm.driver.state`), plus the token sequence
+`DIR/tokens.d/` (`jfsm.stores.file.tokens`); each game's store is in the epoch format
+(`jfsm.stores.file.epochs`): one epoch of files per ownership, its lease among them. Every
 process started with the same `DIR` serves the same games, one owner a game: an op on a game
 another process owns is refused with `store_locked` while that owner's lease lives, and a
-write by an owner another process superseded with `store_fenced` (nothing written). This is
-the contract of `jfsm.driver.pg`'s `DatabaseGames` (PostgreSQL), with the host's clock for
-the server's, and the same interface, so `ReferenceDriver` and `jfsm.driver.shared` serve
-both alike.
+write by an owner another process superseded with `store_fenced` (nothing of it visible).
+This is the contract of `jfsm.driver.pg`'s `DatabaseGames` (PostgreSQL), with the host's
+clock for the server's, and the same interface, so `ReferenceDriver` and
+`jfsm.driver.shared` serve both alike. Nothing is locked between calls and no process is
+ever signalled: a stopped owner is sealed out by the next one (`jfsm.stores.file.ownership`).
 
-- `open(game, create=False)` takes the game's lease and, under its lock, reads the store
-  (recovering a torn tail a killed owner left) and the participants; a missing game is
-  `InvalidInput`.
+- `open(game, create=False)` takes a new epoch of the game and reads the store as the
+  previous owner landed it (a torn tail a killed owner left dropped) and the participants;
+  a missing game is `InvalidInput`.
 - `create` builds the game (empty, or a copy of `source`: store and participants) in a
-  folder of its own (`.new-...`) with a lease of this process, publishes it under the game's
-  name by one rename, and opens it adopting that lease. An existing game is refused
+  folder of its own (`.new-...`), takes its first epoch there, publishes the folder under
+  the game's name by one rename (the store stays open across it: it reaches its files
+  through its directory's descriptor) and serves it. An existing game is refused
   (`InvalidInput`), never adopted; a failure before the rename removes only the folder this
   call made. A `.new-...` folder is never removed here: another process may be filling it.
-- Participants are written as the owner (under the game's lock, fenced like a commit);
-  telemetry is appended by whichever process generates, one line a write, and read from
-  the file, so every process sees every game's events.
+- Participants are a side value of the game's store (`participants`), written as the owner
+  and fenced like a commit; a game whose store has none yet (made before R173, or just
+  created) reads `participants.json`. Telemetry is appended by whichever process
+  generates, one line a write, and read from the file, so every process sees every game's
+  events.
 - The leases of the games a process has open are renewed by one timer (`LeaseKeeper`),
   so an idle owner keeps its games; closing a store ends its lease at once.
 
-Errors: as `FileStore.open` and `take_lease` (`StoreLocked`, `StoreUnavailable` naming the
+Errors: as `FileStore.open_shared` (`StoreLocked`, `StoreUnavailable` naming the
 errno, `StoreCorrupted`; a participants file that cannot be read is `StoreCorrupted` naming
 it), `InvalidInput` for an unknown or existing game.
 """
 
 from __future__ import annotations
 
-import contextlib
+import json
 import os
 import secrets
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from jfsm.driver.state import GameFolder, StateDamaged, StateDirectory
 from jfsm.engine import GameEngine
-from jfsm.errors import InvalidInput, StoreCorrupted
+from jfsm.errors import InvalidInput, JfsmError, StoreCorrupted
+from jfsm.jcs import canonical_bytes
 from jfsm.limits import validate_id, validate_owner
-from jfsm.records import Participant
-from jfsm.stores.file.lease import LeaseKeeper, lease_seconds, next_token, write_new_lease
+from jfsm.records import Participant, parse_record
+from jfsm.stores.file.lease import LeaseKeeper, lease_seconds
 from jfsm.stores.file.store import FileStore, fs_unavailable
 from jfsm.stores.offload import run_blocking
 from jfsm.telemetry import TelemetrySink
 
-__all__ = ["SharedDirectoryGames"]
+__all__ = ["PARTICIPANTS_SIDE", "SharedDirectoryGames"]
+
+PARTICIPANTS_SIDE = "participants"  # the store's side value holding a game's participants
 
 
 class SharedDirectoryGames:
@@ -94,7 +101,6 @@ class SharedDirectoryGames:
         *,
         create: bool | None = False,
         takeover: bool = False,
-        adopt: int | None = None,
     ) -> tuple[FileStore, list[Participant]]:
         """Own `game_id`'s store and read its participants (`create` must be False: games
         are made by `create`). Errors: see the module docstring."""
@@ -102,31 +108,33 @@ class SharedDirectoryGames:
         if create:
             raise InvalidInput("a shared directory's games are made by create_game")
         who = self._who()
-        store, participants = await run_blocking(self._open, game_id, who, takeover, adopt)
-        assert store.fence is not None
-        self._keeper.keep(store.fence)
+        store, participants = await run_blocking(self._open, game_id, who, takeover)
+        self._keep(store)
         return store, participants
 
+    def _keep(self, store: FileStore) -> None:
+        assert store.fence is not None
+        self._keeper.keep(store.fence)
+
     def _open(
-        self, game_id: str, who: str, takeover: bool, adopt: int | None
+        self, game_id: str, who: str, takeover: bool, folder: GameFolder | None = None
     ) -> tuple[FileStore, list[Participant]]:
-        """`open`, blocking."""
-        folder = self.directory.folder(game_id)
+        """`open`, blocking (`folder`: the game's folder, if not yet under its name)."""
+        folder = folder or self.directory.folder(game_id)
         if not self._is_game(folder):
             raise InvalidInput(f"no game {game_id!r} in the shared state directory", field="game")
         store = FileStore.open_shared(
             folder.store,
             game=game_id,
-            lease_folder=folder.path,
             root=self.directory.root,
             owner=who,
+            lease_folder=folder.path,
             takeover=takeover,
             lease_seconds=self.seconds,
-            adopt=adopt,
             trusted=folder.trusted,
         )
         try:  # the earlier owner is fenced now: only this store may change them
-            participants = self.directory.load_participants(folder)
+            participants = self._participants(folder, store)
         except BaseException as exc:
             store.close_sync()
             if isinstance(exc, StateDamaged):
@@ -135,6 +143,20 @@ class SharedDirectoryGames:
                 raise fs_unavailable(str(folder.path), "open", exc, "closed") from exc
             raise
         return store, participants
+
+    def _participants(self, folder: GameFolder, store: FileStore) -> list[Participant]:
+        """The game's participants: its store's side value, else (a game made before R173,
+        or just created) its `participants.json`. Raises `StateDamaged`, `OSError`."""
+        side = store.side(PARTICIPANTS_SIDE)
+        if side is None:
+            return self.directory.load_participants(folder)
+        try:
+            items = json.loads(side)
+            if not isinstance(items, list):
+                raise ValueError("not a list")
+            return [parse_record(Participant, item) for item in items]
+        except (ValueError, JfsmError) as exc:
+            raise StateDamaged(f"{folder.store}: the participants side value: {exc}") from exc
 
     @staticmethod
     def _is_game(folder: GameFolder) -> bool:
@@ -155,44 +177,38 @@ class SharedDirectoryGames:
         busy.add(into)
         try:
             who = self._who()
-            async with self.directory.new_game(into) as fresh:
-                made = await run_blocking(
-                    lambda: FileStore.open_sync(fresh.store, fs=fresh.store_fs())
-                )
-                try:
-                    participants: list[Participant] = []
-                    if source is not None:
-                        copy = await source.duplicate(made, into)
-                        participants = list(copy.participants())
-                        await run_blocking(self.directory.save_participants, fresh, participants)
-                finally:
-                    await made.close()
-                token = await run_blocking(self._seal, fresh, who)
-            store, participants = await self.open(into, adopt=token)
+            store: FileStore | None = None
+            try:
+                async with self.directory.new_game(into) as fresh:
+                    made = await run_blocking(
+                        lambda: FileStore.open_sync(fresh.store, fs=fresh.store_fs())
+                    )
+                    try:
+                        if source is not None:
+                            copy = await source.duplicate(made, into)
+                            await run_blocking(
+                                self.directory.save_participants, fresh, list(copy.participants())
+                            )
+                    finally:
+                        await made.close()
+                    # its first epoch, taken before anyone can see it: published owned
+                    store, participants = await run_blocking(self._open, into, who, False, fresh)
+            except BaseException:
+                if store is not None:
+                    await store.close()
+                raise
+            assert store is not None
+            self._keep(store)
             games[into] = engine(into, store, participants)
             return {}
         finally:
             busy.discard(into)
 
-    def _seal(self, fresh: GameFolder, who: str) -> int:
-        """Give a game being made its first lease (this process's); returns its token."""
-        root = str(self.directory.root)
-        with _errors(fresh.path, "create the game"):
-            token = next_token(root)
-            write_new_lease(str(fresh.path), who, token, self.seconds)
-        return token
-
     async def save_participants(self, store: FileStore, participants: list[Participant]) -> None:
-        """Replace the game's participants as the owner (`StoreFenced`: nothing written)."""
-        fence = store.fence
-        assert fence is not None
-        folder = self.directory.folder(fence.game)
-
-        def save() -> None:
-            with _errors(folder.path, "save the participants"), fence.hold():
-                self.directory.save_participants(folder, participants)
-
-        await run_blocking(save)
+        """Replace the game's participants as the owner (`StoreFenced`: nothing of it
+        visible): the store's side value."""
+        data = canonical_bytes([p.to_json() for p in participants])
+        await store.write_side(PARTICIPANTS_SIDE, data)
 
     async def close(self, store: FileStore) -> None:
         """Close the store, which ends its lease at once."""
@@ -211,11 +227,3 @@ class SharedDirectoryGames:
         """The game's saved events, from every process; None if it has none."""
         folder = self.directory.folder(game_id)
         return await run_blocking(self.directory.read_telemetry, folder)
-
-
-@contextlib.contextmanager
-def _errors(where: Path, what: str) -> Any:
-    try:
-        yield
-    except OSError as exc:
-        raise fs_unavailable(str(where), what, exc, "open") from exc

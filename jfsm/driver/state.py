@@ -3,12 +3,13 @@
 ```
 DIR/
   game-<hex of the UTF-8 game id>/     one folder per game
-    store/                             the game's durable store (FileStore)
-    participants.json                  the game's current participants
+    store/                             the game's durable store (FileStore; shared mode:
+                                       its epochs, leases and participants, R173)
+    participants.json                  the game's current participants (shared mode: only
+                                       until the store holds them, R176)
     telemetry.jsonl                    one compression_attempt event per line
-    lease                              shared mode only: the game's owner (R95)
   .new-<hex>-<random>/                 a game being created or duplicated (never a game)
-  tokens                               shared mode only: the fencing token counter (R95)
+  tokens.d/                            shared mode only: the fencing tokens (R174)
   lock.shared                          shared mode only: held by every shared driver (R120)
 ```
 
@@ -98,12 +99,13 @@ def _try_lock(fd: int, exclusive: bool) -> bool:
 def _mode_conflict(root: Path, shared: bool) -> str:
     if shared:
         return (
-            f"state directory {root} is served by a driver without --shared now: stop it "
-            "first (a directory is served plainly or shared, never both at once)"
+            f"state directory {root} is served by a driver without --shared now (or another "
+            f"program holds a lock on it or on {SHARED_LOCK}): stop it first (a directory "
+            "is served plainly or shared, never both at once)"
         )
     return (
-        f"state directory {root} is served by shared drivers (--shared) now: add --shared, "
-        "or stop them first"
+        f"state directory {root} is served by shared drivers (--shared) now (or another "
+        f"program holds a lock on {SHARED_LOCK}): add --shared, or stop them first"
     )
 
 

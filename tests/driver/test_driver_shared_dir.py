@@ -50,6 +50,19 @@ def _rounds(driver: StdioDriver, game: str) -> list[str]:
     return [found[n] for n in sorted(found)]
 
 
+def _participants_held(state: Path, game: str) -> Any:
+    """The game's participants as its store's files hold them now (its side value, R173)."""
+    from jfsm.image import QUOTA_BYTES
+    from jfsm.stores.file.directory import read_contents
+
+    store = state / ("game-" + game.encode().hex()) / "store"
+    contents = read_contents(
+        str(store), os.listdir(store), lambda p: Path(p).read_bytes(), quota=QUOTA_BYTES
+    )
+    assert contents.epoch is not None
+    return json.loads(contents.epoch.sides["participants"])
+
+
 def _sigkill(driver: StdioDriver) -> None:
     """`kill -9` the driver, its pipes left to its reader threads (they end at EOF)."""
     os.killpg(driver.proc.pid, signal.SIGKILL)
@@ -75,12 +88,12 @@ def test_two_processes_one_owner_a_game_and_fenced_writes_change_nothing(
     assert _code(b.call("open_game", {"game": "g"})) == "store_locked"
     taken = b.call("open_game", {"game": "g", "takeover": True})
     assert taken["ok"] and isinstance(taken["result"]["token"], int)
-    participants = (tmp_path / "state").glob("game-*/participants.json")
-    saved = {p: p.read_bytes() for p in participants}
+    saved = _participants_held(tmp_path / "state", "g")
+    assert saved == PEOPLE
     assert _code(_record(a, "g", "fenced")) == "store_fenced"
     changed = {"game": "g", "participants": [*PEOPLE, dict(PEOPLE[0], id="p-2")]}
     assert _code(a.call("set_participants", changed)) == "store_fenced"
-    assert {p: p.read_bytes() for p in saved} == saved and saved  # participants untouched
+    assert _participants_held(tmp_path / "state", "g") == saved  # participants untouched
     assert _rounds(b, "g") == ["r1"]
     assert _record(b, "g", "r2")["result"]["round"] == 2
     released = b.call("release_game", {"game": "g"})
@@ -128,7 +141,7 @@ def test_create_and_duplicate_never_adopt_another_process_game(
     leftovers = [p.name for p in (tmp_path / "state").iterdir() if p.name.startswith(".new-")]
     assert leftovers == []
     assert sorted(p.name for p in (tmp_path / "state").iterdir()) == sorted(
-        ["lock.shared", "tokens"] + ["game-" + g.encode().hex() for g in ("g", "h", "h2")]
+        ["lock.shared", "tokens.d"] + ["game-" + g.encode().hex() for g in ("g", "h", "h2")]
     )
 
 

@@ -38,7 +38,6 @@ LAYERS: dict[int, tuple[str, ...]] = {
         "jcs",
         "_version",
         "stores.file.fsio",
-        "stores.file.holders",
         "stores.offload",
         "stores.postgres.server",
         "stores.postgres.cluster",
@@ -61,8 +60,11 @@ LAYERS: dict[int, tuple[str, ...]] = {
         "stores.file.snapshot",
         "stores.file.log",
         "stores.file.manifest",
+        "stores.file.epochs",
         "stores.file.directory",
+        "stores.file.tokens",
         "stores.file.lease",
+        "stores.file.ownership",
         "stores.file.store",
         "stores.file",
         "stores.file.crashfs",
@@ -386,6 +388,73 @@ def test_the_architecture_page_shows_every_module_in_its_layer() -> None:
     for layer, names in LAYERS.items():
         for name in names:
             assert f"`{'jfsm.' + name if name else 'jfsm'}`" in rows[layer], (layer, name)
+
+
+# -- signals (JF-STORE-045, decision R173) ---------------------------------------------------
+#: what sends a signal to another process, by name: `os.kill`, `os.killpg`,
+#: `signal.pidfd_send_signal`, `signal.pthread_kill`, a `Popen`'s `send_signal`, `terminate`,
+#: `kill`; looked for as attributes, imported names, and names in strings (`getattr(signal,
+#: "pidfd_send_signal")`)
+SIGNALLING = {
+    "kill",
+    "killpg",
+    "pidfd_send_signal",
+    "pthread_kill",
+    "sigqueue",
+    "send_signal",
+    "terminate",
+}
+#: the modules that may signal, and why: each signals only processes it started itself
+MAY_SIGNAL = {
+    # a throwaway Patroni cluster for tests (`jfsm pg-cluster`): its own etcd and Patroni
+    # processes, each started in a new session (their process groups, never its own group nor
+    # init's), and the postgres processes of the nodes it made, found by its own directory;
+    # its fault injection (kill, freeze) aims at those alone
+    "jfsm/stores/postgres/cluster.py",
+    # a throwaway PostgreSQL server (`jfsm pg-server`): the PgBouncer it started, through the
+    # process group it gave it
+    "jfsm/stores/postgres/server.py",
+}
+
+
+def _signals(path: Path) -> list[str]:
+    """Where the module at `path` names a way to signal a process (`SIGNALLING`)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Attribute) and node.attr in SIGNALLING:
+            found.append(f"{node.lineno}: .{node.attr}")
+        elif isinstance(node, ast.ImportFrom):
+            found += [f"{node.lineno}: import {a.name}" for a in node.names if a.name in SIGNALLING]
+        elif isinstance(node, ast.Constant) and node.value in SIGNALLING:
+            found.append(f"{node.lineno}: {node.value!r}")
+    return found
+
+
+@pytest.mark.req("JF-STORE-045")
+def test_no_engine_module_signals_a_process_it_did_not_start() -> None:
+    """Only the modules of `MAY_SIGNAL` (which signal the processes they start) name a way to
+    signal a process; no store, driver or tool of the engine ends another one (the shared
+    directory's stalled owners are sealed out instead, R173)."""
+    signalling = {
+        str(path.relative_to(ROOT)): hits
+        for path in sorted((ROOT / "jfsm").rglob("*.py"))
+        if (hits := _signals(path))
+    }
+    assert sorted(set(signalling) - MAY_SIGNAL) == [], signalling
+    assert set(signalling) >= MAY_SIGNAL, "a module listed in MAY_SIGNAL signals nothing now"
+
+
+def test_the_signal_check_can_fail(tmp_path: Path) -> None:
+    """It finds a signal sent by name, by a method and through `getattr`."""
+    fake = tmp_path / "holders.py"
+    fake.write_text(
+        "import os, signal\n"
+        "os.kill(1, 9)\n"
+        "send = getattr(signal, 'pidfd_send_signal')\n"
+        "def end(proc):\n    proc.terminate()\n",
+        encoding="utf-8",
+    )
+    assert [hit.split(":")[0] for hit in _signals(fake)] == ["2", "3", "5"]
 
 
 def test_the_layer_check_catches_an_upward_import(tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""A process that owns one game of a shared directory, for `test_file_lease.py`.
+"""A process that owns one game of a shared directory, for `test_file_lease.py` and
+`test_file_epochs.py`.
 
 `python shared_file_worker.py ROOT GAME OWNER [LEASE_SECONDS]` reads one command a line on
 stdin and answers one JSON line each on stdout:
@@ -7,9 +8,12 @@ stdin and answers one JSON line each on stdout:
 - `commit KEY`: commit `{KEY: KEY}`; `{"ok": true}` or the error's code;
 - `commits N`: commit keys `n0` ... `n{N-1}` one after the other, answering
   `{"ack": i}` after each (what a kill may interrupt);
-- `freeze KEY`: commit `{KEY: KEY}`, but stop this process with `SIGSTOP` once the record
-  is written and before it is synced, holding the game's lock (a frozen owner mid-write);
-- `keys`: `{"keys": [...]}`, the store's keys as this handle sees them;
+- `checkpoint`, `side NAME VALUE` (a side value, JSON): `{"ok": true}` or the error's code;
+- `arm POINT`: `{"ok": true}`; the next command that passes the named point of
+  `jfsm.stores.file.ownership` (`write:appended`, `take:sealed`...) stops this process
+  there with `SIGSTOP` (a frozen owner), and answers once it is continued;
+- `keys`: `{"keys": [...]}`, the store's keys as this handle sees them; `sides`:
+  `{"sides": {...}}`;
 - `close`: close the store, `{"ok": true}`.
 """
 
@@ -19,22 +23,20 @@ import json
 import os
 import signal
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 from jfsm.errors import JfsmError
 from jfsm.projection import Projection
 from jfsm.stores.file.store import FileStore
 
+armed: list[str] = []  # the point to stop at, once
 
-def _stopping(sync: Callable[[int], None]) -> Callable[[int], None]:
-    """`sync`, after this process stops itself with `SIGSTOP` (a frozen owner)."""
 
-    def frozen(handle: int) -> None:
+def step(point: str) -> None:
+    """The store's seam: stop this process (`SIGSTOP` to itself) at the armed point."""
+    if armed and armed[0] == point:
+        armed.clear()
         os.kill(os.getpid(), signal.SIGSTOP)
-        sync(handle)
-
-    return frozen
 
 
 def main() -> None:
@@ -60,17 +62,23 @@ def main() -> None:
                     owner=owner,
                     takeover=words[0] == "takeover",
                     lease_seconds=seconds,
+                    step=step,
                 )
                 say({"ok": True, "token": store.token})
+            elif words[0] == "arm":
+                armed[:] = [words[1]]
+                say({"ok": True})
             elif words[0] == "commit":
                 assert store is not None
                 store.commit_sync(Projection.of({words[1]: words[1]}))
                 say({"ok": True})
-            elif words[0] == "freeze":
+            elif words[0] == "checkpoint":
                 assert store is not None
-                fs = store._fs
-                fs.fdatasync = _stopping(fs.fdatasync)  # type: ignore[method-assign]
-                store.commit_sync(Projection.of({words[1]: words[1]}))
+                store.checkpoint_sync()
+                say({"ok": True})
+            elif words[0] == "side":
+                assert store is not None
+                store.write_side_sync(words[1], words[2].encode())
                 say({"ok": True})
             elif words[0] == "commits":
                 assert store is not None
@@ -80,6 +88,9 @@ def main() -> None:
             elif words[0] == "keys":
                 assert store is not None
                 say({"keys": sorted(store.image.keys())})
+            elif words[0] == "sides":
+                assert store is not None and store.fence is not None
+                say({"sides": {k: v.decode() for k, v in store.fence.sides.items()}})
             elif words[0] == "close":
                 assert store is not None
                 store.close_sync()

@@ -1,11 +1,13 @@
-"""The file store in a directory that several processes share (decision R95): leases and
-fencing tokens in files, judged with real processes and real `kill -9`
-(`shared_file_worker.py` owns one game per process).
+"""The file store in a directory that several processes share (decisions R95, R173):
+ownership epochs, leases and fencing tokens in files, judged with real processes and real
+`kill -9` (`shared_file_worker.py` owns one game per process).
 
 JF-STORE-010 (one owner, tokens from one sequence never reused), JF-STORE-011 (a second open
 refused while the lease lives, no lock held between writes), JF-STORE-012 (a takeover fences
 a living owner), JF-STORE-013 (a fenced write writes nothing), JF-STORE-014 (a killed
-owner's write in flight whole or absent, nothing acknowledged lost).
+owner's write in flight whole or absent, nothing acknowledged lost), JF-STORE-033 (a frozen
+owner delays no takeover, a plain open only its lease). The frozen owner at every step of
+its writes and the racing opens are in `test_file_epochs.py`.
 """
 
 from __future__ import annotations
@@ -27,8 +29,11 @@ import pytest
 
 from jfsm.errors import StoreCorrupted, StoreFenced, StoreLocked
 from jfsm.projection import Projection
-from jfsm.stores.file.lease import LEASE_FILE, LeaseRecord, next_token, read_lease
+from jfsm.stores.file.epochs import epochs_of
+from jfsm.stores.file.lease import LeaseRecord, write_lease_at
+from jfsm.stores.file.ownership import current_lease
 from jfsm.stores.file.store import FileStore
+from jfsm.stores.file.tokens import next_token
 
 WORKER = Path(__file__).with_name("shared_file_worker.py")
 WAIT = 30.0  # bound on every reply: a hung worker fails the test, never hangs it
@@ -73,6 +78,7 @@ class Worker:
         return self.next()
 
     def kill(self) -> None:
+        self.proc.send_signal(signal.SIGCONT)  # a stopped worker dies all the same
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(WAIT)
 
@@ -165,24 +171,34 @@ def test_a_killed_owner_loses_nothing_acknowledged_and_its_lease_runs_out(
     assert b.ask("commit after") == {"ok": True}  # the torn tail was cut: writes go on
 
 
-def test_the_game_lock_is_not_held_between_writes(tmp_path: Path, workers: Any) -> None:
+def test_no_lock_is_held_between_writes_nor_taken_by_a_write(tmp_path: Path, workers: Any) -> None:
+    """Another program holding an exclusive `flock` on every file of the game's store
+    (except the lock file of decision R120) changes nothing: the owner writes, a takeover
+    completes, the fenced owner is refused, nothing waits."""
     a = workers(tmp_path, "g", "a")
     assert a.ask("open")["ok"]
     assert a.ask("commit k1") == {"ok": True}
-    fd = os.open(tmp_path / "g" / LEASE_FILE, os.O_RDWR)
+    store = tmp_path / "g" / "store"
+    held = []
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # BlockingIOError if a held it
-        fcntl.flock(fd, fcntl.LOCK_UN)
+        for path in sorted(store.iterdir()):
+            if path.name != "lock":
+                fd = os.open(path, os.O_RDONLY)
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # BlockingIOError if a held it
+                held.append(fd)
+        assert a.ask("commit k2") == {"ok": True}  # a's write takes no lock
+        b = workers(tmp_path, "g", "b")
+        assert b.ask("takeover")["ok"]  # a living, idle owner blocks no takeover
+        assert a.ask("commit k3") == {"ok": False, "code": "store_fenced"}
+        assert b.ask("keys") == {"keys": ["k1", "k2"]}
     finally:
-        os.close(fd)
-    b = workers(tmp_path, "g", "b")
-    assert b.ask("takeover")["ok"]  # a living, idle owner blocks no takeover
-    assert a.ask("commit k2") == {"ok": False, "code": "store_fenced"}
+        for fd in held:
+            os.close(fd)
 
 
 def test_tokens_never_repeat_across_processes_and_removal(tmp_path: Path) -> None:
     script = (
-        "import sys; from jfsm.stores.file.lease import next_token\n"
+        "import sys; from jfsm.stores.file.tokens import next_token\n"
         "print(' '.join(str(next_token(sys.argv[1])) for _ in range(40)))"
     )
     procs = [
@@ -190,7 +206,7 @@ def test_tokens_never_repeat_across_processes_and_removal(tmp_path: Path) -> Non
         for _ in range(3)
     ]
     tokens = [int(t) for p in procs for t in p.communicate(timeout=WAIT)[0].split()]
-    assert sorted(tokens) == list(range(1, 121))  # one sequence, no token twice
+    assert sorted(tokens) == list(range(1, 121))  # one sequence, no token twice, no gap
 
     def open_game() -> FileStore:
         folder = tmp_path / "g"
@@ -235,10 +251,13 @@ def test_a_lease_of_an_earlier_boot_is_over(tmp_path: Path) -> None:
     store = FileStore.open_shared(folder / "store", owner="a", **kwargs)
     with pytest.raises(StoreLocked):
         FileStore.open_shared(folder / "store", owner="b", **kwargs)
-    record = read_lease(str(folder))
+    record = current_lease(folder / "store")
     assert record is not None and record.owner == "a" and record.live()
-    with open(folder / LEASE_FILE, "r+b") as file:  # as if the host had rebooted since
-        file.write(LeaseRecord("a", record.token, "another-boot", record.until).encode())
+    dir_fd = os.open(folder / "store", os.O_RDONLY)
+    try:  # as if the host had rebooted since
+        write_lease_at(dir_fd, LeaseRecord("a", record.token, "another-boot", record.until))
+    finally:
+        os.close(dir_fd)
     other = FileStore.open_shared(folder / "store", owner="b", **kwargs)
     assert other.token is not None and other.token > record.token
     with pytest.raises(StoreFenced):
@@ -248,22 +267,29 @@ def test_a_lease_of_an_earlier_boot_is_over(tmp_path: Path) -> None:
 
 
 def test_a_failed_takeover_changes_no_owner(tmp_path: Path) -> None:
+    """A takeover that finds the owner's log damaged is refused before it seals anything:
+    the owner goes on writing."""
     folder = tmp_path / "g"
     folder.mkdir()
     kwargs: dict[str, Any] = {"game": "g", "lease_folder": folder, "root": tmp_path}
     store = FileStore.open_shared(folder / "store", owner="a", **kwargs)
     store.commit_sync(Projection.of({"k1": 1}))
-    foreign = folder / "store" / "snapshot.00000099.00000000.json"
-    foreign.write_bytes(b"{}")  # a file no run of the store leaves: the open is refused
+    store.commit_sync(Projection.of({"k1b": 1}))
+    (log,) = epochs_of(os.listdir(folder / "store"))[store.token or 0].logs.values()
+    path = folder / "store" / log
+    data = path.read_bytes()
+    at = data.index(b'"k1"')
+    path.write_bytes(data[:at] + b"X" + data[at + 1 :])  # damage before a valid record
     with pytest.raises(StoreCorrupted):
         FileStore.open_shared(folder / "store", owner="b", takeover=True, **kwargs)
-    record = read_lease(str(folder))
+    record = current_lease(folder / "store")
     assert record is not None and (record.owner, record.token) == ("a", store.token)
     store.commit_sync(Projection.of({"k2": 2}))  # still the owner: nothing changed
     store.close_sync()
-    foreign.unlink()
+    damaged = path.read_bytes()
+    path.write_bytes(damaged[:at] + b'"' + damaged[at + 1 :])
     again = FileStore.open_shared(folder / "store", owner="b", **kwargs)
-    assert sorted(again.image.keys()) == ["k1", "k2"]
+    assert sorted(again.image.keys()) == ["k1", "k1b", "k2"]
     again.close_sync()
 
 
@@ -272,18 +298,20 @@ def _stopped(pid: int) -> bool:
         return stat.read().rsplit(")", 1)[1].split()[0] == "T"
 
 
-@pytest.mark.req("JF-STORE-033")
+@pytest.mark.req("JF-STORE-033", "JF-STORE-045")
 @pytest.mark.parametrize("takeover", [True, False], ids=["takeover", "plain-open"])
-def test_an_owner_frozen_mid_write_delays_the_next_owner_no_longer_than_its_lease(
+def test_an_owner_frozen_mid_write_delays_a_takeover_not_at_all_and_a_plain_open_its_lease(
     tmp_path: Path, workers: Any, takeover: bool
 ) -> None:
-    """An owner stopped (SIGSTOP) inside its write, holding the game's lock: the next open
-    does not wait for it to resume (it never does here); once the frozen owner's lease is over
-    the lock's holder is ended, and its write in flight counts as landed whole or not."""
+    """An owner stopped (SIGSTOP) between its write and its sync: a takeover completes while
+    it is still stopped, a plain open once its lease (1 s) is over; nobody signals it. When
+    it is continued, its write counts only as the new owner read it: landed before the
+    seal, it is acknowledged and in the new owner's store."""
     a = workers(tmp_path, "g", "a", 1.0)
     token = a.ask("open")["token"]
     assert a.ask("commit k1") == {"ok": True}
-    a.send("freeze k2")
+    assert a.ask("arm write:appended") == {"ok": True}
+    a.send("commit k2")
     deadline = time.monotonic() + WAIT
     while not _stopped(a.proc.pid):
         assert time.monotonic() < deadline, "the owner never stopped"
@@ -296,11 +324,14 @@ def test_an_owner_frozen_mid_write_delays_the_next_owner_no_longer_than_its_leas
         assert not takeover and opened["code"] == "store_locked", opened
         time.sleep(0.1)
     assert opened["token"] > token
-    assert a.proc.wait(WAIT) == -signal.SIGKILL  # ended, never resumed
+    assert _stopped(a.proc.pid) and a.proc.poll() is None  # never ended, still stopped
     keys = b.ask("keys")["keys"]
-    assert keys in (["k1"], ["k1", "k2"])  # the write in flight: whole or absent
-    assert b.ask("commit k3") == {"ok": True}
-    assert b.ask("keys")["keys"] == [*keys, "k3"]
+    assert keys == ["k1", "k2"]  # its bytes came before the seal: read by the new owner
+    a.proc.send_signal(signal.SIGCONT)  # the test's own child
+    assert a.next() == {"ok": True}  # and so acknowledged
+    assert a.ask("commit k3") == {"ok": False, "code": "store_fenced"}
+    assert b.ask("commit k4") == {"ok": True}
+    assert b.ask("keys")["keys"] == ["k1", "k2", "k4"]
 
 
 def test_a_closed_store_is_unlocked_while_a_started_process_holds_copies_of_its_locks(

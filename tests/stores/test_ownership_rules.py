@@ -34,10 +34,11 @@ from pg_fixtures import game_id
 from jfsm.errors import StoreFenced, StoreLocked
 from jfsm.image import QUOTA_BYTES
 from jfsm.projection import Projection
-from jfsm.stores.file import lease as file_lease
+from jfsm.stores.file import ownership
 from jfsm.stores.file import store as file_store
 from jfsm.stores.file.directory import read_contents
-from jfsm.stores.file.lease import FileLease, LeaseRecord
+from jfsm.stores.file.lease import LeaseRecord
+from jfsm.stores.file.ownership import Epoch
 from jfsm.stores.file.store import FileStore
 from jfsm_conformance.examples.broken_owners import extend_any_lease
 
@@ -265,10 +266,11 @@ def _takeover_as(forced: bool, open_fn: Callable[..., Any]) -> Callable[..., Any
     return bent
 
 
-def _end_without_ending(lease: FileLease) -> None:
-    fd, lease._fd = lease._fd, None
-    if fd is not None:
-        os.close(fd)
+def _end_without_ending(epoch: Epoch) -> None:
+    """A release that closes the log and leaves the lease as it was."""
+    if not epoch.closed:
+        epoch.closed = True
+        os.close(epoch._fd)
 
 
 def _half_then_refuse(commit: Callable[..., Any], reopen: Callable[[Any], Any]) -> Any:
@@ -290,31 +292,31 @@ def file_mutants(mp: pytest.MonkeyPatch, backend: FileBackend) -> dict[str, Call
     reopen = lambda _store: backend.open("half", takeover=True)  # noqa: E731
     return {
         "acquire: a plain open takes the game": lambda: mp.setattr(
-            file_store, "take_lease", _takeover_as(True, file_lease.take_lease)
+            file_store, "take", _takeover_as(True, ownership.take)
         ),
         "renew-keeps: a renewal that renews nothing": lambda: mp.setattr(
-            FileLease, "renew", lambda self: True
+            Epoch, "renew", lambda self: True
         ),
         "renew-only-own: a renewal that extends any lease": lambda: mp.setattr(
-            FileLease, "renew", extend_any_lease
+            Epoch, "renew", extend_any_lease
         ),
         "release: close leaves the lease": lambda: mp.setattr(
-            FileLease, "end", _end_without_ending
+            Epoch, "release", _end_without_ending
         ),
         "takeover: a takeover is a plain open": lambda: mp.setattr(
-            file_store, "take_lease", _takeover_as(False, file_lease.take_lease)
+            file_store, "take", _takeover_as(False, ownership.take)
         ),
         "expire: a lease never runs out": lambda: mp.setattr(
             LeaseRecord, "live", lambda self: self.until > 0
         ),
         "fence-write: a write without its token check": lambda: mp.setattr(
-            FileStore, "_as_owner", lambda self, what, write, *args: write(*args)
+            Epoch, "_check_position", lambda self, length, continued=False: None
         ),
         "fence-write: a fenced write lands half of it": lambda: mp.setattr(
             FileStore, "commit_sync", _half_then_refuse(FileStore.commit_sync, reopen)
         ),
         "fence-read: a read without its check": lambda: mp.setattr(
-            FileLease, "check", lambda self: None
+            Epoch, "check", lambda self: None
         ),
     }
 

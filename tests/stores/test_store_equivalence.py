@@ -8,6 +8,11 @@ and its files reopened (what a killed process leaves: the log with the unused ze
 preallocation), so replaying the log must rebuild the same image. Its log extents are tiny,
 so commits extend the log often.
 
+A `FileStore` of a directory shared by processes (the epoch format, decision R173) runs
+alongside too: reopened, taken over while its old handle is still open (whose next commit
+is fenced, nothing of it visible), and converted to the single-process format and back;
+every takeover must keep the checkpoint base and the change log exactly.
+
 With a PostgreSQL server (`test_memory_file_and_postgres_agree`), a `PostgresStore` of a fresh
 game runs alongside: closed and reopened, or taken over by a new handle while the old one is
 still open (the old handle's next commit is fenced and writes nothing). Group commit is on
@@ -21,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import os
 import shutil
 import tempfile
 import uuid
@@ -108,6 +114,10 @@ class StoreEquivalence(RuleBasedStateMachine):
         self.directory = tempfile.mkdtemp(prefix="jfsm-eq-")
         self.memory = MemoryStore(quota=QUOTA)
         self.file = SmallExtentStore.open_sync(self.directory, quota=QUOTA)
+        # on a memory file system where there is one: what is judged is the format
+        memory = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
+        self.shared_root = tempfile.mkdtemp(prefix="jfsm-eq-shared-", dir=memory)
+        self.shared = self._open_shared()
         self.model: dict[str, bytes] = {}
         self.model_base: dict[str, bytes] = {}
         self.pg: Any = None
@@ -124,8 +134,18 @@ class StoreEquivalence(RuleBasedStateMachine):
             self.bystander = BlockingPostgresStore.open(self.postgres, self.game + "-b")
             self.bystanding = 0
 
+    def _open_shared(self, takeover: bool = False) -> FileStore:
+        return FileStore.open_shared(
+            Path(self.shared_root) / "store",
+            game="g",
+            root=self.shared_root,
+            owner="eq",
+            takeover=takeover,
+            quota=QUOTA,
+        )
+
     def stores(self) -> list[Any]:
-        return [self.memory, self.file]
+        return [self.memory, self.file, self.shared]
 
     def postgres_stores(self) -> list[Any]:
         return [self.pg, self.neighbour] if self.pg is not None else []
@@ -133,6 +153,8 @@ class StoreEquivalence(RuleBasedStateMachine):
     def teardown(self) -> None:
         done(self.file.close())
         shutil.rmtree(self.directory, ignore_errors=True)
+        done(self.shared.close())
+        shutil.rmtree(self.shared_root, ignore_errors=True)
         for store in [*self.postgres_stores(), self.bystander]:
             if store is not None:
                 store.close()
@@ -209,6 +231,8 @@ class StoreEquivalence(RuleBasedStateMachine):
     def reopen(self, verify: bool) -> None:
         done(self.file.close())
         self.file = SmallExtentStore.open_sync(self.directory, quota=QUOTA, verify=verify)
+        done(self.shared.close())
+        self.shared = self._open_shared()
         if self.pg is not None:
             assert self.postgres is not None
             self.pg.close()
@@ -228,6 +252,14 @@ class StoreEquivalence(RuleBasedStateMachine):
         shutil.rmtree(self.directory, ignore_errors=True)
         self.directory = copy
         self.file = SmallExtentStore.open_sync(self.directory, quota=QUOTA, verify=verify)
+        # the shared store's abandoned handle: a new epoch takes over while it is open
+        old, self.shared = self.shared, self._open_shared(takeover=True)
+        try:
+            old.commit_sync(Projection.of({}, ["a"]))
+            raise AssertionError("a superseded epoch's handle wrote")
+        except StoreFenced:
+            event("shared directory: the old epoch's handle is fenced")
+        old.close_sync()
         if self.pg is not None:
             # PostgreSQL's abandoned handle: a new owner takes over while it is still open.
             assert self.postgres is not None
@@ -252,6 +284,16 @@ class StoreEquivalence(RuleBasedStateMachine):
                 pass
             old.close()
 
+    @rule()
+    def convert_shared(self) -> None:
+        """The shared store opened by a process of one (converted to its format) and shared
+        again (converted back): the same image both times."""
+        done(self.shared.close())
+        with FileStore.open_sync(Path(self.shared_root) / "store", quota=QUOTA) as plain:
+            assert plain.image.values_bytes() == self.model
+            assert plain.image.base_bytes() == self.model_base
+        self.shared = self._open_shared()
+
     @invariant()
     def stores_agree(self) -> None:
         for store in self.postgres_stores():
@@ -260,6 +302,11 @@ class StoreEquivalence(RuleBasedStateMachine):
             assert pg.base_bytes() == self.model_base
             assert pg.change_log() == _log_of(self.model, self.model_base)
             assert pg.footprint() == self.memory.image.footprint()
+        shared = self.shared.image
+        assert shared.values_bytes() == self.model
+        assert shared.base_bytes() == self.model_base
+        assert shared.change_log() == _log_of(self.model, self.model_base)
+        assert shared.footprint() == self.memory.image.footprint()
         mem, fil = self.memory.image, self.file.image
         assert fil.values_bytes() == mem.values_bytes() == self.model
         assert fil.base_bytes() == mem.base_bytes() == self.model_base

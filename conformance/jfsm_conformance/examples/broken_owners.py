@@ -37,8 +37,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import fcntl
-import os
 import sys
 from collections.abc import Mapping
 from typing import Any
@@ -48,7 +46,8 @@ from jfsm.engine import GameEngine
 from jfsm.errors import StoreFenced
 from jfsm.projection import Projection
 from jfsm.records import Participant
-from jfsm.stores.file.lease import RECORD_SIZE, FileLease, LeaseKeeper, LeaseRecord, host_clock
+from jfsm.stores.file.lease import LeaseKeeper, LeaseRecord, write_lease_at
+from jfsm.stores.file.ownership import Epoch, current_lease_at
 
 __all__ = ["FLAWS", "OwnersDriver", "extend_any_lease", "main"]
 
@@ -79,30 +78,26 @@ FROM {position} AS here LEFT JOIN renewed r ON true
 
 
 class _AnyLeaseKeeper(LeaseKeeper):
-    """`renew_any_owner` on a shared directory: each renewal rewrites the game's lease record
-    with a later end, whoever it names."""
+    """`renew_any_owner` on a shared directory: each renewal rewrites the lease the game's
+    opens read (its latest epoch's) with a later end, whoever it names."""
 
     def renew_all(self) -> int:
         for lease in list(self._leases):
             with contextlib.suppress(OSError):
+                assert isinstance(lease, Epoch)
                 extend_any_lease(lease)
         return len(self._leases)
 
 
-def extend_any_lease(lease: FileLease) -> bool:
-    """Rewrite the lease in `lease`'s file to end one lease length from now, whatever owner
-    and token it names (a released one comes back to life). Also the ownership-rule
-    mutant `renew-only-own` of `tests/stores/test_ownership_rules.py`."""
-    fd = os.open(lease.path, os.O_RDWR)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        record = LeaseRecord.decode(os.pread(fd, RECORD_SIZE, 0))
-        if record is not None:
-            boot, now = host_clock()
-            later = LeaseRecord(record.owner, record.token, boot, now + lease.seconds)
-            os.pwrite(fd, later.encode(), 0)
-    finally:
-        os.close(fd)
+def extend_any_lease(epoch: Epoch) -> bool:
+    """Rewrite the lease of the game's latest established epoch (the one an open reads) to
+    end one lease length from now, whatever owner and token it names (a released one comes
+    back to life). Also the ownership-rule mutant `renew-only-own` of
+    `tests/stores/test_ownership_rules.py`."""
+    record = current_lease_at(epoch.store_fd)
+    if record is not None:
+        later = LeaseRecord.starting(record.owner, record.token, epoch.seconds)
+        write_lease_at(epoch.store_fd, later)
     return True  # as a renewal answers: still held
 
 

@@ -4,15 +4,18 @@
 on disk (its `fdatasync` is the commit point); a crash at any instant, or a failure of any
 write, reopens to the state before or after the projection or checkpoint in flight, never
 to a mix (JF-ATOM). One writer at a time: a directory lock (`StoreLocked` for a second
-process), or, in shared mode, a lease and a fencing token checked under a short lock
-around every write (`StoreFenced`, JF-STORE-010..014). Damage that no crash can leave is
-`StoreCorrupted` naming the file and byte offset; nothing is changed then.
+process), or, in shared mode, ownership epochs: each write of an owner lands in its own
+epoch's log and counts only if no newer owner sealed that log first (`StoreFenced`,
+JF-STORE-010..014, 045..049). Damage that no crash can leave is `StoreCorrupted` naming the
+file and byte offset; nothing is changed then.
 
 **The modules.** `store` (`FileStore`: the commit protocol, its async and blocking
 surfaces, its errors), `log`, `manifest`, `snapshot` and `scan` (the bytes of each file,
 read in bounded windows), `directory` (which files are live, leftovers or foreign),
 `fsio` (the file-system seam), `crashfs` (a process that dies at a write boundary, for
-crash tests), `lease` (leases and fencing tokens of a directory shared by processes).
+crash tests); for a directory several processes share: `epochs` (the bytes of an epoch
+store), `ownership` (taking, writing and sealing epochs), `lease` (leases: liveness only)
+and `tokens` (the directory's fencing tokens).
 
 # Layout
 
@@ -35,15 +38,23 @@ snapshot, `jfsm.stores.file.scan` for the windowed reading, decision R51):
 Other files in the directory are left alone. Which files are live, leftovers or foreign is
 decided by `jfsm.stores.file.directory`.
 
-# Shared mode (decision R95)
+# Shared mode (decisions R95, R173)
 
-Opened with a `fence` (`jfsm.stores.file.lease.FileLease`) over an `OsFileSystem(shared=True)`,
-the store holds no lock for its life: several processes on one host may hold stores of one
-game, and the game's lease decides which of them writes. Every write (the record's
-`pwrite`+`fdatasync`, a checkpoint's or seed's files) runs under the game's short lock and
-only while the lease file still names this store's token; otherwise it raises `StoreFenced`
-and writes nothing, and the store is `fenced` from then on. `close` trims the preallocation
-only while still the owner (a fenced store never touches the files again) and ends the lease.
+Opened with `FileStore.open_shared`, the store holds no lock but its directory's, taken
+shared (R120): several processes on one host may hold stores of one game, and the order of
+the file system decides which of them writes. Each ownership of the game is an *epoch*:
+files of its own named by its fencing token (`epoch.<T>.<g>.jfl`, `base.<T>.<g>.<crc>.json`,
+`lease.<T>`; `jfsm.stores.file.epochs`), and the `manifest` says `jfsm-file-store/epochs`.
+The owner appends each record with one `O_APPEND` write, syncs it, and checks that it landed
+where its previous record ended; a new owner first appends a *seal* to the old epoch's log,
+so a record of the old owner lands before the seal (the new owner reads it) or after it
+(void: the old owner answers `StoreFenced`). Nothing waits for a stopped owner and nothing
+signals it (`jfsm.stores.file.ownership`). The log has no preallocation, and `close` trims
+nothing: it ends the lease (while still the owner) and closes the log.
+
+A plain `FileStore.open` of a store in the epoch format converts it back to the layout
+above (it holds the store exclusively); the first shared open of a store in the layout
+above converts it to epochs (decision R175).
 """
 
 from jfsm.stores.file.store import FileStore

@@ -4,6 +4,16 @@ Reading only: `survey` decides from the names in the directory (and the manifest
 `read_contents` reads the live snapshot and log into an image. Neither writes, truncates or
 deletes anything: `FileStore.open` acts on what they found, `jfsm inspect` only reports it.
 
+# The epoch format (decision R173)
+
+A store that processes of a shared directory own is in the epoch format
+(`jfsm.stores.file.epochs`): once an epoch of it is established, the latest established
+epoch is the store, and every other file (other epochs, the single-process files it was
+converted from) is a leftover. `read_contents` reads it so (`Contents.epoch`), read only:
+an epoch still being opened counts as not established. Without an established epoch the
+rules below apply (`read_plain_contents`); a manifest that marks the epoch format is then
+`StoreCorrupted`.
+
 # With a manifest (decision R27)
 
 The manifest names generation g's snapshot (none for g = 0) and log; they are the store.
@@ -41,19 +51,27 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
 from jfsm.image import StoreImage
+from jfsm.stores.file.epochs import (
+    EpochState,
+    epochs_of,
+    latest_established,
+    parse_epoch_name,
+    read_state,
+)
 from jfsm.stores.file.log import has_commits, header_store, log_header, read_log, tail_is_zeros
 from jfsm.stores.file.manifest import (
     MANIFEST_NAME,
     FileName,
     Manifest,
     decode_manifest,
+    is_epochs_marker,
     log_name,
     parse_name,
 )
 from jfsm.stores.file.scan import corrupted
 from jfsm.stores.file.snapshot import read_snapshot
 
-__all__ = ["Contents", "Survey", "read_contents", "survey"]
+__all__ = ["Contents", "Survey", "read_contents", "read_plain_contents", "survey"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +98,10 @@ def survey(directory: str, names: Iterable[str], read: Callable[[str], bytes]) -
             files[name] = parsed
     if MANIFEST_NAME in files:
         path = os.path.join(directory, MANIFEST_NAME)
-        live = decode_manifest(path, read(path))
+        data = read(path)
+        if is_epochs_marker(data):
+            raise corrupted(path, None, "marks the epoch format, but no epoch is established")
+        live = decode_manifest(path, data)
         for live_name in (live.snapshot, live.log):
             if live_name is not None and live_name not in files:
                 path = os.path.join(directory, live_name)
@@ -145,13 +166,16 @@ def _classify(
 @dataclass(frozen=True, slots=True)
 class Contents:
     """A store as read: its survey, its image, the live log's size and the end of its last
-    valid record, and what follows that end (`None`, `"zeros"` or `"torn"`)."""
+    valid record, and what follows that end (`None`, `"zeros"`, `"torn"` or `"sealed"`).
+    `epoch`: the latest established epoch of a store in the epoch format (its survey then
+    names its last log and base, and every other file as a leftover), else None."""
 
     survey: Survey
     image: StoreImage
     log_size: int
     end: int
     tail: str | None
+    epoch: EpochState | None = None
 
 
 def read_contents(
@@ -162,7 +186,47 @@ def read_contents(
     quota: int,
     verify: bool = False,
 ) -> Contents:
-    """Survey `directory` and read its live snapshot and log, writing nothing.
+    """The store in `directory` as its files hold it, in either format (module docstring),
+    writing nothing. Raises `StoreCorrupted` naming the file, or the file system's
+    `OSError`."""
+    names = list(names)
+    epochs = epochs_of(names)
+    latest = latest_established(directory, epochs, read, below=2**64)
+    if latest is None:
+        plain = [name for name in names if parse_epoch_name(name) is None]
+        return read_plain_contents(directory, plain, read, quota=quota, verify=verify)
+    state = read_state(directory, epochs[latest], read, quota=quota)
+    last, header = state.last, state.header
+    live = {log.name for log in state.chain} | {header.base, f"lease.{latest:020d}"}
+    leftovers = tuple(name for name in sorted(names) if name not in live and _store_file(name))
+    survey = Survey(
+        Manifest(header.generation, header.base, last.name, header.store), True, False, leftovers
+    )
+    tail = None
+    if last.sealed is not None:
+        tail = "sealed"
+    elif last.torn:
+        tail = "torn"
+    return Contents(survey, state.image, last.size, last.end, tail, state)
+
+
+def _store_file(name: str) -> bool:
+    parsed = parse_name(name)
+    return parse_epoch_name(name) is not None or (
+        parsed is not None and parsed.kind not in ("manifest", "lock")
+    )
+
+
+def read_plain_contents(
+    directory: str,
+    names: Iterable[str],
+    read: Callable[[str], bytes],
+    *,
+    quota: int,
+    verify: bool = False,
+) -> Contents:
+    """Survey `directory` (the single-process format) and read its live snapshot and log,
+    writing nothing.
 
     Raises `StoreCorrupted` (as `survey`, or a damaged snapshot or log) or the file system's
     `OSError`.

@@ -217,7 +217,7 @@ class OsFileSystem:
 
     trusted = False
     #: hold the store's lock shared (decision R120): in a directory shared by several
-    #: processes, writers are ordered by each game's lease lock (`jfsm.stores.file.lease`);
+    #: processes, writers are ordered by each game's epochs (`jfsm.stores.file.ownership`);
     #: the shared hold only keeps a store of one process (exclusive) out while any shared
     #: process has the store open, and the other way round
     shared = False

@@ -43,11 +43,14 @@ from jfsm.stores.file.snapshot import object_bytes
 __all__ = [
     "HEADER_SIZE",
     "MAGIC",
+    "decode_projection",
     "encode_record",
+    "frame",
     "has_commits",
     "header_store",
     "log_header",
     "read_log",
+    "record_at",
     "tail_is_zeros",
 ]
 
@@ -68,6 +71,26 @@ def _payload(projection: Projection) -> bytes:
 def _frame(payload: bytes) -> bytes:
     head = struct.pack(">4sII", MAGIC, len(payload), zlib.crc32(payload))
     return head + struct.pack(">I", zlib.crc32(head)) + payload
+
+
+def frame(payload: bytes) -> bytes:
+    """The framed record of `payload` (the epoch logs of a shared directory frame their own
+    payloads with it, `jfsm.stores.file.epochs`)."""
+    return _frame(payload)
+
+
+def record_at(data: bytes, offset: int) -> tuple[int, int] | str:
+    """Where the payload of the valid record at `offset` starts and ends, or why there is
+    no valid record there (short header, bad magic, a CRC mismatch...)."""
+    return _record_at(data, offset)
+
+
+def decode_projection(
+    path: str, offset: int, data: bytes, start: int, stop: int, *, window: int = WINDOW
+) -> Projection:
+    """The projection in the payload `data[start:stop]` of the record at `offset`. Raises
+    `StoreCorrupted` naming `path` and `offset` if it is not what `encode_record` writes."""
+    return _decode_projection(path, offset, data, start, stop, False, window)
 
 
 def encode_record(projection: Projection) -> bytes:

@@ -45,7 +45,9 @@ __all__ = [
     "FileName",
     "Manifest",
     "decode_manifest",
+    "encode_epochs_marker",
     "encode_manifest",
+    "is_epochs_marker",
     "log_name",
     "parse_name",
     "snapshot_name",
@@ -55,6 +57,10 @@ LOCK_NAME = "lock"
 MANIFEST_NAME = "manifest"
 MANIFEST_TMP = "manifest.tmp"
 MANIFEST_FORMAT = "jfsm-file-store/1"
+#: the manifest of a store in the epoch format of a shared directory (decision R173): it names
+#: no file (the latest established epoch is the store, `jfsm.stores.file.epochs`) and keeps a
+#: jfsm that knows only `MANIFEST_FORMAT` out (`store_corrupted`, never a write)
+EPOCHS_FORMAT = "jfsm-file-store/epochs"
 
 _SNAPSHOT = re.compile(r"snapshot\.(\d{8,})\.([0-9a-f]{8})\.json")
 _LOG = re.compile(r"log\.(\d{8,})\.jfl")
@@ -119,6 +125,17 @@ def encode_manifest(manifest: Manifest) -> bytes:
         }
     )
     return line + b"\n" + f"{zlib.crc32(line):08x}".encode() + b"\n"
+
+
+def encode_epochs_marker() -> bytes:
+    """The manifest of a store in the epoch format: its JCS line and its CRC line."""
+    line = canonical_bytes({"format": EPOCHS_FORMAT})
+    return line + b"\n" + f"{zlib.crc32(line):08x}".encode() + b"\n"
+
+
+def is_epochs_marker(data: bytes) -> bool:
+    """Whether `data` is the manifest of a store in the epoch format."""
+    return data == encode_epochs_marker()
 
 
 def decode_manifest(path: str, data: bytes) -> Manifest:

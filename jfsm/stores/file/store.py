@@ -40,6 +40,16 @@ commit protocol, its async and blocking surfaces, and its errors.
 So a crash at any instant reopens to the state before or after the projection or
 checkpoint in flight; before/after a checkpoint differ only in the change log.
 
+# Shared mode (decision R173)
+
+`open_shared` takes a new ownership epoch (`jfsm.stores.file.ownership.take`); from then on
+`commit` is the epoch's append (one `O_APPEND` write, `fdatasync`, the position check:
+`StoreFenced` once a newer owner sealed the log), `checkpoint` and `seed` continue the epoch
+in a new log with a new base (the continuation record is the commit point), `confirm`
+checks the log is unsealed, `close` ends the lease. A write whose sync failed, or that was
+cut short, leaves the store *broken* (the log is never cut back: others append to it).
+A plain `open` of a store in the epoch format converts it to this format first (R175).
+
 # Async and blocking surfaces (decision R65)
 
 `commit`, `seed`, `checkpoint` and `close` are coroutines, one at a time per store: checks
@@ -86,7 +96,7 @@ import errno as errno_names
 import functools
 import os
 import zlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import TypeVar
 
 import jfsm.observability as observability
@@ -94,9 +104,10 @@ from jfsm.errors import InvalidInput, StoreFenced, StoreLocked, StoreUnavailable
 from jfsm.image import QUOTA_BYTES, StoreImage, seeded_image
 from jfsm.limits import validate_owner
 from jfsm.projection import Projection
-from jfsm.stores.file.directory import read_contents
+from jfsm.stores.file.directory import Contents, read_contents
+from jfsm.stores.file.epochs import encode_changes, epochs_of
 from jfsm.stores.file.fsio import FileSystem, OsFileSystem
-from jfsm.stores.file.lease import DEFAULT_LEASE_SECONDS, FileLease, take_lease
+from jfsm.stores.file.lease import DEFAULT_LEASE_SECONDS
 from jfsm.stores.file.log import encode_record, log_header
 from jfsm.stores.file.manifest import (
     MANIFEST_NAME,
@@ -104,8 +115,10 @@ from jfsm.stores.file.manifest import (
     Manifest,
     encode_manifest,
     log_name,
+    parse_name,
     snapshot_name,
 )
+from jfsm.stores.file.ownership import Epoch, Step, take
 from jfsm.stores.file.snapshot import object_bytes
 from jfsm.stores.offload import Steps, run_blocking, run_steps, run_steps_sync
 
@@ -149,10 +162,10 @@ class FileStore:
         log: int,
         log_size: int,
         store_id: str | None = None,
-        fence: FileLease | None = None,
+        epoch: Epoch | None = None,
     ) -> None:
         # Use `FileStore.open`; this only assembles what it recovered.
-        self._fence = fence  # shared mode: every write as the lease's owner (R95)
+        self._epoch = epoch  # shared mode: every write lands in this epoch or is fenced (R173)
         self._store_id = store_id  # None until the first checkpoint of a store before R27
         # Where the log's records start: after its header (none in a log from before R27).
         self._log_start = 0 if store_id is None else len(log_header(generation, store_id))
@@ -166,7 +179,7 @@ class FileStore:
         self._log_size = log_size  # the end of the last committed record
         self._allocated = log_size  # the log's synced size: zeros after `_log_size`
         self._broken = False
-        self._writes = 0  # writes landed as the lease's owner (shared mode, R121)
+        self._writes = 0  # writes landed as the epoch's owner (shared mode, R121)
         self._serial = asyncio.Lock()  # one async operation at a time
 
     # -- opening -------------------------------------------------------------------------
@@ -193,7 +206,6 @@ class FileStore:
         quota: int = QUOTA_BYTES,
         fs: FileSystem | None = None,
         verify: bool = False,
-        fence: FileLease | None = None,
     ) -> FileStore:
         """Open (creating it if missing) the store in `directory`, recovering after a crash,
         in the calling thread (blocking code; `await FileStore.open(...)` in async code).
@@ -211,11 +223,11 @@ class FileStore:
         a path the system cannot take (a NUL in it). The lock is released again in every
         case.
 
-        `fence` (shared mode, decision R95): the lease this process holds on the game, taken
-        by `jfsm.stores.file.lease.take_lease` whose lock the caller holds during this open.
-        Every later write then runs under the game's lock as that lease's owner
-        (`StoreFenced` once another process took the game over, nothing written), and `fs`
-        should be an `OsFileSystem(shared=True)`, which holds the store's lock shared (R120).
+        A store a shared directory's processes owned (the epoch format, decision R173) is
+        converted back to this format here: its store, checkpoint base and change log as
+        the latest epoch held them; its side values (the shared driver's participants) are
+        not kept, for a plain driver never serves a shared directory (R95). Use
+        `open_shared` to own a game of a shared directory.
         """
         if type(quota) is not int or quota <= 0:
             raise InvalidInput(f"quota must be a positive integer of bytes, not {quota!r}")
@@ -231,7 +243,7 @@ class FileStore:
         except OSError as exc:
             raise fs_unavailable(path, "open", exc, "closed") from exc
         try:
-            return cls._recover(path, fs, lock, quota, verify, fence)
+            return cls._recover(path, fs, lock, quota, verify)
         except BaseException as exc:
             with contextlib.suppress(OSError):
                 fs.unlock(lock)
@@ -255,40 +267,67 @@ class FileStore:
         directory: str | os.PathLike[str],
         *,
         game: str,
-        lease_folder: str | os.PathLike[str],
         root: str | os.PathLike[str],
         owner: str,
+        lease_folder: str | os.PathLike[str] | None = None,
         takeover: bool = False,
         lease_seconds: float = DEFAULT_LEASE_SECONDS,
-        adopt: int | None = None,
         quota: int = QUOTA_BYTES,
         trusted: bool = False,
+        step: Step | None = None,
     ) -> FileStore:
-        """Own game `game` of a directory that several processes share (decision R95) and
-        open its store in `directory`: the lease in `lease_folder` (its `lease` file), the
-        token from `root`'s counter (`jfsm.stores.file.lease.take_lease`), the store read
-        from disk under the game's lock. `adopt`: see `take_lease`.
+        """Own game `game` of a directory that several processes on one host share (decision
+        R173) and open its store in `directory`: a new ownership epoch, its token from
+        `root`'s sequence (`jfsm.stores.file.tokens`), the store read from the files as the
+        previous owner landed them (`jfsm.stores.file.ownership.take`). Every later write
+        lands in this epoch or is refused with `StoreFenced` (nothing of it visible), and no
+        lock is held between calls. `lease_folder`: the game's folder, where a jfsm before
+        R173 kept its lease (read and removed once, R175). `step`: the tests' seam
+        (`jfsm.stores.file.ownership`).
 
-        Raises `StoreLocked` while another owner id's lease is live (unless `takeover`),
-        `StoreUnavailable` for a file-system error, `InvalidInput` for an owner id that does
-        not match `jfsm.limits.OWNER_PATTERN`, and whatever `open` raises (the lease just
-        taken is then ended).
+        Raises `StoreLocked` while another owner id's lease is live (unless `takeover`), when
+        another open of the game won a race, or while a process of one holds the store (R120);
+        `StoreCorrupted`; `StoreUnavailable` for a file-system error; `InvalidInput` for an
+        owner id that does not match `jfsm.limits.OWNER_PATTERN` or a bad quota.
         """
         validate_owner(owner)
+        if type(quota) is not int or quota <= 0:
+            raise InvalidInput(f"quota must be a positive integer of bytes, not {quota!r}")
+        fs = OsFileSystem(trusted=trusted, shared=True)
+        path = os.fspath(directory)
         try:
-            with take_lease(
-                game,
-                os.fspath(lease_folder),
-                os.fspath(root),
-                owner,
+            fs.makedirs(path)
+            lock = fs.lock(path)
+        except ValueError as exc:  # a NUL in the path
+            raise InvalidInput(f"store directory {path!r} is not a usable path: {exc}") from None
+        except BlockingIOError as exc:
+            raise StoreLocked(
+                f"store {path} is locked by another process (a process of one, or another "
+                f"program holding a lock on {path} or its lock file)",
+                directory=path,
+            ) from exc
+        except OSError as exc:
+            raise fs_unavailable(path, "open", exc, "closed") from exc
+        try:
+            epoch, image = take(
+                path,
+                lock,
+                game=game,
+                root=os.fspath(root),
+                owner=owner,
                 takeover=takeover,
                 seconds=lease_seconds,
-                adopt=adopt,
-            ) as lease:
-                fs = OsFileSystem(trusted=trusted, shared=True)
-                return cls.open_sync(directory, quota=quota, fs=fs, fence=lease)
-        except OSError as exc:  # the lease or the token counter
-            raise fs_unavailable(os.fspath(lease_folder), "open", exc, "closed") from exc
+                quota=quota,
+                legacy_folder=None if lease_folder is None else os.fspath(lease_folder),
+                step=step,
+            )
+        except BaseException as exc:
+            with contextlib.suppress(OSError):
+                fs.unlock(lock)
+            if isinstance(exc, OSError):
+                raise fs_unavailable(path, "open", exc, "closed") from exc
+            raise
+        return cls(path, fs, lock, image, epoch.generation, None, -1, 0, None, epoch)
 
     @classmethod
     def _recover(
@@ -298,11 +337,15 @@ class FileStore:
         lock: int,
         quota: int,
         verify: bool,
-        fence: FileLease | None = None,
     ) -> FileStore:
         contents = read_contents(
             directory, fs.listdir(directory), fs.read, quota=quota, verify=verify
         )
+        if contents.epoch is not None:  # owned by a shared directory's processes until now
+            _convert_from_epochs(fs, directory, contents)
+            contents = read_contents(
+                directory, fs.listdir(directory), fs.read, quota=quota, verify=verify
+            )
         found = contents.survey
         live = found.live
         end = contents.end
@@ -339,7 +382,6 @@ class FileStore:
             log,
             end,
             live.store,
-            fence,
         )
         store._remove(list(found.leftovers))
         return store
@@ -356,18 +398,19 @@ class FileStore:
 
     @property
     def token(self) -> int | None:
-        """The fencing token of this owner (shared mode), else None."""
-        return None if self._fence is None else self._fence.token
+        """The fencing token of this owner (shared mode: its epoch's), else None."""
+        return None if self._epoch is None else self._epoch.token
 
     @property
-    def fence(self) -> FileLease | None:
-        """The lease this store writes under (shared mode, R95), else None."""
-        return self._fence
+    def fence(self) -> Epoch | None:
+        """The epoch this store writes in (shared mode, R173), else None: its `renew` is what
+        a `jfsm.stores.file.lease.LeaseKeeper` calls."""
+        return self._epoch
 
     @property
     def writes(self) -> int:
-        """How many writes this handle landed as the lease's owner (shared mode; each
-        checked its token under the game's lock); 0 for a store of one process."""
+        """How many writes this handle landed as the epoch's owner (shared mode; each
+        checked by its position in the epoch's log); 0 for a store of one process."""
         return self._writes
 
     @property
@@ -376,23 +419,23 @@ class FileStore:
         or `closed`."""
         if self._lock is None:
             return "closed"
-        if self._fence is not None and self._fence.fenced:
+        if self._epoch is not None and self._epoch.fenced:
             return "fenced"
         return "broken" if self._broken else "owner"
 
     async def confirm(self) -> None:
-        """Before serving a read of a game of a shared directory (decision R121): check,
-        under the game's lock, that this handle still owns it, renewing the lease. Raises
+        """Before serving a read of a game of a shared directory (decision R121): check that
+        this handle's epoch is still unsealed, renewing the lease when due. Raises
         `StoreFenced` (state `fenced`) once another process took it over, `StoreUnavailable`
-        on a closed store or when the lease file cannot be read. A store of one process
-        only checks that it is open."""
+        on a closed store or when the log cannot be read. A store of one process only
+        checks that it is open."""
         if self._lock is None:
             raise StoreUnavailable(f"store {self._directory} is closed", state="closed")
-        fence = self._fence
-        if fence is None:
+        epoch = self._epoch
+        if epoch is None:
             return
         try:
-            await run_blocking(fence.check)
+            await run_blocking(epoch.check)
         except OSError as exc:
             raise self._unavailable("check its owner", exc) from exc
 
@@ -403,17 +446,32 @@ class FileStore:
     )
     def renew_sync(self) -> bool:
         """Shared mode: renew this owner's lease now, as the idle timer does (only while its
-        token is still the game's, JF-STORE-031); returns whether it was. A store of one
-        process: True while open. Raises `StoreUnavailable` when the lease file cannot be
-        written, or on a closed store."""
+        epoch is unsealed, JF-STORE-031); returns whether it was. A store of one process:
+        True while open. Raises `StoreUnavailable` when the lease cannot be written, or on
+        a closed store."""
         if self._lock is None:
             raise StoreUnavailable(f"store {self._directory} is closed", state="closed")
-        if self._fence is None:
+        if self._epoch is None:
             return True
         try:
-            return self._fence.renew()
+            return self._epoch.renew()
         except OSError as exc:
             raise self._unavailable("renew its lease", exc) from exc
+
+    def side(self, name: str) -> bytes | None:
+        """Shared mode: the side value `name` (JCS bytes) as this owner last read or wrote
+        it, None if never set. A store of one process keeps none (None)."""
+        return None if self._epoch is None else self._epoch.sides.get(name)
+
+    async def write_side(self, name: str, value: bytes) -> None:
+        """Shared mode: set side value `name` to `value` (JCS bytes) as the owner, fenced as
+        a commit is (`StoreFenced`: nothing of it visible). Raises `InvalidInput` on a store
+        of one process, `StoreUnavailable` for a file-system error or a closed store."""
+        await run_steps(self._serial, self._side(name, value))
+
+    def write_side_sync(self, name: str, value: bytes) -> None:
+        """`write_side` done entirely in the calling thread."""
+        run_steps_sync(self._side(name, value))
 
     async def commit(self, projection: Projection) -> None:
         """Write `projection` durably after the last record (off the loop), then apply it
@@ -476,35 +534,61 @@ class FileStore:
 
     def _checkpoint(self) -> Steps:
         self._require_writable()
-        if self._log_size != self._log_start:  # else the snapshot is the current store
+        if self._epoch is not None:
+            if self._epoch.records:  # else the base is the current store
+                yield from self._continue_epoch(self._image)
+        elif self._log_size != self._log_start:  # else the snapshot is the current store
             yield from self._install_snapshot(self._image)
 
     def _seed(self, values: Mapping[str, bytes]) -> Steps:
         self._require_writable()
-        yield from self._install_snapshot(seeded_image(self._image, values))
+        image = seeded_image(self._image, values)
+        if self._epoch is not None:
+            yield from self._continue_epoch(image)
+        else:
+            yield from self._install_snapshot(image)
+
+    def _continue_epoch(self, image: StoreImage) -> Steps:
+        """Shared mode: continue the epoch in a new log whose base is `image`'s store, then
+        make `image` (checkpointed) the store's image."""
+        assert self._epoch is not None
+        values = image.values_bytes()
+        yield functools.partial(self._in_epoch, "write a snapshot", self._epoch.checkpoint, values)
+        image.checkpoint()
+        self._image = image
 
     def _close(self) -> Steps:
         if self._lock is not None:
             lock, self._lock = self._lock, None
             yield functools.partial(self._release, lock)
 
-    def _as_owner(self, what: str, write: Callable[..., T], *args: object) -> T:
-        """`write(*args)`, in shared mode under the game's lock as the lease's owner:
-        `StoreFenced` (nothing written) once another process took the game over;
-        `StoreUnavailable` when the lease file cannot be read."""
-        if self._fence is None:
-            return write(*args)
+    def _side(self, name: str, value: bytes) -> Steps:
+        if self._epoch is None:
+            raise InvalidInput("side values are kept only by a store of a shared directory")
+        self._require_writable()
+        yield functools.partial(
+            self._in_epoch, "write a side value", self._epoch.write_side, name, value
+        )
+
+    def _in_epoch(self, what: str, write: Callable[..., T], *args: object) -> T:
+        """`write(*args)` by the epoch (shared mode): `StoreFenced` passes through (nothing
+        of it visible); an `OSError` is `StoreUnavailable` (state `broken` when the write may
+        have half landed: close and reopen)."""
+        assert self._epoch is not None
         try:
-            with self._fence.hold():
-                done = write(*args)
-                self._writes += 1
-                return done
-        except OSError as exc:  # the lease file's own I/O (the write maps its errors itself)
+            done = write(*args)
+        except OSError as exc:
+            self._broken = self._broken or self._epoch.broken
             raise self._unavailable(what, exc) from exc
+        self._writes += 1
+        return done
 
     def _write_record(self, record: bytes) -> None:
-        """`_append` as the owner (shared mode)."""
-        self._as_owner("commit", self._append, record)
+        """`_append`, or in shared mode the epoch's append (R173)."""
+        if self._epoch is not None:
+            self._in_epoch("commit", self._epoch.append, record)
+        else:
+            self._append(record)
 
     def _append(self, record: bytes) -> None:
         """Write `record` after the last one and fdatasync it (the commit point); on failure
@@ -543,8 +627,8 @@ class FileStore:
         yield functools.partial(self._remove, old, old_log)
 
     def _write_snapshot(self, image: StoreImage) -> tuple[int, str, int, int, str]:
-        """`_write_generation` as the owner (shared mode)."""
-        return self._as_owner("write a snapshot", self._write_generation, image)
+        """`_write_generation` (a store of one process)."""
+        return self._write_generation(image)
 
     def _write_generation(self, image: StoreImage) -> tuple[int, str, int, int, str]:
         """The files of `_install_snapshot`: (generation, snapshot, log handle, header size,
@@ -589,23 +673,24 @@ class FileStore:
 
     def _release(self, lock: int) -> None:
         """Trim the unused preallocation (best effort, not synced: zeros after the last
-        record are harmless; in shared mode only while still the owner), close the log,
-        release the lock (and end the lease)."""
-        try:
+        record are harmless), close the log, release the lock. In shared mode: end the lease
+        (while still the owner) and close the epoch's log; nothing is trimmed (the log has
+        no preallocation, and an owner never cuts a log others append to)."""
+        if self._epoch is not None:
             try:
-                if self._allocated > self._log_size and not self._broken:
-                    with contextlib.suppress(OSError, StoreFenced):
-                        held = self._fence.hold(renew=False) if self._fence else _nothing()
-                        with held:
-                            self._fs.truncate(self._log, self._log_size)
+                self._epoch.release()
             finally:
-                self._fs.close(self._log)
+                self._fs.unlock(lock)
+            return
+        try:
+            if self._allocated > self._log_size and not self._broken:
+                with contextlib.suppress(OSError):
+                    self._fs.truncate(self._log, self._log_size)
         finally:
             try:
-                self._fs.unlock(lock)
+                self._fs.close(self._log)
             finally:
-                if self._fence is not None:
-                    self._fence.end()
+                self._fs.unlock(lock)
 
     def __enter__(self) -> FileStore:
         return self
@@ -631,8 +716,8 @@ class FileStore:
     def _require_writable(self) -> None:
         if self._lock is None:
             raise StoreUnavailable(f"store {self._directory} is closed", state="closed")
-        if self._fence is not None and self._fence.fenced:
-            raise self._fence.fenced_error()
+        if self._epoch is not None and self._epoch.fenced:
+            raise self._epoch.fenced_error()
         if self._broken:
             raise StoreUnavailable(
                 f"store {self._directory} is broken by a failed write; close and reopen it",
@@ -675,11 +760,6 @@ class FileStore:
                 self._fs.remove(self._path(name))
 
 
-@contextlib.contextmanager
-def _nothing() -> Iterator[None]:
-    yield
-
-
 def _create(fs: FileSystem, path: str) -> int:
     """Create the store's file `path` anew. Whatever has the name already (a leftover of a
     failed write, or a link someone planted) is not live, so it is removed (a link itself,
@@ -705,3 +785,49 @@ def _write_manifest(fs: FileSystem, directory: str, live: Manifest) -> None:
     """Replace the manifest by one naming `live` (the caller fsyncs the directory)."""
     _write_file(fs, os.path.join(directory, MANIFEST_TMP), encode_manifest(live))
     fs.rename(os.path.join(directory, MANIFEST_TMP), os.path.join(directory, MANIFEST_NAME))
+
+
+def _convert_from_epochs(fs: FileSystem, directory: str, contents: Contents) -> None:
+    """A store in the epoch format (`jfsm.stores.file.epochs`) opened by a process of one,
+    which holds it exclusively: write its store as a new generation of this format (the
+    latest epoch's checkpoint base as the snapshot, its change log as the log's one record),
+    name it in the manifest, then remove the epochs' files, the latest epoch's chain of logs
+    last and lowest first, so that a crash on the way leaves either format holding the same
+    store (decision R175)."""
+    state = contents.epoch
+    assert state is not None
+    names = fs.listdir(directory)
+    plain = [parse_name(name) for name in names]
+    generation = 1 + max((p.generation or 0 for p in plain if p is not None), default=0)
+    store_id = state.header.store
+    content = object_bytes(state.base)
+    snapshot = snapshot_name(generation, zlib.crc32(content))
+    log = log_name(generation)
+    handle = _create(fs, os.path.join(directory, log))
+    try:
+        fs.write(
+            handle,
+            log_header(generation, store_id)
+            + encode_changes(state.base, state.image.values_bytes()),
+        )
+        fs.fsync(handle)
+    finally:
+        fs.close(handle)
+    tmp = os.path.join(directory, f"snapshot.{generation:08d}.tmp")
+    _write_file(fs, tmp, content)
+    fs.rename(tmp, os.path.join(directory, snapshot))
+    fs.fsync_dir(directory)
+    _write_manifest(fs, directory, Manifest(generation, snapshot, log, store_id))
+    fs.fsync_dir(directory)
+    epochs = epochs_of(names)
+    latest = epochs[state.token]
+    chain = [each.name for each in state.chain]
+    doomed = [
+        name for token, files in epochs.items() if token != state.token for name in files.names()
+    ]
+    doomed += [name for name in latest.logs.values() if name not in chain]
+    doomed += chain
+    doomed += [*latest.bases.values(), *latest.others]
+    for name in doomed:
+        fs.remove(os.path.join(directory, name))
+    fs.fsync_dir(directory)
