@@ -100,7 +100,7 @@ from collections.abc import Callable, Mapping
 from typing import TypeVar
 
 import jfsm.observability as observability
-from jfsm.errors import InvalidInput, StoreFenced, StoreLocked, StoreUnavailable
+from jfsm.errors import InvalidInput, StoreLocked, StoreUnavailable
 from jfsm.image import QUOTA_BYTES, StoreImage, seeded_image
 from jfsm.limits import validate_owner
 from jfsm.projection import Projection
