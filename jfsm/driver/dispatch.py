@@ -13,7 +13,7 @@ Where the games live is the backend's: memory stores; file stores in a state dir
 (`jfsm.driver.pg`) or a state directory shared by processes on one host
 (`jfsm.driver.shared_dir`), one owner a game (`open_game`, `release_game`:
 `jfsm.driver.shared`). A game the driver does not serve yet is opened in one place,
-`_reopen`, whichever backend holds it.
+`_reopen`, whichever backend holds it, one open at a time (`jfsm.driver.served`).
 
 With a state directory at most `max_open` games are open at once (decision R56): the least
 recently used game at rest (no op on it running, nothing about it only in memory: no
@@ -30,7 +30,7 @@ import errno
 import shutil
 import sys
 import tempfile
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -39,6 +39,7 @@ from jfsm._version import __version__
 from jfsm.compressor import Compressor
 from jfsm.driver.crash import CrashSwitch
 from jfsm.driver.hello import parse_hello
+from jfsm.driver.served import ServedGames
 from jfsm.driver.shared import shared_ops
 from jfsm.driver.shared_dir import SharedDirectoryGames
 from jfsm.driver.state import GameFolder, Skipped, StateDamaged, StateDirectory
@@ -130,11 +131,11 @@ class ReferenceDriver:
                 raise InvalidInput("a shared driver needs a state directory")
             self.db = SharedDirectoryGames(state_dir)
         self.state = None if state_dir is None or self.db is not None else StateDirectory(state_dir)
-        self.games: OrderedDict[str, GameEngine] = OrderedDict()  # least recently used first
-        self.held: set[str] = set()  # games owned through open_game, never closed as idle
-        self.max_open = max_open
-        self._busy: Counter[str] = Counter()  # ops running per game (never closed meanwhile)
-        self._closing: dict[str, asyncio.Task[None]] = {}  # games whose store is closing
+        # the games served now, their opens and closes one at a time (R231)
+        self.served = ServedGames(max_open)
+        self._hello_running: asyncio.Future[None] | None = (
+            None  # a hello running: other ops wait (R232)
+        )
         self.skipped: list[Skipped] = []
         self._creating: set[str] = set()
         self._compress_url: str | None = None
@@ -148,6 +149,16 @@ class ReferenceDriver:
         self._ops: dict[str, Handler] = {
             name[3:]: getattr(self, name) for name in dir(self) if name.startswith("op_")
         } | shared_ops(self)
+
+    @property
+    def games(self) -> OrderedDict[str, GameEngine]:
+        """The games served now, least recently used first."""
+        return self.served.games
+
+    @property
+    def held(self) -> set[str]:
+        """The games owned through `open_game`, never closed as idle."""
+        return self.served.held
 
     # -- plumbing ------------------------------------------------------------------------
     async def handle(self, message: Mapping[str, Any]) -> dict[str, Any]:
@@ -169,22 +180,26 @@ class ReferenceDriver:
             handler = self._ops.get(op) if isinstance(op, str) else None
             if handler is None:
                 return error_reply(msg_id, "unsupported_op", f"unknown op {_shown(op)}")
-            if op != "hello" and self._compressor is None:
-                raise InvalidInput("the first message must be hello")
+            if op == "hello":
+                handler = self._alone(handler)
+            else:
+                while (running := self._hello_running) is not None:  # hello runs alone (R232)
+                    await asyncio.wait([running])
+                if self._compressor is None:
+                    raise InvalidInput("the first message must be hello")
             names = [v for k in ("game", "into") if isinstance(v := args.get(k), str)]
-            self._busy.update(names)
             try:
-                watch = self._owned_before(str(op), args)
-                try:
-                    result = await handler(args)
-                except StoreUnavailable as exc:
-                    if not (exc.details.get("landed") and await self._drop_landed(names)):
-                        raise
-                    result = await handler(args)  # on the game reopened as it is
-                if watch is not None:  # answered from this process's memory of the game
-                    await self._confirm_owner(*watch)
+                with self.served.using(names):  # never closed as idle meanwhile (R231)
+                    watch = self._owned_before(str(op), args)
+                    try:
+                        result = await handler(args)
+                    except StoreUnavailable as exc:
+                        if not (exc.details.get("landed") and await self._drop_landed(names)):
+                            raise
+                        result = await handler(args)  # on the game reopened as it is
+                    if watch is not None:  # answered from this process's memory of the game
+                        await self._confirm_owner(*watch)
             finally:
-                self._busy -= Counter(names)  # keeps positive counts only
                 if self._fs is None or not self._fs.dead:  # a dead driver closes nothing
                     await self._close_idle()
             if self._fs is not None and self._fs.dead and op != "restart":
@@ -194,6 +209,23 @@ class ReferenceDriver:
             return {"id": msg_id, "ok": False, "error": exc.to_json()}
         except Exception as exc:  # a bug in the engine: report it, never kill the driver
             return error_reply(msg_id, "internal_error", f"{type(exc).__name__}: {exc}"[:2000])
+
+    def _alone(self, handler: Handler) -> Handler:
+        """`handler` (hello's) run with no other op starting until it ends (decision R232):
+        an op sent right after `hello` waits for the state directory's set-up, never races
+        it."""
+
+        async def alone(args: Mapping[str, Any]) -> Any:
+            while (running := self._hello_running) is not None:  # one hello after the other
+                await asyncio.wait([running])
+            done = self._hello_running = asyncio.get_running_loop().create_future()
+            try:
+                return await handler(args)
+            finally:
+                self._hello_running = None
+                done.set_result(None)
+
+        return alone
 
     async def handle_bytes(self, data: bytes) -> dict[str, Any]:
         """Answer one message as the wire brings it (stdio, HTTP); never raises."""
@@ -230,8 +262,7 @@ class ReferenceDriver:
             engine = self.games.get(game_id)
             state = getattr(engine.store, "state", None) if engine is not None else None
             if self.db is not None and engine is not None and state == "broken":
-                del self.games[game_id]
-                await self._close_engine(game_id, engine)
+                await self.served.close(game_id)
                 dropped = True
         return dropped
 
@@ -248,27 +279,24 @@ class ReferenceDriver:
     async def _reopen(self, game_id: str) -> GameEngine | None:
         """A game this driver does not serve now, opened and served (None: no such game).
 
-        Once a close of it in progress has ended: from its folder (a game closed to bound
-        memory), or from the shared store (database or shared directory) with a plain open,
-        `StoreLocked` while another process owns it and the backend's store errors. A game
-        being created is not opened; a state folder that cannot be opened stays unserved
-        (listed in hello's `skipped`)."""
-        if (closing := self._closing.get(game_id)) is not None:  # its store closes first
-            await asyncio.wait([closing])
-        if game_id in self.games:  # reopened by another op meanwhile
-            return self.games[game_id]
+        One open at a time per game (decision R231): ops naming the game while it opens
+        share that open, and one naming it while it closes waits for the close first.
+        From its folder (a game closed to bound memory), or from the shared store
+        (database or shared directory) with a plain open, `StoreLocked` while another
+        process owns it and the backend's store errors. A game being created is not opened;
+        a state folder that cannot be opened stays unserved (listed in hello's `skipped`)."""
         if game_id in self._creating:
             return None
+        return await self.served.open(game_id, lambda: self._open_existing(game_id))
+
+    async def _open_existing(self, game_id: str) -> GameEngine | None:
+        """`_reopen`'s open, as the game's one move (`ServedGames.open`)."""
         if self.db is not None:
             try:  # a PostgresStore or a FileStore: each backend closes its own
                 opened: tuple[Any, list[Participant]] = await self.db.open(game_id, create=False)
             except InvalidInput:  # the store has no such game
                 return None
-            store, participants = opened
-            if game_id in self.games:  # opened meanwhile by a concurrent op
-                await self.db.close(store)
-                return self.games[game_id]
-            return await self._serve(game_id, store, participants)
+            return await self.serve_store(game_id, *opened)
         if self.state is None or not self.state.exists(game_id):
             return None
         folder = self.state.folder(game_id)
@@ -279,36 +307,22 @@ class ReferenceDriver:
             raise
         except (JfsmError, OSError, StateDamaged):  # listed in hello's skipped: not served
             return None
-        return await self._serve(game_id, store, participants)
+        return await self.serve_store(game_id, store, participants)
 
-    async def _serve(self, game_id: str, store: Any, participants: Any) -> GameEngine:
+    async def serve_store(self, game_id: str, store: Any, participants: Any) -> GameEngine:
         """Serve `game_id` over the open `store` (closed again if its engine fails)."""
         try:
-            self.games[game_id] = engine = self._engine(game_id, store, participants)
+            engine = self._engine(game_id, store, participants)
         except BaseException:
             await store.close()
             raise
-        return engine
+        return self.served.serve(game_id, engine)
 
     async def _close_idle(self) -> None:
         """Close least recently used idle games until at most `max_open` are open (only with
-        a state directory, from which they reopen)."""
-        if (self.state is None and self.db is None) or len(self.games) <= self.max_open:
-            return
-        for game_id in list(self.games):
-            engine = self.games.get(game_id)
-            if len(self.games) <= self.max_open:
-                break
-            held = game_id in self.held  # owned through open_game until release_game (R81)
-            if engine is not None and self._busy[game_id] <= 0 and not held and engine.at_rest():
-                del self.games[game_id]
-                await self._close_engine(game_id, engine)
-
-    async def _close_engine(self, game_id: str, engine: GameEngine) -> None:
-        """Close a game's engine (out of `games`); an op naming it meanwhile waits."""
-        task = self._closing[game_id] = asyncio.create_task(engine.close())
-        task.add_done_callback(lambda _: self._closing.pop(game_id, None))  # before waiters
-        await task
+        a state directory or a shared store, from which they reopen)."""
+        if self.state is not None or self.db is not None:
+            await self.served.close_idle()
 
     async def _new_id(self, args: Mapping[str, Any], name: str) -> str:
         game_id = validate_id(_arg(args, name), name)
@@ -380,7 +394,7 @@ class ReferenceDriver:
             except (JfsmError, OSError, StateDamaged) as exc:
                 skipped.append(Skipped(folder.path.name, f"{type(exc).__name__}: {exc}"))
                 continue
-            await self._serve(folder.game_id, store, participants)
+            await self.serve_store(folder.game_id, store, participants)
             await self._close_idle()
         for entry in skipped:
             print(f"jfsm driver: skipped {entry.entry}: {entry.reason}", file=sys.stderr)
@@ -402,11 +416,7 @@ class ReferenceDriver:
 
     async def close(self) -> None:
         """Close every game's store (and wait for those being closed)."""
-        for game_id, engine in list(self.games.items()):
-            del self.games[game_id]
-            await self._close_engine(game_id, engine)
-        while self._closing:  # closed by `_close_idle` meanwhile
-            await asyncio.wait(list(self._closing.values()))
+        await self.served.close_all()
 
     # -- ops -----------------------------------------------------------------------------
     async def op_hello(self, args: Mapping[str, Any]) -> dict[str, Any]:
@@ -597,12 +607,12 @@ class ReferenceDriver:
             raise InvalidInput("games must be an array of game ids", field="games")
         for game_id in [validate_id(g, "games") for g in games]:  # all checked before any
             engine = self.games.get(game_id)
-            if engine is not None and (self._busy[game_id] > 0 or not engine.at_rest(False)):
+            busy = self.served.busy[game_id] > 0
+            if engine is not None and (busy or not engine.at_rest(False)):
                 continue
             if engine is not None:
-                del self.games[game_id]
                 self.held.discard(game_id)
-                await self._close_engine(game_id, engine)
+                await self.served.close(game_id)
             if self.state is not None and self.store_url is None and self.state.exists(game_id):
                 await run_blocking(shutil.rmtree, self.state.folder(game_id).path, True)
         return {}

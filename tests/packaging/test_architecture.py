@@ -100,6 +100,7 @@ LAYERS: dict[int, tuple[str, ...]] = {
         "driver.crash",
         "driver.hello",
         "driver.pg",
+        "driver.served",
         "driver.shared",
         "driver.shared_dir",
         "driver.dispatch",
@@ -575,6 +576,44 @@ def test_the_checking_code_does_not_act() -> None:
 
 def test_the_suite_has_no_import_loop() -> None:
     assert _loops(_suite_graph()) == []
+
+
+def _engine_graph(root: Path = ROOT) -> dict[str, set[str]]:
+    """Engine module -> the engine modules it imports: function-level imports and those under
+    `if TYPE_CHECKING:` too (an annotation's import is an arrow all the same)."""
+    package = root / "jfsm"
+    modules = {_module_name(p, package): p for p in sorted(package.rglob("*.py"))}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        targets = set()
+        for imported in _imports(path, "jfsm", name):
+            if imported != "jfsm" and not imported.startswith("jfsm."):
+                continue
+            target = imported.removeprefix("jfsm").removeprefix(".")
+            if target in modules and target != name:
+                targets.add(target)
+        graph[name] = targets
+    return graph
+
+
+def test_the_engine_has_no_import_loop() -> None:
+    """No two engine modules import each other, directly or around a circle, counting the
+    imports under `if TYPE_CHECKING:` (issue 39: `driver.dispatch` and `driver.shared` did;
+    the shared ops now take an `Owner` protocol). Modules of one layer may import each
+    other one way, so the layer check alone cannot see a loop inside a layer."""
+    assert _loops(_engine_graph()) == []
+
+
+def test_the_engine_loop_finder_sees_an_annotation_import(tmp_path: Path) -> None:
+    """A loop closed only by an import under `if TYPE_CHECKING:` is a loop."""
+    package = tmp_path / "jfsm"
+    package.mkdir()
+    (package / "a.py").write_text("from jfsm.b import B\n", encoding="utf-8")
+    (package / "b.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from jfsm.a import A\n",
+        encoding="utf-8",
+    )
+    assert _loops(_engine_graph(tmp_path)) == [["a", "b"]]
 
 
 def test_the_loop_finder_can_fail() -> None:
