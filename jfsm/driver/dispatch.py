@@ -373,8 +373,8 @@ class ReferenceDriver:
     def claim_directory(self) -> None:
         """Hold the state directory as served plainly or shared (R120; `StoreLocked` while a
         driver of the other mode serves it) and, shared, sweep the `.new-...` folders of
-        creators that died (R124). Nothing without a state directory. Blocking; raises
-        `OSError` for the directory itself."""
+        creators that died: those whose lock it takes (R124, R233). Nothing without a
+        state directory. Blocking; raises `OSError` for the directory itself."""
         directory = self.state or getattr(self.db, "directory", None)
         if isinstance(directory, StateDirectory):
             directory.hold_mode(shared=self.db is not None)

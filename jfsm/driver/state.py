@@ -25,9 +25,11 @@ Every write survives a `kill -9` at any instant (decision R25):
 
 - a game folder appears whole or not at all: it is built under `.new-...` (store,
   participants), flushed, renamed into place and the directory flushed; its creator holds
-  an `flock` on the `.new-...` folder until then. A `.new-...` folder found at startup is an
-  unfinished creation that was never acknowledged and is removed (by a shared driver: only
-  one that nobody holds and that has not changed for `UNFINISHED_AGE` seconds, R124);
+  an `flock` on the `.new-...` folder until then, taken before anything is written in it
+  and checked to still hold the folder (a sweeper may have passed between its `mkdir` and
+  its lock: it then makes another). A `.new-...` folder whose lock a driver can take at
+  `hello` is an unfinished creation whose creator is gone, never acknowledged, and is
+  removed whatever its age; one its creator holds is never touched (R124, R233);
 - `participants.json` is replaced atomically (temporary file, fsync, rename, directory fsync),
   so it holds the old or the new list, never a torn one;
 - `telemetry.jsonl` is append-only, one `write` and one fsync per event; a torn last line
@@ -80,9 +82,7 @@ STORE = "store"
 _GAME = "game-"
 _NEW = ".new-"
 SHARED_LOCK = "lock.shared"
-#: seconds a `.new-...` folder nobody holds must have stayed unchanged before a shared
-#: driver sweeps it (its creator, between making it and locking it, is that young, R124)
-UNFINISHED_AGE = 10.0
+_NEW_TRIES = 8  # `.new-...` folders a creator makes before giving up (each swept under it)
 _MODE_WAIT = 1.0  # seconds a starting driver retries the other mode's file (a peer checking)
 
 
@@ -94,6 +94,16 @@ def _try_lock(fd: int, exclusive: bool) -> bool:
     except BlockingIOError:
         return False
     return True
+
+
+def _names(path: Path, fd: int) -> bool:
+    """Whether `path` still names the directory open as `fd` (not removed, nor replaced)."""
+    try:
+        here = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    mine = os.fstat(fd)
+    return (here.st_dev, here.st_ino) == (mine.st_dev, mine.st_ino)
 
 
 def _mode_conflict(root: Path, shared: bool) -> str:
@@ -304,8 +314,8 @@ class StateDirectory:
     def scan(self) -> tuple[list[GameFolder], list[Skipped]]:
         """Every game folder, and the entries skipped (never raises for one entry).
 
-        Removes unfinished creations (`.new-...`). Raises `OSError` only when the root
-        itself cannot be created or listed.
+        Removes unfinished creations whose creator is gone (`sweep_unfinished`). Raises
+        `OSError` only when the root itself cannot be created or listed.
         """
         self.claim()
         games: list[GameFolder] = []
@@ -315,7 +325,7 @@ class StateDirectory:
         for name in names:
             path = self.root / name
             if name.startswith(_NEW):
-                shutil.rmtree(path, ignore_errors=True)
+                self._sweep(path)
                 continue
             if not name.startswith(_GAME):
                 continue
@@ -335,32 +345,37 @@ class StateDirectory:
                 skipped.append(Skipped(printable_name(name), problem))
         return games, skipped
 
-    def sweep_unfinished(self, age: float = UNFINISHED_AGE) -> list[str]:
-        """Remove the `.new-...` folders whose creator is gone: nobody holds their lock and
-        they have not changed for `age` seconds (R124); returns their names. A folder being
-        filled (its creator holds it) is never touched. Never raises for one folder."""
-        swept: list[str] = []
+    def sweep_unfinished(self) -> list[str]:
+        """Remove the `.new-...` folders whose creator is gone: those whose lock this call
+        takes, whatever their age (R233); returns their names. A folder being filled (its
+        creator holds it) is never touched. Never raises for one folder."""
         try:
             with os.scandir(self.root) as entries:
                 names = sorted(e.name for e in entries if e.name.startswith(_NEW))
         except OSError:
-            return swept
-        for name in names:
-            path = self.root / name
-            try:
-                fd = open_file(path, "dir")
-            except OSError:
-                continue
-            try:
-                if not _try_lock(fd, True):
-                    continue  # its creator is filling it
-                if time.time() - os.fstat(fd).st_mtime < age:
-                    continue  # perhaps made a moment ago, its creator about to lock it
-                shutil.rmtree(path, ignore_errors=True)
-                swept.append(name)
-            finally:
-                os.close(fd)
-        return swept
+            return []
+        return [name for name in names if self._sweep(self.root / name)]
+
+    @staticmethod
+    def _sweep(path: Path) -> bool:
+        """Remove the `.new-...` folder `path` if its lock can be taken (its creator is gone,
+        or has not locked it yet: it then sees it gone and makes another); whether it was
+        removed. Never raises."""
+        try:
+            fd = open_file(path, "dir")
+        except OSError:
+            return False
+        try:
+            if not _try_lock(fd, True):
+                return False  # its creator is filling it
+            if not _names(path, fd):
+                return False  # published (renamed) or removed meanwhile
+            shutil.rmtree(path, ignore_errors=True)
+            return True
+        except OSError:
+            return False
+        finally:
+            os.close(fd)
 
     # -- creating ------------------------------------------------------------------------
     @contextlib.asynccontextmanager
@@ -387,21 +402,30 @@ class StateDirectory:
                 os.close(self._creating.pop(tmp))
 
     def _begin_game(self, final: GameFolder) -> Path:
-        """Make the temporary folder of `final` (blocking)."""
+        """Make the temporary folder of `final`, locked (blocking).
+
+        The lock is taken before anything is written in the folder, then the folder is
+        checked to be still there: a sweeper that passed between the `mkdir` and the lock
+        removed it, or holds it to remove it, and another is made (R233)."""
         with _unavailable(final.path, "create the game", "closed"):
             if os.path.lexists(final.path):
                 raise InvalidInput(f"game {final.game_id!r} already exists in the state directory")
             self.claim()
-            tmp = self.root / f"{_NEW}{final.path.name[len(_GAME) :]}-{secrets.token_hex(4)}"
-            tmp.mkdir(mode=0o755)
-            try:  # held until published or removed: a sweeper leaves it alone (R124)
-                fd = open_file(tmp, "dir")
-            except BaseException:
-                shutil.rmtree(tmp, ignore_errors=True)
-                raise
-            _try_lock(fd, True)
-            self._creating[tmp] = fd
-            return tmp
+            for _ in range(_NEW_TRIES):
+                tmp = self.root / f"{_NEW}{final.path.name[len(_GAME) :]}-{secrets.token_hex(4)}"
+                tmp.mkdir(mode=0o755)
+                try:
+                    fd = open_file(tmp, "dir")
+                except FileNotFoundError:
+                    continue  # swept already
+                # held until published or removed: a sweeper leaves it alone (R124)
+                if _try_lock(fd, True) and _names(tmp, fd):
+                    self._creating[tmp] = fd
+                    return tmp
+                os.close(fd)  # a sweeper has it, or had it: it removes it, not us
+            raise OSError(
+                errno.EAGAIN, f"{_NEW_TRIES} creation folders swept as they were made", str(tmp)
+            )
 
     def _publish_game(self, tmp: Path, final: GameFolder) -> None:
         """Flush `tmp` and rename it to `final` (blocking); the caller removes `tmp` on error."""
