@@ -33,6 +33,7 @@ def _tables(markdown: str) -> list[list[str]]:
     return tables
 
 
+@pytest.mark.slow
 def test_quick_run_writes_every_section(tmp_path: Path) -> None:
     assert main(["--quick", "--out", str(tmp_path)]) == 0
 

@@ -806,7 +806,7 @@ def test_scanner_agrees_with_pytest_collection() -> None:
         "            for mark in item.iter_markers('req'):\n"
         "                for req in mark.args:\n"
         "                    pairs.add((node, req))\n"
-        "rc = pytest.main(['--collect-only', '-q', '-p', 'no:cacheprovider', '-n', '0',\n"
+        "rc = pytest.main(['--collect-only', '-q', '-p', 'no:cacheprovider', '-n', '0', '-m', '',\n"
         "                  '--continue-on-collection-errors', 'tests'], plugins=[P()])\n"
         "print('PAIRS=' + json.dumps(sorted(pairs)))\n"
         "print('FILES=' + json.dumps(sorted(files)))\n"

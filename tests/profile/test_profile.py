@@ -31,6 +31,7 @@ def _verdicts(result: ProfileResult) -> dict[str, str]:
     return {v["id"]: v["verdict"] for v in result.verdicts}
 
 
+@pytest.mark.slow
 @pytest.mark.req(
     "JF-SAFE-001",
     "JF-SAFE-002",
@@ -88,6 +89,7 @@ def _failed(result: ProfileResult) -> set[str]:
     return {rid for r in searches for rid, verdict in _verdicts(r).items() if verdict == "fail"}
 
 
+@pytest.mark.slow
 def test_toy_without_bug_passes() -> None:
     """The toy declares several writers: JF-SAFE-009 is judged in the second search."""
     result = _run("toy")
@@ -97,6 +99,7 @@ def test_toy_without_bug_passes() -> None:
 
 
 # the marks repeat MUTANTS literally: the docs' traceability scanner reads them statically
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "bug",
     [
@@ -143,6 +146,7 @@ def test_full_search_blames_only_the_bugs_property() -> None:
     assert len(row["example"]) <= 6
 
 
+@pytest.mark.slow
 @pytest.mark.req("JF-SAFE-004", "JF-SAFE-005")
 @pytest.mark.parametrize(
     ("bug", "owner"), [("empty-publishes", "JF-SAFE-004"), ("placeholder", "JF-SAFE-005")]
@@ -177,6 +181,7 @@ def test_missing_library_is_a_harness_error() -> None:
     assert result.exit_code == 2 and "adapter" in (result.harness_error or "")
 
 
+@pytest.mark.slow
 def test_cli_writes_report_and_junit(tmp_path: Path) -> None:
     from jfsm.cli import main
 
@@ -314,6 +319,7 @@ def test_replay_judges_the_property_it_was_recorded_for(tmp_path: Path) -> None:
     assert "fixed: JF-SAFE-012 no longer fails on these steps" in lines
 
 
+@pytest.mark.slow
 @pytest.mark.req("JF-SAFE-009")
 def test_several_writers_is_a_second_search_beside_one_writer(tmp_path: Path) -> None:
     """An adapter that declares several writers is searched twice: with one writer nothing
