@@ -20,6 +20,7 @@ from jfsm_conformance.verify.checks import Ledger
 BIN = Path(sys.executable).parent
 
 
+@pytest.mark.slow
 @pytest.mark.req(
     "JF-STORE-010",
     "JF-STORE-011",
@@ -48,6 +49,7 @@ def test_the_reference_passes_with_k_workers_on_one_directory(workers: int) -> N
     assert set(outcome.per_worker) <= {f"worker-{n}" for n in range(1, workers + 1)}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("flaw", "rid"),
     [
