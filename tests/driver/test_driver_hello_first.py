@@ -71,6 +71,7 @@ def test_create_game_sent_with_hello_never_fails(tmp_path: Path, shared: bool) -
     assert (sum(failed.values()), left) == (0, []), failed
 
 
+@pytest.mark.slow  # a process a try: about 6 s
 @pytest.mark.req("JF-STORE-039")
 @pytest.mark.parametrize("shared", [False, True], ids=["plain", "shared"])
 def test_the_typescript_pages_piped_flow_never_fails(tmp_path: Path, shared: bool) -> None:
