@@ -225,6 +225,7 @@ def to_json(result: RunResult) -> dict[str, Any]:
         "capabilities": result.capabilities,
         "exit_code": result.exit_code,
         "partial": result.partial,
+        "interrupted": result.interrupted,
         "phase": result.phase,
         "harness_error": result.harness_error,
         "judged_nothing": result.judged_nothing,
@@ -273,6 +274,8 @@ def to_markdown(result: RunResult) -> str:
         lines.append(f"- note: {DEFAULT_DRIVER_NOTE}")
     for label, what in result.companions.items():
         lines.append(f"- companion {label}: {what} (the reference's own process, R92)")
+    if result.interrupted:
+        lines += ["", f"**Interrupted** (Ctrl-C or SIGTERM) after {result.phase}."]
     if result.partial:
         lines += [
             "",
@@ -422,7 +425,9 @@ def summary_lines(result: RunResult) -> list[str]:
             why = first["message"].splitlines()[0][:160] if first else v.get("reason", "")
             out.append(f"  {v['verdict'].upper():6} {v['id']}  {v['title']}: {why}")
     out += unjudged_lines(result)
-    if result.harness_error:
+    if result.interrupted:
+        out.append(f"INTERRUPTED: {result.harness_error or result.phase} (exit 130)")
+    elif result.harness_error:
         out.append(f"HARNESS ERROR: {result.harness_error.splitlines()[0]}")
     return out
 
