@@ -161,7 +161,7 @@ def _needs_met(scenario: Scenario, session: Session) -> tuple[str, str] | None:
             reasons.append(
                 (
                     "needs an HTTP driver",
-                    "needs an HTTP driver (JF-ERR-011 and JF-ERR-012 are about HTTP requests)",
+                    "needs an HTTP driver (the scenario sends its requests over HTTP)",
                 )
             )
         if need == "state" and getattr(session.world.client.transport, "state", None) is None:
@@ -479,7 +479,8 @@ class _Run:
                 )
             )
         self.failures.append(Failure(source, check, ids, message, path))
-        self.o.progress(f"  FAIL {source}: [{', '.join(ids)}] {message.splitlines()[0][:200]}")
+        if any(not i.startswith("JF-") or selected(i, self.o.select) for i in ids):  # R197
+            self.o.progress(f"  FAIL {source}: [{', '.join(ids)}] {message.splitlines()[0][:200]}")
 
     def not_supported(self, what: str, op: str) -> str:
         self.unsupported.setdefault(op, "unsupported_op")
@@ -1174,9 +1175,9 @@ def _unjudged(
             "optional (MAY): credited only when the implementation shows it",
         )
     lacking = [j for j in mine if j.status in ("skipped", "unsupported")]
-    if lacking:
+    if lacking:  # each reason names its own requirement, never another's (R197)
         whys = list(dict.fromkeys(j.why for j in lacking))
-        return "; ".join(whys), "; ".join(
+        return "; ".join(whys), f"{rid}: " + "; ".join(
             dict.fromkeys(f"{j.what}: {j.reason or j.why}" for j in lacking)
         )
     if stopped is not None:
