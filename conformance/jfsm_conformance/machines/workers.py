@@ -75,10 +75,16 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from jfsm_conformance.client.driver import DriverClient, HarnessError, ProtocolViolation, Reply
+from jfsm_conformance.client.driver import (
+    DriverClient,
+    DriverDied,
+    HarnessError,
+    ProtocolViolation,
+    Reply,
+)
 from jfsm_conformance.fake.compress import FakeCompress
 from jfsm_conformance.model.replies import hold
-from jfsm_conformance.verify.checks import ConformanceFailure, Ledger
+from jfsm_conformance.verify.checks import DRIVER_UP, ConformanceFailure, Ledger
 from jfsm_conformance.verify.ownership import OwnershipHistory
 
 __all__ = ["BUDGET", "OWNERSHIP_IDS", "WorkersOutcome", "phase", "run_workers", "unfit"]
@@ -240,6 +246,16 @@ def _machine(
             except (ConformanceFailure, ProtocolViolation) as exc:
                 messages = pool.messages_since(self.marks)
                 outcome.failures.append((exc, list(self.steps), messages))
+                raise _Stop from exc
+            except DriverDied as exc:  # a worker died unasked: a verdict, the machine ends (R194)
+                first, _, tail = str(exc).partition("\n")
+                lines = [line for line in tail.splitlines() if line.strip()][-12:]
+                message = f"a worker died or stopped answering: {first}"
+                if lines:
+                    message += "\nits last stderr lines:\n" + "\n".join(f"  {x}" for x in lines)
+                failure = ConformanceFailure(DRIVER_UP.name, DRIVER_UP.ids, message)
+                messages = pool.messages_since(self.marks)
+                outcome.failures.append((failure, list(self.steps), messages))
                 raise _Stop from exc
 
         def call(self, worker: int, op: str, **args: Any) -> Reply:
@@ -566,9 +582,9 @@ def run_workers(
 ) -> WorkersOutcome:
     """Run the workers machine with `count` processes of the stdio driver `spec`.
 
-    Returns the outcome (the first failure with its steps, if any). Raises `HarnessError`
-    when a worker cannot be started, dies unasked, or stops answering, and `ValueError` for
-    fewer than 2 workers."""
+    Returns the outcome (the first failure with its steps, if any; a worker that died unasked
+    or stopped answering in a rule is one, of JF-ERR-020: R194). Raises `HarnessError` when
+    a worker cannot be started or greeted, and `ValueError` for fewer than 2 workers."""
     if count < 2:
         raise ValueError(f"the workers machine needs at least 2 workers, not {count}")
     outcome = WorkersOutcome("pass")
