@@ -1,6 +1,6 @@
 """What OpenTelemetry costs the engine: rounds per second of one game, three ways, in one run.
 
-    uv run python -m benchmarks.observability [--quick] [--out DIR]
+    uv run python -m benchmarks.observability [--quick] --out DIR
 
 Each variant is a fresh interpreter that plays the same game (an in-memory store, the
 in-process fake compressor, a threshold small enough that about every fourth round
@@ -29,7 +29,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import ratio
+from benchmarks.common import ratio, run_meta, run_stamp
 
 __all__ = ["VARIANTS", "main", "render", "run", "section"]
 
@@ -168,36 +168,25 @@ def section(result: dict[str, Any], level: str = "##") -> list[str]:
 
 
 def render(result: dict[str, Any], meta: dict[str, Any] | None = None) -> str:
-    """The Markdown page of a result (`docs/benchmarks/observability.md`)."""
+    """The Markdown page of a result (`docs/benchmarks/observability.md`), opening with the
+    run that measured it."""
     lines = section(result, "#")
     if meta:
-        lines[4:4] = [
-            f"Measured at commit `{meta.get('commit', '?')}` on {meta.get('date', '?')}, "
-            f"Python {meta.get('python', '?')}, {meta.get('cpus', '?')} CPUs.",
-            "",
-        ]
+        lines[2:2] = [run_stamp(meta, "observability"), ""]
     return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
+    """This section alone, into `--out` (the docs' pages come from `benchmarks.run`)."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks.observability")
     parser.add_argument("--quick", action="store_true", help="tiny sizes (CI smoke)")
-    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks")
+    parser.add_argument("--out", type=Path, required=True, help="output directory")
     args = parser.parse_args(argv)
-    import os
-    import platform
-    from datetime import UTC, datetime
+    from benchmarks.pages import MEASURED
 
+    command = "python -m benchmarks.observability" + (" --quick" if args.quick else "")
+    meta = run_meta(command, args.quick, MEASURED["observability"])
     result = run(quick=args.quick, log=lambda line: print(line, file=sys.stderr))
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
-    ).stdout.strip()
-    meta = {
-        "commit": commit or "unknown",
-        "date": datetime.now(UTC).strftime("%Y-%m-%d"),
-        "python": platform.python_version(),
-        "cpus": os.cpu_count(),
-    }
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "observability.json").write_text(
         json.dumps({"meta": meta, **result}, indent=1) + "\n", encoding="utf-8"

@@ -3,10 +3,11 @@ R229).
 
 `python -m benchmarks.run` measures every section once, on one commit, and `write` turns the
 results into the pages of `docs/benchmarks/`: `results` (the engine, the file store, the
-suite, memory, start-up and the docs build), `concurrency` (one worker, many games) and
-`postgres` (the PostgreSQL store). Each page is a JSON file and the Markdown rendered from
-it; every JSON holds the run's `meta` (command, commit, date, machine, load), so every page
-names the run it comes from, and its `measures`: the page's headline numbers by name.
+suite, memory, start-up and the docs build), `concurrency` (one worker, many games),
+`postgres` (the PostgreSQL store) and `observability` (what OpenTelemetry costs). Each page
+is a JSON file and the Markdown rendered from it; every JSON holds the run's `meta`
+(command, commit, date, machine, load), so every page names the run it comes from, and its
+`measures`: the page's headline numbers by name.
 
 A page may cite a measure of another page of the run (`CITES`): the concurrency page shows
 what `PostgresStore.commit` alone reaches beside the engine's rounds, and the PostgreSQL
@@ -46,6 +47,7 @@ PAGES: dict[str, tuple[str, ...]] = {
     "results": ("memory", "docs", "footprint", "durable", "suite", "startup"),
     "concurrency": ("concurrency",),
     "postgres": ("postgres",),
+    "observability": ("observability",),
 }
 
 # The engine and the stores it runs on in one process: everything under jfsm/ but the
@@ -82,6 +84,7 @@ MEASURED: dict[str, tuple[str, ...]] = {
     "startup": ("jfsm", "benchmarks/startup.py", *_HARNESS),
     "docs": ("docs/hooks", "mkdocs.yml", "benchmarks/docs.py", *_HARNESS),
     "concurrency": (*_ENGINE, "jfsm/stores/postgres", "benchmarks/concurrency.py", *_HARNESS),
+    "observability": (*_ENGINE, "benchmarks/observability.py", *_HARNESS),
     "postgres": (
         "jfsm/stores/postgres",
         "jfsm/stores/file",
@@ -107,6 +110,7 @@ CITES: dict[str, tuple[str, ...]] = {
     "results": (),
     "concurrency": (MAIN_JOB_WALL, MAIN_JOB_RSS, PG_COMMITS),
     "postgres": (PG_ROUNDS,),
+    "observability": (),
 }
 
 
@@ -188,10 +192,18 @@ def _postgres_measures(data: dict[str, Any]) -> dict[str, float]:
     return out
 
 
+def _observability_measures(data: dict[str, Any]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for variant, row in (data.get("variants") or {}).items():
+        _put(out, f"OpenTelemetry: rounds/s, {variant}", row.get("rounds_per_s"))
+    return out
+
+
 _OWN: dict[str, Callable[[dict[str, Any]], dict[str, float]]] = {
     "results": _results_measures,
     "concurrency": _concurrency_measures,
     "postgres": _postgres_measures,
+    "observability": _observability_measures,
 }
 
 
@@ -225,13 +237,14 @@ def write(out: Path, results: dict[str, Any], log: Callable[[str], None]) -> lis
     """Write `PAGE.json` and `PAGE.md` into `out` for every page whose sections ran, each
     with the run's meta, its measures and the measures it cites; returns the pages
     written. A cited measure another page of the run lacks is left out."""
-    from benchmarks import concurrency, postgres
+    from benchmarks import concurrency, observability, postgres
     from benchmarks.report import render
 
     renderers: dict[str, Callable[[dict[str, Any]], str]] = {
         "results": render,
         "concurrency": concurrency.render,
         "postgres": postgres.render,
+        "observability": lambda data: observability.render(data, data["meta"]),
     }
     pages = {
         page: _page_data(page, results)

@@ -69,8 +69,11 @@ class _SuiteRun:
 
             missing = [m for m in ("hypothesis", "jsonschema") if not importlib.util.find_spec(m)]
             if missing:
+                from jfsm.cli import install_hint
+
                 raise pytest.UsageError(
-                    f"--jfsm-driver needs pip install 'jfsm[conformance]' (missing: {missing})"
+                    f"--jfsm-driver needs {install_hint('conformance')} "
+                    f"(missing: {', '.join(missing)})"
                 )
             from jfsm_conformance.run.cli import load_expected_failures
             from jfsm_conformance.run.report import write_report

@@ -204,6 +204,7 @@ def stdio(tmp_path_factory: pytest.TempPathFactory, compress_url: str) -> Iterat
     driver.close()
 
 
+@pytest.mark.slow
 @pytest.mark.req("JF-ERR-008", "JF-ERR-010", "JF-ERR-002", "JF-ERR-006", "JF-ERR-007")
 @CAMPAIGN
 @given(line=messages())
@@ -232,6 +233,7 @@ def http_driver(
     driver.close()
 
 
+@pytest.mark.slow
 @pytest.mark.req("JF-ERR-008", "JF-ERR-010", "JF-ERR-012", "JF-ERR-002")
 @settings(CAMPAIGN, max_examples=max(1, CAMPAIGN.max_examples // 2))
 @given(line=messages())
@@ -396,6 +398,7 @@ def _refused_state(argv: list[str], state: Path) -> str:
     return err
 
 
+@pytest.mark.slow
 @pytest.mark.req("JF-ERR-016")
 def test_a_state_directory_not_ours_is_refused_in_one_line(tmp_path: Path) -> None:
     """A --state folder made beforehand by a neighbour: mode 0777, another user's, or a

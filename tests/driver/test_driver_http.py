@@ -323,6 +323,7 @@ def _legitimate_requests(driver: HttpDriver, flood: SilentFlood, least: int) -> 
     return statuses
 
 
+@pytest.mark.slow
 @pytest.mark.req("JF-ERR-017", "JF-ERR-012")
 def test_300_silent_sockets_do_not_keep_the_client_out(server: HttpDriver) -> None:
     """A local process without the token holds 300 silent sockets (reconnecting each one the
@@ -386,6 +387,7 @@ def test_only_authenticated_connections_take_the_slots(tight: HttpDriver) -> Non
             time.sleep(0.05)
 
 
+@pytest.mark.slow
 @pytest.mark.req("JF-ERR-011")
 @pytest.mark.parametrize("from_env", [False, True])
 def test_the_token_is_generated_and_printed_or_taken_from_the_environment(from_env: bool) -> None:

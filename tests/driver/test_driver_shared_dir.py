@@ -103,6 +103,7 @@ def test_two_processes_one_owner_a_game_and_fenced_writes_change_nothing(
     assert _rounds(a, "g") == ["r1", "r2"]
 
 
+@pytest.mark.slow
 def test_a_killed_driver_restarted_with_its_owner_id_reclaims_its_games(
     tmp_path: Path, drivers: Any
 ) -> None:
@@ -169,6 +170,7 @@ def test_a_plain_driver_refuses_a_shared_directory(tmp_path: Path, drivers: Any)
     assert run.returncode == 2 and "add --shared" in run.stderr
 
 
+@pytest.mark.slow
 def test_an_idle_owner_keeps_its_games_and_a_dead_ones_lease_runs_out(
     drivers: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -213,6 +215,7 @@ def _start_cli(state: Path, *extra: str, env: dict[str, str] | None = None) -> A
     )
 
 
+@pytest.mark.slow
 @pytest.mark.req("JF-STORE-034")
 @pytest.mark.parametrize("idle", [False, True], ids=["open", "closed-as-idle"])
 def test_a_shared_driver_is_refused_on_a_directory_a_plain_driver_serves(
@@ -235,6 +238,7 @@ def test_a_shared_driver_is_refused_on_a_directory_a_plain_driver_serves(
         plain.kill()
 
 
+@pytest.mark.slow
 @pytest.mark.req("JF-STORE-034")
 def test_a_plain_driver_is_refused_on_a_directory_a_shared_driver_serves(
     tmp_path: Path, drivers: Any
@@ -319,6 +323,7 @@ BAD_OWNERS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("owner", "how"),
     [

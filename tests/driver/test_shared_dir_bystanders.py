@@ -159,6 +159,7 @@ def _wait_ready(bystander: Bystander) -> None:
     assert line.strip() == "ready", line
 
 
+@pytest.mark.slow
 @pytest.mark.req("JF-STORE-045", "JF-STORE-047", "JF-STORE-033")
 @pytest.mark.parametrize("mode", ["exclusive", "shared"])
 def test_bystanders_holding_locks_on_every_file_are_unharmed_and_delay_nothing(

@@ -663,6 +663,7 @@ def _spread_classes(root: Path = ROOT) -> list[str]:
     return spread
 
 
+@pytest.mark.slow
 def test_no_mixins_split_a_class_across_files() -> None:
     multiple = [
         f"{relative}: {node.name}{tuple(b for b, _ in bases)}"
@@ -724,6 +725,7 @@ def shape(root: Path = ROOT) -> dict[str, object]:
     }
 
 
+@pytest.mark.slow
 def test_the_suite_shape() -> None:
     """Issue 23's acceptance, measured: no import loop, one `Session` class, no class spread
     over modules; the reshape left fewer modules and fewer imports than before it, and every

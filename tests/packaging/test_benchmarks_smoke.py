@@ -33,6 +33,7 @@ def _tables(markdown: str) -> list[list[str]]:
     return tables
 
 
+@pytest.mark.slow
 def test_quick_run_writes_every_section(tmp_path: Path) -> None:
     assert main(["--quick", "--out", str(tmp_path)]) == 0
 
@@ -46,6 +47,7 @@ def test_quick_run_writes_every_section(tmp_path: Path) -> None:
     results |= {
         "concurrency": json.loads((tmp_path / "concurrency.json").read_text("utf-8")),
         "postgres": json.loads((tmp_path / "postgres.json").read_text("utf-8")),
+        "observability": json.loads((tmp_path / "observability.json").read_text("utf-8")),
     }
     assert set(SECTIONS) <= set(results)
 
@@ -75,6 +77,11 @@ def test_quick_run_writes_every_section(tmp_path: Path) -> None:
     assert all(r["ratio_to_bare_python"] for r in st["rows"]) and isinstance(
         st["goal"]["met"], bool
     )
+
+    ob = results["observability"]
+    assert set(ob["variants"]) == {"no extra", "API, no SDK", "SDK, in memory"}
+    assert all(v["rounds_per_s"] > 0 for v in ob["variants"].values())
+    assert "From one run of" in (tmp_path / "observability.md").read_text("utf-8")
 
     me = results["memory"]
     assert [c["case"] for c in me["cases"]] == ["built in memory", "reopened from disk"]

@@ -806,7 +806,7 @@ def test_scanner_agrees_with_pytest_collection() -> None:
         "            for mark in item.iter_markers('req'):\n"
         "                for req in mark.args:\n"
         "                    pairs.add((node, req))\n"
-        "rc = pytest.main(['--collect-only', '-q', '-p', 'no:cacheprovider', '-n', '0',\n"
+        "rc = pytest.main(['--collect-only', '-q', '-p', 'no:cacheprovider', '-n', '0', '-m', '',\n"
         "                  '--continue-on-collection-errors', 'tests'], plugins=[P()])\n"
         "print('PAIRS=' + json.dumps(sorted(pairs)))\n"
         "print('FILES=' + json.dumps(sorted(files)))\n"
@@ -1230,4 +1230,4 @@ def test_no_code_is_cut_off_at_1280_px(site: Path, tmp_path: Path) -> None:
     assert clipped["hidden"] and spilled["hidden"] and not spilled["block"]
     assert cut_off_code("p", [scrolled], {"x" * 80}) != []
     assert cut_off_code("p", [scrolled], set()) == []  # a generated block may scroll
-    assert problems == []
+    assert problems == [], "\n".join(problems)

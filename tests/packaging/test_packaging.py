@@ -4,7 +4,8 @@ and installed into fresh virtual environments outside the repo, run as the guide
 The acceptance test (`slow`) builds the sdist and the wheel with `uv build`, then, in
 directories outside the checkout, installs them with the versions `uv.lock` resolves
 (`uv export` as constraints), fetched from the index when the uv cache is empty (it never
-relies on a warm cache; `.ci/run` runs it with an empty `UV_CACHE_DIR`):
+relies on a warm cache; `.ci/run` runs it in the slow run on a CI machine whose cache
+started empty, R234):
 
 - a slim venv (`pip install jfsm`): the README's embedding example runs, `jfsm driver`
   answers, `jfsm conformance` says in one line what to install (exit 2), and that install

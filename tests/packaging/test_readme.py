@@ -74,6 +74,28 @@ def test_the_check_can_fail() -> None:
     assert "JFSM_NOPE" not in _prerequisites()
 
 
-def test_the_readme_says_how_long_the_tests_take() -> None:
+def _markers() -> set[str]:
+    """The markers of pyproject.toml that leave tests out of the default run."""
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    options = config["tool"]["pytest"]["ini_options"]
+    names = {m.split(":")[0].split("(")[0] for m in options["markers"]} - {"req"}
+    left_out = set(re.findall(r"not (\w+)", options["addopts"]))
+    assert left_out == names, "the default run leaves out exactly the markers but req"
+    return names
+
+
+def test_the_readme_says_how_long_each_run_takes() -> None:
+    """A row per run: the default one and one per marker it leaves out, each with a time
+    (R234)."""
     text = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert re.search(r"`uv run pytest` takes about \d+ minutes on 2 cores", text)
+    rows = {
+        m.group(1): m.group(2)
+        for m in re.finditer(r"^\| `(uv run pytest(?: -m \w+)?)` \|.*\| ([^|]+) \|$", text, re.M)
+    }
+    want = {"uv run pytest"} | {f"uv run pytest -m {name}" for name in _markers()}
+    assert set(rows) == want
+    for run, took in rows.items():
+        assert re.search(r"\d+ (?:s|min)|minutes", took), (run, took)
+    assert re.search(r"`uv run pytest` runs [\d,]+ of the [\d,]+ tests\s+in \d+ s", text)

@@ -179,6 +179,7 @@ def _mypy_strict(paths: list[Path], cache: Path) -> list[str]:
     return errors
 
 
+@pytest.mark.slow
 def test_every_snippet_type_checks_under_mypy_strict(tmp_path: Path) -> None:
     names = {}
     for i, (name, source) in enumerate(SNIPPETS):
@@ -190,6 +191,7 @@ def test_every_snippet_type_checks_under_mypy_strict(tmp_path: Path) -> None:
     assert errors == [], "\n".join(shown)
 
 
+@pytest.mark.slow
 def test_mypy_strict_can_fail(tmp_path: Path) -> None:
     """The check above bites: the two faults issue 35 found in the guides' snippets."""
     path = tmp_path / "faulty.py"

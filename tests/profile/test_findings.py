@@ -78,6 +78,7 @@ def test_every_findings_page_has_a_tested_script() -> None:
         assert f"]({name})" in index
 
 
+@pytest.mark.slow
 @pytest.mark.req(
     "JF-SAFE-002",
     "JF-SAFE-004",

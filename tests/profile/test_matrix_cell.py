@@ -14,6 +14,7 @@ import pytest
 from .release_venvs import ROOT, ReleaseVenvs
 
 
+@pytest.mark.slow
 @pytest.mark.req("JF-SAFE-004", "JF-SAFE-006")
 def test_langmem_cell_regenerates(release_venvs: ReleaseVenvs, tmp_path: Path) -> None:
     from benchmarks.safety_matrix import MATRIX, run_cell
@@ -30,6 +31,7 @@ def test_langmem_cell_regenerates(release_venvs: ReleaseVenvs, tmp_path: Path) -
     assert got["JF-SAFE-006"] == "by design" and got["JF-SAFE-004"] == "fail"
 
 
+@pytest.mark.slow
 def test_version_run_has_what_the_profile_needs(
     release_venvs: ReleaseVenvs, tmp_path: Path
 ) -> None:
@@ -74,6 +76,7 @@ def test_a_crashing_child_is_a_harness_error(
     assert code == 2
 
 
+@pytest.mark.slow
 @pytest.mark.req("JF-SAFE-002", "JF-SAFE-004", "JF-SAFE-010")
 def test_llamaindex_adapter_finds_the_page_defects(
     release_venvs: ReleaseVenvs, tmp_path: Path
@@ -117,6 +120,7 @@ NEW_ROWS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.req("JF-SAFE-002", "JF-SAFE-004", "JF-SAFE-006", "JF-SAFE-011")
 @pytest.mark.parametrize("adapter", sorted(NEW_ROWS))
 def test_new_adapter_rows_reproduce(

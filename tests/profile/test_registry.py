@@ -96,6 +96,7 @@ def test_every_toy_bug_has_its_spec() -> None:
         assert bug in scope.library
 
 
+@pytest.mark.slow
 def test_the_toy_runs_by_its_module_attr_and_from_a_copy(tmp_path: Path) -> None:
     """The model to copy works as-is: `jfsm_conformance.profile.adapters.toy:<name>`, and a
     verbatim copy of `toy.py` in the user's directory as `mytoy:<name>`."""

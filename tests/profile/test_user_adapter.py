@@ -69,6 +69,7 @@ def _env() -> dict[str, str]:
     return env
 
 
+@pytest.mark.slow
 @pytest.mark.req("JF-SAFE-004")
 def test_cli_runs_a_user_adapter_from_outside_the_package(user_dir: Path) -> None:
     jfsm = Path(sys.executable).with_name("jfsm")
@@ -111,6 +112,7 @@ def test_broken_references_are_harness_errors(user_dir: Path) -> None:
         assert ref in proc.stderr
 
 
+@pytest.mark.slow
 def test_pytest_plugin_runs_a_user_adapter(user_dir: Path) -> None:
     proc = subprocess.run(
         [

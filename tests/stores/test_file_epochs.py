@@ -282,6 +282,7 @@ def test_an_owner_stopped_at_any_step_of_a_write_lands_it_only_if_the_taker_read
     b.close_sync()
 
 
+@pytest.mark.slow
 @pytest.mark.req("JF-STORE-033", "JF-STORE-046")
 @pytest.mark.parametrize("point", CHECKPOINT_STEPS)
 def test_an_owner_stopped_at_any_step_of_a_checkpoint_changes_nothing_after_the_takeover(
@@ -309,6 +310,7 @@ def test_an_owner_stopped_at_any_step_of_a_checkpoint_changes_nothing_after_the_
     }  # a's files (its checkpoint's included) removed by the new owner, none written after
 
 
+@pytest.mark.slow
 @pytest.mark.req("JF-STORE-033", "JF-STORE-049")
 @pytest.mark.parametrize("point", TAKE_STEPS)
 def test_an_opener_stopped_at_any_step_of_its_open_never_owns_beside_the_taker(
@@ -382,6 +384,7 @@ def _interleavings() -> list[str]:
     ]
 
 
+@pytest.mark.slow
 @pytest.mark.req("JF-STORE-049", "JF-STORE-010", "JF-STORE-011", "JF-STORE-012")
 @pytest.mark.parametrize("takeover", [True, False], ids=["takeovers", "plain-opens"])
 def test_two_racing_opens_at_every_interleaving_leave_one_owner(
@@ -571,6 +574,7 @@ def test_a_write_that_may_have_half_landed_breaks_the_handle_and_the_next_open_s
     again.close_sync()
 
 
+@pytest.mark.slow
 @pytest.mark.req("JF-ATOM-001")
 def test_a_crash_at_any_boundary_of_a_conversion_back_loses_nothing(tmp_path: Path) -> None:
     """A process of one converting a shared store back (R175), killed at each write boundary

@@ -148,6 +148,7 @@ def test_a_takeover_fences_a_living_owner_whose_commit_writes_nothing(
     assert c.ask("keys") == {"keys": ["k1", "k4"]}
 
 
+@pytest.mark.slow
 def test_a_killed_owner_loses_nothing_acknowledged_and_its_lease_runs_out(
     tmp_path: Path, workers: Any
 ) -> None:

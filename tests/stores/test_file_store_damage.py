@@ -508,6 +508,7 @@ def _stray_store(p: Path) -> Path:
     return p / "d"
 
 
+@pytest.mark.slow
 @pytest.mark.req("JF-STORE-025")
 @pytest.mark.parametrize(
     ("make", "code"),

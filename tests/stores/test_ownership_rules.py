@@ -431,6 +431,7 @@ def test_acquire(backend: Callable[[float], Any]) -> None:
     check_acquire(backend(LONG))
 
 
+@pytest.mark.slow
 @pytest.mark.req("JF-STORE-011")
 def test_renew_keeps_an_idle_owners_game(backend: Callable[[float], Any]) -> None:
     check_renew_keeps(backend(RENEWED))
@@ -466,6 +467,7 @@ def test_fence_a_read(backend: Callable[[float], Any]) -> None:
     check_fence_read(backend(LONG))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mutant", MUTANTS)
 def test_the_rule_test_fails_when_its_rule_is_broken(
     backend: Callable[[float], Any], mutant: str, monkeypatch: pytest.MonkeyPatch

@@ -8,6 +8,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from benchmarks import postgres as bench
 
 TINY: dict[str, Any] = {
@@ -64,6 +66,7 @@ def test_pool_benchmark_smoke(fresh_database: Any) -> None:
     assert "storm" not in page
 
 
+@pytest.mark.slow
 def test_concurrency_benchmark_over_postgres_and_the_bare_client(fresh_database: Any) -> None:
     """`benchmarks/concurrency.py`'s PostgreSQL variants at tiny sizes: the store (group
     commit on) and the bare `INSERT; COMMIT` client run at every N, and the ratio goal at

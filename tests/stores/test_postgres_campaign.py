@@ -133,6 +133,7 @@ async def _campaign(target: str, fake_url: str) -> tuple[dict[str, int], Ledger]
     return counts, ledger
 
 
+@pytest.mark.slow
 @pytest.mark.req(
     "JF-STORE-010", "JF-STORE-011", "JF-STORE-012", "JF-STORE-013", "JF-STORE-051", "JF-STORE-052"
 )

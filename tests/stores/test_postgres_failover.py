@@ -5,7 +5,7 @@ its multi-host connection string (`target_session_attrs=read-write`).
 - Workers serve again: `jfsm driver --store URL` processes with rounds flowing through a
   `kill -9` of the primary's postgres and a switchover, never restarted; the ledger's audit
   (`campaign_ledger`) finds nothing acknowledged lost, no double owner, no fenced write
-  landed, every game's rows equal to its ledger. `.ci/run` runs this one as its own step.
+  landed, every game's rows equal to its ledger. `.ci/run` runs it in its slow run (`-m slow`).
 - Through a promotion the token decides: tokens handed out after a promotion are past every
   token before it, and with the promoted node's clock an hour ahead (every lease looks over)
   or behind (every lease lasts an hour longer) an old owner's write is refused, never landed.

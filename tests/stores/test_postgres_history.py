@@ -224,6 +224,7 @@ def _roll_back(target: str, game: str, *, seq: int = 0, token: int = 0) -> None:
         )
 
 
+@pytest.mark.slow
 @pytest.mark.req("JF-STORE-061", "JF-STORE-062")
 @pytest.mark.parametrize(
     ("back", "op"),

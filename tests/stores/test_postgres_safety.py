@@ -93,6 +93,7 @@ def _direct(target: str) -> str:
 
 
 # -- leases ---------------------------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.req("JF-STORE-011", "JF-STORE-012")
 def test_a_live_lease_refuses_a_second_open_and_renews_itself_while_idle(pg_target: str) -> None:
     game = game_id()

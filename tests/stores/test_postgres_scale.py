@@ -83,6 +83,7 @@ def _footprints_differing(conninfo: str) -> int:
     return sum(1 for game, image in images.items() if image.footprint() != recorded[game])
 
 
+@pytest.mark.slow
 @pytest.mark.req("JF-STORE-010", "JF-STORE-013")
 def test_one_process_holds_10000_games_on_20_connections() -> None:
     require_postgres()
@@ -190,6 +191,7 @@ def _worker(conninfo: str, slot: int, incarnation: int, journal: str) -> None:
     asyncio.run(work())
 
 
+@pytest.mark.slow
 @pytest.mark.req("JF-STORE-011", "JF-STORE-012", "JF-STORE-013", "JF-STORE-014")
 def test_four_workers_with_kills_takeovers_and_a_server_restart(tmp_path: Path) -> None:
     require_postgres()

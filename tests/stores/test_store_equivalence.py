@@ -319,18 +319,21 @@ class StoreEquivalence(RuleBasedStateMachine):
 StoreEquivalence.TestCase.settings = settings(
     max_examples=150, stateful_step_count=40, deadline=None
 )
-TestStoreEquivalence = pytest.mark.req(
-    "JF-QUOTA-001",
-    "JF-QUOTA-003",
-    "JF-QUOTA-004",
-    "JF-QUOTA-005",
-    "JF-QUOTA-006",
-    "JF-QUOTA-007",
-    "JF-QUOTA-008",
-    "JF-ATOM-001",
-)(StoreEquivalence.TestCase)
+TestStoreEquivalence = pytest.mark.slow(
+    pytest.mark.req(
+        "JF-QUOTA-001",
+        "JF-QUOTA-003",
+        "JF-QUOTA-004",
+        "JF-QUOTA-005",
+        "JF-QUOTA-006",
+        "JF-QUOTA-007",
+        "JF-QUOTA-008",
+        "JF-ATOM-001",
+    )(StoreEquivalence.TestCase)
+)
 
 
+@pytest.mark.slow
 @pytest.mark.req(
     "JF-STORE-015", "JF-STORE-013", "JF-ATOM-001", "JF-QUOTA-001", "JF-STORE-050", "JF-STORE-051"
 )

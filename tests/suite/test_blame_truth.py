@@ -42,6 +42,7 @@ def test_a_refusal_stored_as_the_summary_fails_memory_intact(tmp_path: Path) -> 
     assert _verdicts(result)["JF-COMP-009"] == "fail"
 
 
+@pytest.mark.slow
 @pytest.mark.req("JF-COMP-014")
 def test_a_generation_reports_the_forced_compression_it_settled(tmp_path: Path) -> None:
     """The reference names it in `forced`; a driver that leaves it out fails JF-COMP-014."""

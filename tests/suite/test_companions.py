@@ -15,6 +15,7 @@ from jfsm_conformance.run.runner import Options, run
 EXPLICIT = "python:jfsm.driver:durable_reference_driver"
 
 
+@pytest.mark.slow
 @pytest.mark.req("JF-ERR-011", "JF-ERR-016", "JF-ERR-017")
 def test_the_default_run_judges_http_and_state_over_the_references_processes(
     tmp_path: Path,
@@ -52,6 +53,7 @@ def test_without_companions_the_in_process_run_skips_them_with_reasons(tmp_path:
     assert result.companions == {}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("driver", "companions"),
     [([], {"over stdio (jfsm driver --state)": "hostile-state"}), (["--driver", EXPLICIT], {})],

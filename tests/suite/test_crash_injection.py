@@ -127,6 +127,7 @@ def test_a_driver_without_crash_injection_skips_the_kills(tmp_path: Path) -> Non
     assert "crashInjection" in " ".join(result.skipped.values()), result.skipped
 
 
+@pytest.mark.slow
 def test_a_stdio_driver_is_still_killed_with_sigkill(tmp_path: Path) -> None:
     """Over stdio the kills stay real: the process group gets SIGKILL (the driver there
     offers no crash op), and the outcomes are counted the same way."""

@@ -508,6 +508,7 @@ def _rss_kib(pid: int) -> int:
     raise AssertionError("no VmRSS")  # pragma: no cover
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs Linux /proc for RSS")
 def test_the_service_does_not_grow_with_every_request_body() -> None:
     """Before the fix, 20 requests of 4 MB took `jfsm fake-compress` from 46 to 218 MB."""

@@ -7,6 +7,7 @@ then looks for any process the run left behind: every process the run starts inh
 marker in its environment, which `/proc` still shows after it was reparented or moved to a
 session of its own. The bad driver starts a sleeping child of its own first, as a shell or
 a worker pool would, so that ending the driver's process alone would leave it behind.
+The tests of 3 s or more are marked `slow` (`uv run pytest -m slow`; every CI run runs them).
 """
 
 from __future__ import annotations
@@ -118,6 +119,7 @@ def _verdicts(report: dict[str, Any]) -> dict[str, str]:
 QUICK = ("--op-timeout", "2", "--hello-timeout", "3")
 
 
+@pytest.mark.slow
 @pytest.mark.req("JF-ERR-020")
 @pytest.mark.parametrize("mode", ["exit-first", "hang-third"])
 def test_a_driver_that_dies_mid_scenario_fails_its_requirement(tmp_path: Path, mode: str) -> None:
@@ -140,6 +142,7 @@ def test_a_driver_that_dies_mid_scenario_fails_its_requirement(tmp_path: Path, m
     assert "JF-ERR-020" in text
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("mode", "said"),
     [
@@ -160,6 +163,7 @@ def test_a_driver_that_never_completes_hello_is_a_harness_error(
     assert "HARNESS ERROR" in text
 
 
+@pytest.mark.slow
 @pytest.mark.req("JF-ERR-020")
 def test_a_driver_that_crashes_once_still_gets_every_other_verdict(tmp_path: Path) -> None:
     """The first process exits on its first op; the suite blames the scenario it was in,
@@ -174,6 +178,7 @@ def test_a_driver_that_crashes_once_still_gets_every_other_verdict(tmp_path: Pat
     assert "started again after scenario hostile-ids" in text
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_an_interrupted_run_stops_at_once_with_a_partial_report(
     tmp_path: Path, signum: signal.Signals
@@ -203,6 +208,7 @@ def test_an_interrupted_run_stops_at_once_with_a_partial_report(
     _no_leftovers(marker)
 
 
+@pytest.mark.slow
 def test_smoke_leaves_nothing_of_a_driver_that_hangs_in_hello(tmp_path: Path) -> None:
     marker = uuid.uuid4().hex
     argv = [PY, "-m", "jfsm.cli", "conformance", "smoke", "--hello-timeout", "2"]

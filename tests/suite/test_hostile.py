@@ -49,6 +49,7 @@ def test_reference_passes_every_hostile_probe(tmp_path: Path) -> None:
 BROKEN = "python:jfsm_conformance.examples.hostile:"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("factory", "scenario", "requirement"),
     [
@@ -91,6 +92,7 @@ def _serve(module: str, tmp_path: Path) -> tuple[subprocess.Popen[bytes], str]:
     return proc, f"http://127.0.0.1:{match[1]}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("module", "code", "requirement"),
     [

@@ -38,6 +38,7 @@ def _verdicts(driver: str) -> dict[str, bool]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.req("JF-ERR-016")
 def test_the_reference_passes_every_probe() -> None:
     assert _verdicts(REFERENCE) == dict.fromkeys(CASES, True)
@@ -48,6 +49,7 @@ def test_a_trusting_driver_fails_every_probe() -> None:
     assert _verdicts(TRUSTING) == dict.fromkeys(CASES, False)
 
 
+@pytest.mark.slow
 @pytest.mark.req("JF-ERR-016")
 def test_an_override_in_the_command_fails_the_mode_probe_only() -> None:
     """`--trust-state` is the user's explicit override: the command then does not refuse an

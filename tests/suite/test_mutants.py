@@ -63,6 +63,7 @@ def test_every_mutant_is_tested() -> None:
     assert len(MUTANTS) >= 15
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(KILLS))
 def test_suite_kills_mutant(tmp_path: Path, name: str) -> None:
     scenarios, expected = KILLS[name]

@@ -73,6 +73,7 @@ def serve(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., str]]:
         proc.wait(10)
 
 
+@pytest.mark.slow
 @pytest.mark.req("JF-ATOM-004")
 def test_an_http_driver_declaring_durable_restart_is_restarted_with_the_op(
     tmp_path: Path, serve: Callable[..., str]

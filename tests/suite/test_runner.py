@@ -89,6 +89,7 @@ def test_other_hypothesis_errors_are_harness_errors(
     assert result.harness_error is not None and "InvalidArgument" in result.harness_error
 
 
+@pytest.mark.slow
 def test_scenarios_count_scripted_replies_and_outcomes(tmp_path: Path) -> None:
     result = _run(
         tmp_path,

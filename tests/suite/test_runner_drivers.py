@@ -44,6 +44,7 @@ def test_smoke_names_a_failing_op_and_its_requirement() -> None:
     assert "not run (after record_round failed)" in text
 
 
+@pytest.mark.slow
 def test_garbage_before_any_request_fails_the_next_one_at_once() -> None:
     """A banner printed before the suite sent anything (no request waiting for it) fails the
     next request at once, not after the reply timeout (it raced under load)."""

@@ -83,6 +83,7 @@ def test_junit_escapes_what_xml_cannot_hold(dropped: RunResult) -> None:
     _check_junit(text, len(load_catalog()))
 
 
+@pytest.mark.slow
 def test_cli_writes_junit_and_github_annotations(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -108,6 +109,7 @@ def test_cli_writes_junit_and_github_annotations(
     assert suite.find("testcase/failure") is not None
 
 
+@pytest.mark.slow
 def test_no_annotations_outside_github(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -155,6 +157,7 @@ def test_markdown_names_the_implementation_and_hides_injected_faults_on_a_pass(
     assert implementation_label({"name": "x", "version": "2", "language": "rust"}) == "x 2 (rust)"
 
 
+@pytest.mark.slow
 def test_pytest_plugin_shows_progress_and_refuses_an_empty_select(tmp_path: Path) -> None:
     import subprocess
     import sys
@@ -216,6 +219,7 @@ def test_reports_lead_with_the_first_failure_and_record_the_versions(dropped: Ru
     assert any(first["replay"] in line for line in markdown[:30])
 
 
+@pytest.mark.slow
 def test_a_passing_report_has_no_first_failure_and_records_the_command(tmp_path: Path) -> None:
     code = main(["--select", "JF-CAT-00", "--select", "JF-TEXT-00", "--report-dir", str(tmp_path)])
     assert code == 0

@@ -44,6 +44,7 @@ def _rules() -> dict[str, Any]:
     return out
 
 
+@pytest.mark.slow
 def test_every_machine_rule_runs_in_the_quick_profile(tmp_path: Path) -> None:
     """The quick profile exactly as `jfsm conformance --profile quick` runs it."""
     assert main(["--profile", "quick", "--report-dir", str(tmp_path)]) == 0
@@ -109,6 +110,7 @@ def _wait_for(path: Path, proc: subprocess.Popen[bytes], phase_prefix: str) -> d
     raise AssertionError(f"the run ended (exit {proc.returncode}) before phase {phase_prefix}")
 
 
+@pytest.mark.slow
 def test_a_run_killed_by_sigkill_leaves_a_partial_report(tmp_path: Path) -> None:
     proc, path = _start_cli(tmp_path)
     try:
@@ -129,6 +131,7 @@ def test_a_run_killed_by_sigkill_leaves_a_partial_report(tmp_path: Path) -> None
     assert not [p for p in os.listdir(path.parent) if p.endswith(".tmp")]
 
 
+@pytest.mark.slow
 def test_sigterm_writes_a_partial_report_and_exits_130(tmp_path: Path) -> None:
     """SIGTERM ends the run as Ctrl-C does: a partial report that says it was interrupted,
     exit 130 (R196; before, 2)."""
@@ -267,6 +270,7 @@ def test_the_transcript_holds_a_bounded_compacted_tail() -> None:
     assert transcript.since(transcript.mark()) == []
 
 
+@pytest.mark.slow
 def test_the_suite_holds_no_copy_of_a_big_store_per_step() -> None:
     """The suite's memory is bounded by one sequence's state, not by its steps: dumping a
     store of about 10 MB twenty more times leaves the suite's (and the in-process driver's)

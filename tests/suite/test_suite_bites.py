@@ -26,6 +26,7 @@ CASES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("factory", "scenarios", "requirement"), CASES)
 def test_suite_fails_broken_driver(
     tmp_path: Path, factory: str, scenarios: list[str], requirement: str
@@ -64,6 +65,7 @@ def test_drop_suffix_is_a_lost_suffix_not_a_generic_failure(tmp_path: Path) -> N
     assert failing == {"JF-COMP-003"}
 
 
+@pytest.mark.slow
 def test_expected_failures_turn_into_xfail(tmp_path: Path) -> None:
     listed = tmp_path / "expected.json"
     listed.write_text(
@@ -93,6 +95,7 @@ def test_expected_failures_turn_into_xfail(tmp_path: Path) -> None:
     assert code == 0
 
 
+@pytest.mark.slow
 def test_reference_passes_quick_profile(tmp_path: Path) -> None:
     result = run(Options(report_dir=tmp_path, progress=lambda line: None))
     failing = [
@@ -140,6 +143,7 @@ def test_dead_driver_is_a_harness_error(tmp_path: Path) -> None:
     assert code == 2
 
 
+@pytest.mark.slow
 def test_pytest_plugin_reports_one_item_per_requirement(tmp_path: Path) -> None:
     import subprocess
     import sys
@@ -224,6 +228,7 @@ def test_no_credit_for_what_the_suite_cannot_judge() -> None:
     assert failed.value.ids == ("JF-CALL-008",)
 
 
+@pytest.mark.slow
 def test_reference_without_backoff_passes_the_transport_scenarios(tmp_path: Path) -> None:
     """The no-backoff reference factory is the same implementation: it passes the scenarios
     that script transport failures (it only skips the sleeps between retries)."""
@@ -240,6 +245,7 @@ def test_reference_without_backoff_passes_the_transport_scenarios(tmp_path: Path
     assert result.capabilities.get("durableRestart") is True
 
 
+@pytest.mark.slow
 def test_pytest_plugin_node_ids_name_the_requirement_and_select_it(tmp_path: Path) -> None:
     import json
     import subprocess

@@ -25,6 +25,7 @@ def test_bounds_come_from_the_spec() -> None:
     assert waits.HOSTILE_FOR > waits.TEST_DEADLINE + waits.SLACK  # a fault shows as one
 
 
+@pytest.mark.slow
 def test_reference_passes_every_bounded_wait(tmp_path: Path) -> None:
     result = run_scenarios(tmp_path, REFERENCE, SCENARIOS)
     assert result.exit_code == 0, [f.message for f in result.failures]
@@ -33,6 +34,7 @@ def test_reference_passes_every_bounded_wait(tmp_path: Path) -> None:
         assert verdicts[rid] == "pass", rid
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("factory", "scenario", "requirement"),
     [

@@ -39,6 +39,7 @@ def _spec(command: str, url: str) -> str:
     return f"stdio:{command} --store {url}"
 
 
+@pytest.mark.slow
 @pytest.mark.req(
     "JF-STORE-010",
     "JF-STORE-011",
@@ -67,6 +68,7 @@ def test_the_reference_passes_with_k_workers(store_url: str, tmp_path: Path, wor
     assert set(outcome.per_worker) <= {f"worker-{n}" for n in range(1, workers + 1)}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("flaw", "rid"),
     [
@@ -127,6 +129,7 @@ def test_the_checker_sees_a_lost_round_and_a_double_owner() -> None:
     assert "g/1" in lost.value.message
 
 
+@pytest.mark.slow
 def test_the_runner_phase_reports_a_failure_with_its_trace(store_url: str, tmp_path: Path) -> None:
     """The phase as the runner runs it: a failure is recorded with its trace and judged."""
     from jfsm_conformance.machines import workers

@@ -20,6 +20,7 @@ from jfsm_conformance.verify.checks import Ledger
 BIN = Path(sys.executable).parent
 
 
+@pytest.mark.slow
 @pytest.mark.req(
     "JF-STORE-010",
     "JF-STORE-011",
@@ -48,6 +49,7 @@ def test_the_reference_passes_with_k_workers_on_one_directory(workers: int) -> N
     assert set(outcome.per_worker) <= {f"worker-{n}" for n in range(1, workers + 1)}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("flaw", "rid"),
     [
@@ -107,6 +109,7 @@ def test_the_machine_accounts_for_each_worker_and_its_trace_holds_their_messages
     assert {"opens", "takeovers", "fenced reads"} <= set(header)
 
 
+@pytest.mark.slow
 @pytest.mark.req("JF-STORE-030")
 def test_an_owner_that_checks_its_token_on_dump_alone_fails_store_030_in_quick(
     tmp_path: Path,

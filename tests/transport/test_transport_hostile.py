@@ -216,6 +216,7 @@ HOSTILE_200 = st.one_of(
 # --------------------------------------------------------------------------- properties
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(body=HOSTILE_200)
 def test_hostile_200_bodies_end_as_transport_failures(body: bytes) -> None:

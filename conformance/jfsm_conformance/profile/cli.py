@@ -83,8 +83,10 @@ def _main(argv: list[str]) -> int:
     if "--version" not in argv and not any(a.startswith("--version=") for a in argv):
         missing = [m for m in ("hypothesis",) if importlib.util.find_spec(m) is None]
         if missing and not {"-h", "--help", "--list"} & set(argv):
+            from jfsm.cli import install_hint
+
             print(
-                "jfsm profile needs pip install 'jfsm[conformance]' (missing: "
+                f"jfsm profile needs {install_hint('conformance')} (missing: "
                 + ", ".join(missing)
                 + ")",
                 file=sys.stderr,

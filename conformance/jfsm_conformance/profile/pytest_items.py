@@ -113,8 +113,10 @@ def collect(session: pytest.Session, config: pytest.Config) -> list[pytest.Item]
     import importlib.util
 
     if importlib.util.find_spec("hypothesis") is None:
+        from jfsm.cli import install_hint
+
         raise pytest.UsageError(
-            "--jfsm-safety-adapter needs pip install 'jfsm[conformance]' (missing: hypothesis)"
+            f"--jfsm-safety-adapter needs {install_hint('conformance')} (missing: hypothesis)"
         )
     path = Path(__file__).with_name("properties.py")
     return list(PropertiesFile.from_parent(session, path=path).collect())
