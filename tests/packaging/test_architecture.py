@@ -127,6 +127,7 @@ SUITE_LAYERS: dict[int, tuple[str, ...]] = {
         "probes",
         "run",
         "client.protocol",
+        "client.groups",
         "model.canon",
         "model.replies",
         "model.texts",
@@ -222,6 +223,8 @@ ADDED_SINCE_RESHAPE = {
     "folder another run holds (R160, R161, issue 35)",
     "run.lane": "the process of a run's lane: the default run's machines beside the "
     "scenarios (R170, issue 32)",
+    "client.groups": "the process groups the suite started, ended on every way out (R193, "
+    "issue 39)",
 }
 
 

@@ -151,6 +151,7 @@ FLAW_IDS = {
     "lease_unchecked": "JF-STORE-011",
     "fenced_half_write": "JF-STORE-013",
     "stale_reads": "JF-STORE-030",
+    "dump_only_reads": "JF-STORE-030",
     "renew_any_owner": "JF-STORE-031",
     "leases_never_expire": "JF-STORE-032",
 }

@@ -148,7 +148,10 @@ def test_http_driver_spec_is_accepted_as_written(http_driver: str) -> None:
     assert "hello             ok" in text
 
 
-def test_a_harness_error_names_its_scenario_and_leaves_a_partial_report(tmp_path: Path) -> None:
+def test_a_driver_that_dies_mid_scenario_is_blamed_and_started_again(tmp_path: Path) -> None:
+    """A driver that answers hello, then exits on every first op: each scenario's first
+    requirement and JF-ERR-020 fail (exit 1, a complete report); the suite starts it again
+    for each (R194; before, the run stopped with exit 2 at the first)."""
     script = (
         "import json,sys\n"
         "line=sys.stdin.readline(); m=json.loads(line)\n"
@@ -163,15 +166,20 @@ def test_a_harness_error_names_its_scenario_and_leaves_a_partial_report(tmp_path
     result = run(
         Options(
             driver=f"stdio:{PY} {path}",
-            scenarios=["scene-lifecycle"],
+            scenarios=["scene-lifecycle", "history-rebuild"],
             machines=False,
             report_dir=tmp_path / "report",
             progress=lambda line: None,
         )
     )
-    assert result.exit_code == 2
-    assert (result.harness_error or "").startswith("in scenario scene-lifecycle: ")
-    assert result.partial is True and result.phase == "handshake"
+    assert result.exit_code == 1 and result.harness_error is None
+    assert result.partial is False and result.phase == "finished"
+    blamed = [(f.source, f.ids) for f in result.failures]
+    assert blamed == [
+        ("scenario scene-lifecycle", ("JF-CAT-001", "JF-ERR-020")),
+        ("scenario history-rebuild", ("JF-HIST-001", "JF-ERR-020")),
+    ]
+    assert "driver exited with status 139" in result.failures[0].message
 
 
 def test_smoke_lists_and_counts_each_op_once(tmp_path: Path) -> None:

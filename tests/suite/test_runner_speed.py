@@ -132,7 +132,9 @@ def test_a_run_killed_by_sigkill_leaves_a_partial_report(tmp_path: Path) -> None
 
 
 @pytest.mark.slow
-def test_sigterm_writes_a_partial_report_and_exits_2(tmp_path: Path) -> None:
+def test_sigterm_writes_a_partial_report_and_exits_130(tmp_path: Path) -> None:
+    """SIGTERM ends the run as Ctrl-C does: a partial report that says it was interrupted,
+    exit 130 (R196; before, 2)."""
     proc, path = _start_cli(tmp_path)
     try:
         _wait_for(path, proc, "scenario")
@@ -141,10 +143,11 @@ def test_sigterm_writes_a_partial_report_and_exits_2(tmp_path: Path) -> None:
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert code == 2
+    assert code == 130
     report = _report(path)
     assert report is not None
-    assert report["partial"] is True and report["exit_code"] == 2
+    assert report["partial"] is True and report["exit_code"] == 130
+    assert report["interrupted"] is True
     assert "interrupted after scenario" in report["harness_error"]
 
 

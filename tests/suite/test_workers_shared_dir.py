@@ -58,6 +58,7 @@ def test_the_reference_passes_with_k_workers_on_one_directory(workers: int) -> N
         ("lease_unchecked", "JF-STORE-011"),
         ("fenced_half_write", "JF-STORE-013"),
         ("stale_reads", "JF-STORE-030"),
+        ("dump_only_reads", "JF-STORE-030"),
         ("renew_any_owner", "JF-STORE-031"),
         ("leases_never_expire", "JF-STORE-032"),
     ],
@@ -106,3 +107,27 @@ def test_the_machine_accounts_for_each_worker_and_its_trace_holds_their_messages
     rows = {line.split("|")[1].strip(): line for line in table[4:] if line.startswith("|")}
     assert set(rows) == {"worker-1", "worker-2"}
     assert {"opens", "takeovers", "fenced reads"} <= set(header)
+
+
+@pytest.mark.slow
+@pytest.mark.req("JF-STORE-030")
+def test_an_owner_that_checks_its_token_on_dump_alone_fails_store_030_in_quick(
+    tmp_path: Path,
+) -> None:
+    """Issue 39: JF-STORE-030 lists every op answered from memory (`dump`, `telemetry`, a
+    `generate` with nothing to compress); an engine that asks the store only on `dump` fails
+    it under the real command in the quick profile, blamed on the op it answered with ok."""
+    import json
+    import subprocess
+
+    command = f"{sys.executable} -m jfsm_conformance.examples.broken_owners dump_only_reads"
+    argv = [sys.executable, "-m", "jfsm.cli", "conformance", "--select", "JF-STORE-030"]
+    argv += ["--report-dir", str(tmp_path), "--driver", f"stdio:{command} --state {{state}}"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    report = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))
+    (row,) = [v for v in report["verdicts"] if v["id"] == "JF-STORE-030"]
+    assert row["verdict"] == "fail"
+    message = row["failures"][0]["message"]
+    assert "answered telemetry ok" in message or "answered generate ok" in message, message
+    assert report["profile"] == "quick"

@@ -49,16 +49,32 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from jfsm_conformance.client import groups
 from jfsm_conformance.client.protocol import ProtocolViolation, Reply, protocol
 from jfsm_conformance.run.traces import Transcript
 
-__all__ = ["DriverClient", "HarnessError", "NoWire", "ProtocolViolation", "UnsupportedOp"]
+__all__ = [
+    "DriverClient",
+    "DriverDied",
+    "HarnessError",
+    "NoWire",
+    "ProtocolViolation",
+    "UnsupportedOp",
+]
 
-DEFAULT_TIMEOUT = 120.0
+DEFAULT_TIMEOUT = 120.0  # seconds for a reply after `hello` (`--op-timeout`)
+HELLO_TIMEOUT = 10.0  # seconds for the reply to `hello` (`--hello-timeout`)
 
 
 class HarnessError(Exception):
-    """The driver could not be started, died, or stopped answering (exit code 2)."""
+    """The driver could not be started or complete `hello`, or the suite met a fault of its
+    own (exit code 2)."""
+
+
+class DriverDied(HarnessError):
+    """The driver exited, was killed or stopped answering after its `hello`: a verdict on
+    what it was doing (the runner blames the requirement being exercised, restarts the
+    driver and goes on: decision R194), not the end of the run."""
 
 
 class UnsupportedOp(Exception):
@@ -169,6 +185,18 @@ class _InProcess:
         return ""
 
 
+async def _exit(proc: asyncio.subprocess.Process) -> int:
+    """The process's exit status, as soon as it exited: `proc.wait()` waits for its pipes
+    too, which a process it started may hold open."""
+    while proc.returncode is None:
+        await asyncio.sleep(0.02)
+    return proc.returncode
+
+
+CLOSE_WAIT = 2.0  # seconds a driver has to exit once its stdin is closed, before SIGTERM
+EXIT_DRAIN = 0.5  # seconds an exited driver's stdout and stderr have to deliver what is left
+
+
 class _Stdio:
     native_restart = True  # SIGKILL and the command started again
 
@@ -208,11 +236,13 @@ class _Stdio:
             )
         except OSError as exc:
             raise HarnessError(f"cannot start driver {self.argv!r}: {exc}") from exc
+        groups.started(self.proc.pid)  # start_new_session: its pid is its group's id
         self.exited = None
         proc = self.proc
         self.tasks = [
             asyncio.create_task(self._read_stdout(proc)),
             asyncio.create_task(self._read_stderr(proc)),
+            asyncio.create_task(self._watch_exit(proc)),
         ]
 
     async def _read_stdout(self, proc: asyncio.subprocess.Process) -> None:
@@ -235,12 +265,23 @@ class _Stdio:
                 self.stderr.append(f"[suite] reply with unknown id: {str(reply)[:200]}")
             elif not future.done():
                 future.set_result(reply)
-        status = await self._exit_status(proc)
-        if proc is self.proc:
+        self._ended(proc, await self._exit_status(proc))
+
+    async def _watch_exit(self, proc: asyncio.subprocess.Process) -> None:
+        """The driver's exit, even while a process it started keeps its stdout open (a
+        shell's child): once it exited and its stdout had `EXIT_DRAIN` seconds to deliver
+        what it wrote, the waiting requests fail with its exit status."""
+        await _exit(proc)
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(asyncio.shield(self.tasks[0]), EXIT_DRAIN)
+        self._ended(proc, await self._exit_status(proc))
+
+    def _ended(self, proc: asyncio.subprocess.Process, status: str) -> None:
+        if proc is self.proc and self.exited is None:
             self.exited = status
             for future in self.pending.values():
                 if not future.done():
-                    future.set_exception(HarnessError(status))
+                    future.set_exception(DriverDied(status))
             self.pending.clear()
 
     def _garbage(self, line: bytes) -> None:
@@ -260,9 +301,9 @@ class _Stdio:
 
     async def _exit_status(self, proc: asyncio.subprocess.Process) -> str:
         """How the process ended, once its stderr is read to the end (bounded waits)."""
-        code = await proc.wait()
+        code = await _exit(proc)
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(asyncio.shield(self.tasks[1]), 2)
+            await asyncio.wait_for(asyncio.shield(self.tasks[1]), EXIT_DRAIN)
         if code < 0:
             with contextlib.suppress(ValueError):
                 return f"driver killed by signal {signal.Signals(-code).name}"
@@ -275,7 +316,7 @@ class _Stdio:
 
     async def send(self, message: dict[str, Any]) -> Any:
         if self.proc is None or self.exited or self.proc.stdin is None:
-            raise HarnessError(self.exited or "driver not running")
+            raise DriverDied(self.exited or "driver not running")
         if self.unclaimed_garbage is not None:
             problem, self.unclaimed_garbage = self.unclaimed_garbage, None
             raise problem
@@ -293,7 +334,7 @@ class _Stdio:
                 status = await asyncio.wait_for(self._exit_status(proc), 5)
             except TimeoutError:
                 status = f"the driver closed its stdin ({exc}) but is still running"
-            raise HarnessError(status) from exc
+            raise DriverDied(status) from exc
         return await future
 
     async def send_raw(self, data: bytes, msg_id: int | None) -> tuple[int | None, Any]:
@@ -326,21 +367,21 @@ class _Stdio:
         self.orphans.clear()
         return extra
 
-    async def kill(self) -> None:
+    async def kill(self, grace: float = 0.0) -> None:
+        """End the driver's process group (SIGKILL; with `grace`, SIGTERM first and up to
+        `grace` seconds), also when its leader already exited: what it started goes too."""
         proc = self.proc
         if proc is None:
             return
         self.proc = None
-        if proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
+        await asyncio.get_running_loop().run_in_executor(None, groups.end, proc.pid, grace)
         with contextlib.suppress(Exception):
             await asyncio.wait_for(proc.wait(), 10)
         for task in self.tasks:
             task.cancel()
         for future in self.pending.values():
             if not future.done():
-                future.set_exception(HarnessError("driver killed by the suite (restart)"))
+                future.set_exception(DriverDied("driver killed by the suite (restart)"))
         self.pending.clear()
 
     async def restart(self) -> None:
@@ -354,8 +395,8 @@ class _Stdio:
             with contextlib.suppress(Exception):
                 proc.stdin.close()
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(proc.wait(), 5)
-        await self.kill()
+                await asyncio.wait_for(_exit(proc), CLOSE_WAIT)
+        await self.kill(groups.GRACE)
         if self.state is not None:
             shutil.rmtree(self.state, ignore_errors=True)
 
@@ -425,9 +466,16 @@ class DriverClient:
     `transcript` records the messages sent and received, compacted and bounded (for traces).
     """
 
-    def __init__(self, spec: str, *, timeout: float = DEFAULT_TIMEOUT) -> None:
+    def __init__(
+        self,
+        spec: str,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        hello_timeout: float = HELLO_TIMEOUT,
+    ) -> None:
         self.spec = spec
         self.timeout = timeout
+        self.hello_timeout = hello_timeout
         self.protocol = protocol()
         self.transcript = Transcript()
         self._ids = 0
@@ -454,6 +502,9 @@ class DriverClient:
                     f"http://HOST:PORT, not {spec!r}"
                 )
         except BaseException:
+            with contextlib.suppress(Exception):
+                if isinstance(getattr(self, "transport", None), _Stdio):
+                    self._run(self.transport.kill(), 10)
             self._stop_loop()
             raise
 
@@ -492,17 +543,18 @@ class DriverClient:
         return future
 
     def wait(self, future: concurrent.futures.Future[Any], timeout: float | None = None) -> Reply:
-        """The reply to a started request; `HarnessError` on timeout or a dead driver."""
+        """The reply to a started request; `DriverDied` on timeout or a dead driver."""
         op = future.op  # type: ignore[attr-defined]
         limit = self.timeout if timeout is None else timeout
         try:
             raw = future.result(limit)
         except concurrent.futures.TimeoutError as exc:
-            raise HarnessError(
-                f"no reply to {op!r} within {limit:.0f} s\n{self.stderr_tail()}"
+            raise DriverDied(
+                f"no reply to {op!r} within {limit:g} s\n{self.stderr_tail()}"
             ) from exc
         except HarnessError as exc:
-            raise HarnessError(f"{exc} (waiting for {op!r})\n{self.stderr_tail()}") from exc
+            kind = type(exc)
+            raise kind(f"{exc} (waiting for {op!r})\n{self.stderr_tail()}") from exc
         self.transcript.append({"recv": raw, "t": time.monotonic()})
         self.protocol.check_reply(op, raw)
         if raw.get("id") != future.msg_id:  # type: ignore[attr-defined]
@@ -551,11 +603,15 @@ class DriverClient:
         return self.call("restart", {}, timeout=60)
 
     def close(self) -> None:
-        """Close the transport and stop the loop thread (idempotent)."""
+        """Close the transport and stop the loop thread (idempotent): a stdio driver has
+        `CLOSE_WAIT` seconds to exit once its stdin is closed, then its group is ended
+        (SIGTERM, `groups.GRACE`, SIGKILL)."""
         if self._loop.is_closed():
             return
         with contextlib.suppress(Exception):
             self._run(self.transport.close(), 15)
+        if isinstance(self.transport, _Stdio) and self.transport.proc is not None:
+            groups.end(self.transport.proc.pid, 0)  # the loop did not get to it in time
         self._stop_loop()
 
     def _stop_loop(self) -> None:

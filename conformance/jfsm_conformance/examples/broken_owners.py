@@ -21,6 +21,10 @@ jfsm conformance --workers 2 --driver \
   half of its keys: JF-STORE-013.
 - `stale_reads`: an op that writes nothing (a `dump`) never asks the store whether the
   process still owns the game, so a superseded owner serves its old copy: JF-STORE-030.
+- `dump_only_reads`: only a `dump` asks the store whether the process still owns the game;
+  a superseded owner answers `generate` and `telemetry` from its old copy with `ok`, as an
+  engine written from a reading of JF-STORE-030 that stops at its first example would:
+  JF-STORE-030 (issue 39).
 - `renew_any_owner`: the lease renewal extends whatever lease the game has now, not only
   its own token's, so a superseded owner still running keeps a released game locked:
   JF-STORE-031.
@@ -57,6 +61,7 @@ FLAWS = (
     "lease_unchecked",
     "fenced_half_write",
     "stale_reads",
+    "dump_only_reads",
     "renew_any_owner",
     "leases_never_expire",
 )
@@ -158,6 +163,11 @@ class OwnersDriver(ReferenceDriver):
     async def _confirm_owner(self, game: str, engine: GameEngine, writes: int) -> None:
         if self.flaw != "stale_reads":
             await super()._confirm_owner(game, engine, writes)
+
+    def _owned_before(self, op: str, args: Mapping[str, Any]) -> tuple[str, GameEngine, int] | None:
+        if self.flaw == "dump_only_reads" and op != "dump":
+            return None  # answered from memory, never checked at the store
+        return super()._owned_before(op, args)
 
     async def _bent_hello(self, args: Mapping[str, Any]) -> Any:
         result = await self._hello(args)

@@ -19,7 +19,10 @@ does not support. Three things are added around Hypothesis here:
   `HarnessError`.
 
 An `unsupported_op` reply that makes a rule fail ends the phase as "not covered", naming
-the op (the driver does not implement it), never as a failure.
+the op (the driver does not implement it), never as a failure. A driver that dies or stops
+answering (`DriverDied`) ends the phase at once as `"died"`, with the steps and messages of
+the sequence it died in: no rule touches it again, so Hypothesis's replays of that sequence
+cost no further waits (decision R194).
 """
 
 from __future__ import annotations
@@ -41,7 +44,12 @@ from hypothesis.errors import Flaky, HypothesisException
 from hypothesis.reporting import with_reporter
 from hypothesis.stateful import run_state_machine_as_test
 
-from jfsm_conformance.client.driver import HarnessError, ProtocolViolation, UnsupportedOp
+from jfsm_conformance.client.driver import (
+    DriverDied,
+    HarnessError,
+    ProtocolViolation,
+    UnsupportedOp,
+)
 from jfsm_conformance.machines.memory import machine_factory
 from jfsm_conformance.run import exercise
 from jfsm_conformance.steps.session import Session
@@ -118,7 +126,7 @@ class Found:
 
 @dataclass
 class Outcome:
-    status: str  # pass, fail, unsupported
+    status: str  # pass, fail, unsupported, died (`failures[0].exc` is the `DriverDied`)
     failures: list[Found] = field(default_factory=list)
     unsupported: str | None = None
     hypothesis_report: str = ""
@@ -166,8 +174,11 @@ class _Tracker:
         self.found: OrderedDict[tuple[Any, ...], Found] = OrderedDict()
         self.latest: Found | None = None
         self.final_calls: tuple[Any, ...] | None = None
+        self.died: Found | None = None  # the driver died: no rule runs again
 
     def example(self, machine: Any) -> None:
+        if self.died is not None:
+            raise self.died.exc
         self.run_examples += 1
         machine._jfsm_calls = []
 
@@ -200,8 +211,15 @@ class _Tracker:
             calls = machine.__dict__.setdefault("_jfsm_calls", [])
             calls.append((name, repr(sorted(kwargs.items()))))
             self.tick()
+            if self.died is not None:
+                raise self.died.exc
             try:
                 return function(machine, **kwargs)
+            except DriverDied as exc:
+                s = self.session
+                since = s.world.client.transcript.since(s.trace_start)
+                self.died = Found(exc, list(s.steps), since)
+                raise
             except (ConformanceFailure, ProtocolViolation) as exc:
                 op = unsupported_in(self.session)
                 if op is not None:
@@ -317,8 +335,13 @@ def explore(
     if seed is not None:
         factory = hypothesis_seed(seed)(factory)
     try:
-        with with_reporter(lambda value: lines.append(str(value))):
-            run_state_machine_as_test(factory, settings=conf)
+        try:
+            with with_reporter(lambda value: lines.append(str(value))):
+                run_state_machine_as_test(factory, settings=conf)
+        except Exception:
+            if tracker.died is not None:  # whatever Hypothesis made of it
+                return Outcome("died", [tracker.died])
+            raise
         return Outcome("pass")
     except UnsupportedOp as exc:
         return Outcome("unsupported", unsupported=exc.op)

@@ -75,10 +75,16 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from jfsm_conformance.client.driver import DriverClient, HarnessError, ProtocolViolation, Reply
+from jfsm_conformance.client.driver import (
+    DriverClient,
+    DriverDied,
+    HarnessError,
+    ProtocolViolation,
+    Reply,
+)
 from jfsm_conformance.fake.compress import FakeCompress
 from jfsm_conformance.model.replies import hold
-from jfsm_conformance.verify.checks import ConformanceFailure, Ledger
+from jfsm_conformance.verify.checks import DRIVER_UP, ConformanceFailure, Ledger
 from jfsm_conformance.verify.ownership import OwnershipHistory
 
 __all__ = ["BUDGET", "OWNERSHIP_IDS", "WorkersOutcome", "phase", "run_workers", "unfit"]
@@ -97,6 +103,10 @@ KILL_DELAYS = (0.0, 0.001, 0.003, 0.008, 0.02)
 KILLS = 1  # SIGKILLs per sequence: each costs a process start (about a second)
 TIMEOUT = 60.0
 LEASE_ASKED = 2.0  # seconds: hello's leaseSeconds in the lease probes (R122)
+# the ops a superseded owner could answer from its own copy of a game without a write
+# (JF-STORE-030 lists them: `dump`, `telemetry`, a `generate` with nothing to compress): each
+# is sent by a superseded owner in the first sequence, and drawn by the rule after it
+READS = ("dump", "telemetry", "generate")
 LEASE_WAIT_MAX = 60.0  # the longest stated lease the probes wait out
 LEASE_MARGIN = 0.5  # seconds waited past a stated lease (a quarter of it, if longer; R172)
 LEASE_POLL = 0.25  # seconds between plain opens of a killed owner's game (R172)
@@ -237,6 +247,16 @@ def _machine(
                 messages = pool.messages_since(self.marks)
                 outcome.failures.append((exc, list(self.steps), messages))
                 raise _Stop from exc
+            except DriverDied as exc:  # a worker died unasked: a verdict, the machine ends (R194)
+                first, _, tail = str(exc).partition("\n")
+                lines = [line for line in tail.splitlines() if line.strip()][-12:]
+                message = f"a worker died or stopped answering: {first}"
+                if lines:
+                    message += "\nits last stderr lines:\n" + "\n".join(f"  {x}" for x in lines)
+                failure = ConformanceFailure(DRIVER_UP.name, DRIVER_UP.ids, message)
+                messages = pool.messages_since(self.marks)
+                outcome.failures.append((failure, list(self.steps), messages))
+                raise _Stop from exc
 
         def call(self, worker: int, op: str, **args: Any) -> Reply:
             return pool.call(worker, op, args)
@@ -290,7 +310,8 @@ def _machine(
             a game not held (before its first open, while another owns it, after a release)."""
             self._open(u, game, False)
             self._open(u, game, True)
-            self._fenced_read(v, game)
+            for op in READS:  # every op that answers from memory (JF-STORE-030's list)
+                self._fenced_read(v, game, op)
             self._record(v, game)
             self._record(v, game)
             self._kill(v, game, 0.0)
@@ -391,12 +412,13 @@ def _machine(
             else:
                 self.history.open_refused(w, game, reply.code, takeover=takeover)
 
-        def _fenced_read(self, w: int, game: str) -> None:
-            """A read by `w`, whose ownership another worker superseded: store_fenced."""
-            self.step("dump", w, game=game, superseded=True)
-            reply = self.call(w, "dump", game=game)
+        def _fenced_read(self, w: int, game: str, op: str = "dump") -> None:
+            """A read (`op`, one of `READS`) by `w`, whose ownership another worker
+            superseded: store_fenced."""
+            self.step(op, w, game=game, superseded=True)
+            reply = self.call(w, op, game=game)
             outcome.count(w, "fenced reads")
-            self.history.fenced_read(w, game, reply)
+            self.history.fenced_read(w, game, reply, op)
 
         def _not_held(self, w: int, game: str) -> None:
             """An op (a dump) by `w` on a game it does not hold: a plain open first."""
@@ -449,11 +471,11 @@ def _machine(
             return [(w, g) for g in self.games for w in sorted(self.history.games[g].fenced)]
 
         @precondition(lambda self: bool(self.superseded()))
-        @rule(pick=st.integers(0, 15))
-        def fenced_read(self, pick: int) -> None:
+        @rule(pick=st.integers(0, 15), op=st.sampled_from(READS))
+        def fenced_read(self, pick: int, op: str) -> None:
             """A worker whose game another opened reads it: store_fenced (JF-STORE-030)."""
             w, game = self.superseded()[pick % len(self.superseded())]
-            self.guard(lambda: self._fenced_read(w, game))
+            self.guard(lambda: self._fenced_read(w, game, op))
 
         @rule(w=st.integers(0, k - 1), pick=st.integers(0, 7))
         def not_held(self, w: int, pick: int) -> None:
@@ -560,9 +582,9 @@ def run_workers(
 ) -> WorkersOutcome:
     """Run the workers machine with `count` processes of the stdio driver `spec`.
 
-    Returns the outcome (the first failure with its steps, if any). Raises `HarnessError`
-    when a worker cannot be started, dies unasked, or stops answering, and `ValueError` for
-    fewer than 2 workers."""
+    Returns the outcome (the first failure with its steps, if any; a worker that died unasked
+    or stopped answering in a rule is one, of JF-ERR-020: R194). Raises `HarnessError` when
+    a worker cannot be started or greeted, and `ValueError` for fewer than 2 workers."""
     if count < 2:
         raise ValueError(f"the workers machine needs at least 2 workers, not {count}")
     outcome = WorkersOutcome("pass")

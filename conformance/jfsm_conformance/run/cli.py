@@ -4,7 +4,8 @@
 jfsm conformance [--driver SPEC] [--profile quick|standard|thorough] [--select PREFIX]
                  [--expected-failures FILE] [--report-dir DIR] [--junit-xml PATH]
                  [--seed N] [--[no-]shrink] [--serial]
-jfsm conformance smoke [--driver SPEC]
+                 [--hello-timeout SECONDS] [--op-timeout SECONDS]
+jfsm conformance smoke [--driver SPEC] [--timeout SECONDS] [--hello-timeout SECONDS]
 jfsm conformance skeleton > jfsm-driver.ts     the TypeScript driver skeleton
 jfsm conformance replay TRACE [--driver SPEC]
 ```
@@ -17,8 +18,10 @@ writes one JUnit test case per requirement; when `GITHUB_ACTIONS` is set, each f
 requirement is also printed as a GitHub `::error` annotation.
 
 Exit codes: 0 every covered requirement passed, 1 a requirement failed (or a trace still
-fails), 2 harness error (the driver could not be started, died or stopped answering), an
-interrupted run (Ctrl-C or SIGTERM) or bad usage (an unknown option, a `--select` prefix
+fails; a driver that died or stopped answering after `hello` fails what it was exercising
+and JF-ERR-020, and is started again: decision R194), 2 harness error (the driver could not
+be started or did not complete `hello` within `--hello-timeout`, a fault of the suite) or
+bad usage (an unknown option, a `--select` prefix
 that matches no requirement ID or selects nothing the suite judges, a `--select` that
 judged nothing once run (decision R142), a trace that is missing or not a trace, a report
 folder that cannot be written). Bad usage is one line on stderr, never a traceback (R160).
@@ -27,8 +30,13 @@ A run holds its report folder: a second run pointed at the same folder while the
 on is refused in one line (exit 2), so it never deletes the first's traces nor overwrites
 its report, and every replay command the first prints keeps working (decision R161).
 
+130 an interrupted run (Ctrl-C or SIGTERM): it stops within 2 s, with a partial report
+that says `"interrupted": true` (decision R196).
+
 The report is written as the run goes (atomically, `"partial": true` and the `phase`
-reached), so a run killed even by SIGKILL leaves a partial report (decision R55).
+reached), so a run killed even by SIGKILL leaves a partial report (decision R55). Every
+process the run starts runs in a process group of its own, which the run ends however it
+ends (decision R193).
 """
 
 from __future__ import annotations
@@ -87,8 +95,8 @@ SUBCOMMANDS = """subcommands:
   jfsm conformance replay TRACE [--driver SPEC]   run a recorded failing trace again
   jfsm conformance skeleton > jfsm-driver.ts      the TypeScript driver skeleton
 
-exit codes: 0 every covered requirement passed, 1 a requirement failed, 2 harness error,
-interrupted run or bad usage"""
+exit codes: 0 every covered requirement passed, 1 a requirement failed (a driver that died
+mid-run included), 2 harness error (no hello) or bad usage, 130 interrupted"""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -138,6 +146,22 @@ def build_parser() -> argparse.ArgumentParser:
         "report, more slowly)",
     )
     parser.add_argument(
+        "--hello-timeout",
+        type=_seconds,
+        default=10.0,
+        metavar="SECONDS",
+        help="how long a driver has to answer hello; one that does not is a harness error "
+        "(exit 2) (default: %(default)g)",
+    )
+    parser.add_argument(
+        "--op-timeout",
+        type=_seconds,
+        default=120.0,
+        metavar="SECONDS",
+        help="how long a driver has to answer any other op; one that does not is blamed on "
+        "what it was exercising, then started again (default: %(default)g)",
+    )
+    parser.add_argument(
         "--workers",
         type=int,
         default=2,
@@ -146,6 +170,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="processes of a sharedStore driver run as workers of one store (default 2)",
     )
     return parser
+
+
+def _seconds(text: str) -> float:
+    """A positive number of seconds (argparse type)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, not {text!r}")
+    return value
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -216,6 +251,8 @@ def _run(
         workers=args.workers,
         companions=args.driver == DEFAULT_DRIVER,
         parallel=not args.serial,
+        hello_timeout=args.hello_timeout,
+        op_timeout=args.op_timeout,
         checkpoint=lambda partial: write_report(partial, report_dir),
         command=" ".join([invoked_as(), "conformance", *(shlex.quote(a) for a in argv)]),
     )
@@ -246,7 +283,7 @@ def _run(
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
-    """SIGTERM ends the run like Ctrl-C: a partial report, exit 2."""
+    """SIGTERM ends the run like Ctrl-C: a partial report, exit 130 (R196)."""
     raise KeyboardInterrupt(f"signal {signum}")
 
 
@@ -278,10 +315,33 @@ def _smoke(argv: list[str]) -> int:
     )
     parser.add_argument("--driver", default=DEFAULT_DRIVER, help="as for jfsm conformance")
     parser.add_argument(
-        "--timeout", type=float, default=30.0, help="seconds to wait for each reply"
+        "--timeout", type=_seconds, default=30.0, help="seconds to wait for each reply"
+    )
+    parser.add_argument(
+        "--hello-timeout",
+        type=_seconds,
+        default=10.0,
+        metavar="SECONDS",
+        help="seconds to wait for the reply to hello (default: %(default)g)",
     )
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:
         return 0 if exc.code == 0 else 2
-    return smoke(args.driver, timeout=args.timeout, say=lambda line: print(line, flush=True))
+    try:
+        previous = signal.signal(signal.SIGTERM, _interrupt)
+    except ValueError:  # not the main thread (an embedding): SIGTERM keeps its handler
+        previous = None
+    try:
+        return smoke(
+            args.driver,
+            timeout=args.timeout,
+            hello_timeout=args.hello_timeout,
+            say=lambda line: print(line, flush=True),
+        )
+    except KeyboardInterrupt:  # its processes are ended on the way out (R193)
+        print("smoke: interrupted (exit 130)", flush=True)
+        return 130
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)

@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from jfsm_conformance.client import groups
 from jfsm_conformance.client.driver import HarnessError
 from jfsm_conformance.steps.session import Session
 
@@ -53,8 +54,14 @@ def _http_driver() -> Iterator[str]:
     env = dict(os.environ, JFSM_DRIVER_TOKEN=token)
     argv = [sys.executable, "-m", "jfsm.cli", "driver", "--http", "0", "--state", state]
     proc = subprocess.Popen(
-        argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=env,
+        start_new_session=True,  # a group of its own, which the suite ends (R193)
     )
+    groups.started(proc.pid)
     previous = os.environ.get("JFSM_DRIVER_TOKEN")
     try:
         url = _announced_url(proc)
@@ -65,11 +72,8 @@ def _http_driver() -> Iterator[str]:
             os.environ.pop("JFSM_DRIVER_TOKEN", None)
         else:
             os.environ["JFSM_DRIVER_TOKEN"] = previous
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        groups.end(proc.pid)  # SIGTERM to its group, a grace, SIGKILL
+        with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(10)
         shutil.rmtree(state, ignore_errors=True)
 
@@ -105,7 +109,9 @@ def _scenarios_over(lane: Any, label: str, spec: str, names: list[str]) -> None:
     lane.o.progress(f"companion {label}: {', '.join(names)}")
     lane.companions[label] = ", ".join(names)
     lane.current = f"the start of companion {label}"
-    session = Session(spec, lane.ledger)
+    session = Session(
+        spec, lane.ledger, timeout=lane.o.op_timeout, hello_timeout=lane.o.hello_timeout
+    )
     try:
         for name in names:
             lane.unskip(name)

@@ -88,6 +88,8 @@ class Options:
     # the same order and with the same verdicts (decision R170)
     parallel: bool = True
     checkpoint: Callable[[RunResult], object] | None = None  # gets partial results (R55)
+    hello_timeout: float = 10.0  # seconds for the reply to hello (`--hello-timeout`, R195)
+    op_timeout: float = 120.0  # seconds for any other reply (`--op-timeout`, R195)
     command: str = ""  # the command line as the user typed it (recorded in the report)
 
 
@@ -133,11 +135,15 @@ class RunResult:
     companions: dict[str, str] = field(default_factory=dict)
     # every scenario and machine the selection named, and how it went (`Judge`)
     judges: list[Judge] = field(default_factory=list)
+    interrupted: bool = False  # stopped by Ctrl-C or SIGTERM (R196)
 
     @property
     def exit_code(self) -> int:
-        """2 for a harness error or a `--select` that judged nothing (`judged_nothing`), 1
-        when a requirement failed, else 0."""
+        """130 for a run interrupted by Ctrl-C or SIGTERM (decision R196), 2 for a harness
+        error or a `--select` that judged nothing (`judged_nothing`), 1 when a requirement
+        failed, else 0."""
+        if self.interrupted:
+            return 130
         if self.harness_error:
             return 2
         if any(v["verdict"] == "fail" for v in self.verdicts):

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree as ET
 
+from jfsm_conformance.run.model import selected
 from jfsm_conformance.run.runner import (
     DEFAULT_DRIVER,
     DEFAULT_DRIVER_NOTE,
@@ -142,9 +143,16 @@ def first_failure(result: RunResult) -> dict[str, Any] | None:
 
 
 def _run_failures(result: RunResult) -> list[Any]:
-    """The failures that fail the run: those blaming an ID not listed as expected."""
+    """The failures that fail the run: those blaming an ID not listed as expected, and, with
+    a `--select`, a selected one (or a row of the driver protocol): a check that also saw
+    an unselected requirement fail is not shown nor counted (R197)."""
     expected = result.options.expected_failures
-    return [f for f in result.failures if any(i not in expected for i in f.ids)]
+    select = result.options.select
+
+    def counts(rid: str) -> bool:
+        return rid not in expected and (not rid.startswith("JF-") or selected(rid, select))
+
+    return [f for f in result.failures if any(counts(i) for i in f.ids)]
 
 
 def _bounded(message: str) -> list[str]:
@@ -225,6 +233,7 @@ def to_json(result: RunResult) -> dict[str, Any]:
         "capabilities": result.capabilities,
         "exit_code": result.exit_code,
         "partial": result.partial,
+        "interrupted": result.interrupted,
         "phase": result.phase,
         "harness_error": result.harness_error,
         "judged_nothing": result.judged_nothing,
@@ -273,6 +282,8 @@ def to_markdown(result: RunResult) -> str:
         lines.append(f"- note: {DEFAULT_DRIVER_NOTE}")
     for label, what in result.companions.items():
         lines.append(f"- companion {label}: {what} (the reference's own process, R92)")
+    if result.interrupted:
+        lines += ["", f"**Interrupted** (Ctrl-C or SIGTERM) after {result.phase}."]
     if result.partial:
         lines += [
             "",
@@ -422,7 +433,9 @@ def summary_lines(result: RunResult) -> list[str]:
             why = first["message"].splitlines()[0][:160] if first else v.get("reason", "")
             out.append(f"  {v['verdict'].upper():6} {v['id']}  {v['title']}: {why}")
     out += unjudged_lines(result)
-    if result.harness_error:
+    if result.interrupted:
+        out.append(f"INTERRUPTED: {result.harness_error or result.phase} (exit 130)")
+    elif result.harness_error:
         out.append(f"HARNESS ERROR: {result.harness_error.splitlines()[0]}")
     return out
 

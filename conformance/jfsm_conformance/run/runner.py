@@ -49,9 +49,10 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
-from jfsm_conformance.client.driver import HarnessError, ProtocolViolation
+from jfsm_conformance.client import groups
+from jfsm_conformance.client.driver import DriverDied, HarnessError, ProtocolViolation
 from jfsm_conformance.machines import workers
 from jfsm_conformance.machines.explore import (
     PROTOCOL_ROW,
@@ -64,7 +65,7 @@ from jfsm_conformance.run import companions, exercise
 from jfsm_conformance.run.traces import TraceDir, TraceError, read_trace, unpack
 from jfsm_conformance.scenarios import SCENARIOS, Scenario
 from jfsm_conformance.steps.session import STEPS, Session
-from jfsm_conformance.verify.checks import ConformanceFailure, Ledger
+from jfsm_conformance.verify.checks import DRIVER_UP, ConformanceFailure, Ledger
 
 __all__ = [
     "PROFILES",
@@ -109,9 +110,21 @@ class _LogCapture(logging.Handler):
         del self.lines[:-200]
 
 
+class _Timeouts(TypedDict):
+    hello_timeout: float
+    timeout: float
+
+
+def timeouts(options: Options) -> _Timeouts:
+    """The run's bounded waits for a new session: `hello`, and every other reply (R195)."""
+    return {"hello_timeout": options.hello_timeout, "timeout": options.op_timeout}
+
+
 def _selected(ids: tuple[str, ...], select: str) -> bool:
     return any(selected(i, select) for i in ids)
 
+
+DIED_STDERR_LINES = 12  # the stderr lines a failure of a driver that died quotes
 
 NOT_SHRUNK = (
     "not shrunk: a deterministic scenario had already failed, and its trace is the short "
@@ -148,7 +161,7 @@ def _needs_met(scenario: Scenario, session: Session) -> tuple[str, str] | None:
             reasons.append(
                 (
                     "needs an HTTP driver",
-                    "needs an HTTP driver (JF-ERR-011 and JF-ERR-012 are about HTTP requests)",
+                    "needs an HTTP driver (the scenario sends its requests over HTTP)",
                 )
             )
         if need == "state" and getattr(session.world.client.transport, "state", None) is None:
@@ -466,7 +479,8 @@ class _Run:
                 )
             )
         self.failures.append(Failure(source, check, ids, message, path))
-        self.o.progress(f"  FAIL {source}: [{', '.join(ids)}] {message.splitlines()[0][:200]}")
+        if any(not i.startswith("JF-") or selected(i, self.o.select) for i in ids):  # R197
+            self.o.progress(f"  FAIL {source}: [{', '.join(ids)}] {message.splitlines()[0][:200]}")
 
     def not_supported(self, what: str, op: str) -> str:
         self.unsupported.setdefault(op, "unsupported_op")
@@ -519,6 +533,11 @@ class _Run:
                 scenario.run(session)
                 status = "pass"
                 self.judge_as(what, scenario.ids, "pass")
+                session.ledger.credit(DRIVER_UP)
+            except DriverDied as exc:  # a verdict, and the driver started again (R194)
+                self.driver_died(what, scenario.ids[:1], exc, session, start)
+                status = "FAIL (the driver died or stopped answering; started again)"
+                self.judge_as(what, scenario.ids, "fail")
             except (ConformanceFailure, ProtocolViolation) as exc:
                 op = unsupported_in(session)
                 if op is not None:
@@ -535,6 +554,7 @@ class _Run:
                     self.record_failure(what, found, *where)
                     status = "FAIL"
                     self.judge_as(what, scenario.ids, "fail")
+                session.ledger.credit(DRIVER_UP)
                 session.recover()
             took = time.monotonic() - began
             self.durations[what] = took
@@ -547,6 +567,39 @@ class _Run:
                 f"{prefix}[{i}/{len(chosen)}] {scenario.name}: {status} ({took:.1f}s{left})"
             )
             self.reached(f"scenario {scenario.name} ({i}/{len(chosen)} scenarios)")
+
+    def driver_died(
+        self,
+        what: str,
+        ids: Iterable[str],
+        exc: DriverDied,
+        session: Session,
+        start: int,
+        found: Found | None = None,
+    ) -> None:
+        """The driver died or stopped answering during `what`, which exercises `ids`: a
+        failure of those and of JF-ERR-020 with its exit status and last stderr lines; then
+        the driver is started again (`World.revive`), a `HarnessError` if it cannot complete
+        hello again (decision R194). In a run that stops, it is the stop's doing: raised."""
+        if (self.root or self).stop.is_set():
+            raise exc
+        blamed = tuple(dict.fromkeys([*ids, *DRIVER_UP.ids]))
+        first, _, tail = str(exc).partition("\n")
+        lines = [line for line in tail.splitlines() if line.strip()][-DIED_STDERR_LINES:]
+        message = f"the driver died or stopped answering during {what}: {first}"
+        if lines:
+            message += "\nits last stderr lines:\n" + "\n".join(f"  {x}" for x in lines)
+        failure = ConformanceFailure(DRIVER_UP.name, blamed, message)
+        if found is None:
+            messages = session.world.client.transcript.since(start)
+            found = Found(failure, list(session.steps), messages)
+        else:
+            found = Found(failure, found.steps, found.messages)
+        world = session.world
+        self.record_failure(what, found, world.driver_spec, world.override)
+        self.current = f"the restart of the driver after {what}"
+        session.world.revive()
+        self.o.progress(f"  the driver was started again after {what}")
 
     def judge_as(
         self, what: str, ids: Iterable[str], status: str, why: str = "", reason: str = ""
@@ -593,18 +646,26 @@ class _Run:
             checkpoint=lambda done: self.reached(f"machine {label}: {done}"),
         )
         status = outcome.status
-        if outcome.status == "unsupported" and outcome.unsupported:
+        if outcome.status == "died":
+            (found,) = outcome.failures
+            assert isinstance(found.exc, DriverDied)
+            self.driver_died(what, (), found.exc, session, 0, found)
+            self.judge_as(what, ids, "fail")
+            outcome.failures = []
+            status = "fail"
+        elif outcome.status == "unsupported" and outcome.unsupported:
             reason = self.not_supported(what, outcome.unsupported)
             status = "not covered: " + reason
             self.judge_as(what, ids, "unsupported", f"op {outcome.unsupported} unsupported", reason)
         else:
             self.judge_as(what, ids, "fail" if outcome.failures else "pass")
+            session.ledger.credit(DRIVER_UP)
         for found in outcome.failures:
             if shrink != self.shrink:
                 found.note = "; ".join(filter(None, [found.note, NOT_SHRUNK]))
             where = (session.world.driver_spec, session.world.override)
             self.record_failure(f"machine {label}", found, *where, outcome.hypothesis_report)
-        if outcome.status != "pass":
+        if outcome.status not in ("pass", "died"):
             session.recover()
         took = time.monotonic() - began
         self.durations[f"machine {label}"] = took
@@ -617,7 +678,8 @@ class _Run:
 # the scenarios that mostly wait on timers (the attempt deadline of a hostile service): in the
 # default run they go on beside the rest, on a session of their own (R170)
 WAITING = frozenset({"bounded-deadline", "bounded-size", "bounded-identifiers"})
-LANE_JOIN_TIMEOUT = 60.0  # how long an interrupted or stopped run waits for its lanes
+LANE_JOIN_TIMEOUT = 60.0  # how long a run that stopped waits for its lanes
+STOP_BUDGET = 1.0  # seconds an interrupted run waits for its lanes and its session (R196)
 
 
 def _waiting(r: _Run, session: Session) -> list[str]:
@@ -682,7 +744,9 @@ def _rest(r: _Run, session: Session, profile: Profile) -> Callable[[_Run], None]
             lane.judge_as(f"machine {small}", judged, "skipped", why, reason)
         elif machines and profile.small_examples:
             lane.current = f"the start of the machine {small}"
-            small_session = Session(options.driver, lane.ledger, thresholds=SMALL_THRESHOLDS)
+            small_session = Session(
+                options.driver, lane.ledger, thresholds=SMALL_THRESHOLDS, **timeouts(options)
+            )
             try:
                 lane.machine(small_session, small, profile.small_examples, profile.small_steps)
                 lane.unsupported.update(small_session.world.unsupported)
@@ -711,7 +775,7 @@ def _waits(names: list[str]) -> Callable[[_Run], None]:
 
     def body(lane: _Run) -> None:
         lane.current = "the start of the scenarios that wait"
-        session = Session(lane.o.driver, lane.ledger)
+        session = Session(lane.o.driver, lane.ledger, **timeouts(lane.o))
         try:
             lane.scenarios(session, only=set(names), label="waits")
             lane.unsupported.update(session.world.unsupported)
@@ -739,11 +803,20 @@ def _machines_apart(r: _Run, profile: Profile) -> Callable[[_Run], None]:
             "workers": o.workers,
             "machines": o.machines,
             "prefix": lane.traces.prefix,
+            "hello_timeout": o.hello_timeout,
+            "op_timeout": o.op_timeout,
         }
         lane.current = "the machines' process (python -m jfsm_conformance.run.lane)"
         argv = [sys.executable, "-m", "jfsm_conformance.run.lane"]
         with tempfile.TemporaryFile() as err:
-            proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err)
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                start_new_session=True,  # a group of its own, which the run ends (R193)
+            )
+            groups.started(proc.pid)
             lane.process = proc
             if r.stop.is_set():  # the run stopped while it started: the run's end kills it
                 proc.kill()
@@ -817,6 +890,7 @@ def serve_lane() -> int:
     stdout. Exits 0 with the records (a harness error among them); a bug of the suite ends
     it with its traceback on stderr and no records, which the run reports as a harness
     error."""
+    groups.exit_on_signal()  # SIGTERM from the run: its drivers' groups end with it (R193)
     request = json.loads(sys.stdin.read())
     out, sys.stdout = sys.stdout, sys.stderr  # what else prints goes to stderr
 
@@ -833,6 +907,8 @@ def serve_lane() -> int:
         shrink=request["shrink"],
         workers=request["workers"],
         machines=request["machines"],
+        hello_timeout=request["hello_timeout"],
+        op_timeout=request["op_timeout"],
         progress=lambda line: say({"progress": line}),
     )
     r = _Run(options)
@@ -840,7 +916,7 @@ def serve_lane() -> int:
 
     def body(lane: _Run) -> None:
         lane.current = "the handshake of the machines' session"
-        session = Session(options.driver, lane.ledger)
+        session = Session(options.driver, lane.ledger, **timeouts(options))
         r.implementation.update(session.world.implementation)
         r.capabilities.update(session.world.capabilities)
         _rest(r, session, profile)(lane)
@@ -871,6 +947,7 @@ def run(options: Options) -> RunResult:
     r = _Run(options)
     r.traces.clear()
     r.reached("starting")  # replaces a report left by an earlier run at once
+    before = groups.recorded()  # process groups that are not this run's own
     capture = _LogCapture()
     logging.getLogger().addHandler(capture)
     harness_error = select_error(options.select, r.catalog)
@@ -885,7 +962,7 @@ def run(options: Options) -> RunResult:
                 )
                 if options.driver == DEFAULT_DRIVER:
                     options.progress(f"({DEFAULT_DRIVER_NOTE})")
-                session = Session(options.driver, r.ledger)
+                session = Session(options.driver, r.ledger, **timeouts(options))
                 r.implementation.update(session.world.implementation)
                 r.capabilities.update(session.world.capabilities)
                 flags = ", ".join(k for k, v in sorted(r.capabilities.items()) if v) or "none"
@@ -940,22 +1017,12 @@ def run(options: Options) -> RunResult:
         options.progress(f"HARNESS ERROR {r.harness_error}")
         if session is not None:
             r.driver_log = session.world.client.stderr_tail()
-    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM turned into one by the CLI (R55)
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM turned into one by the CLI (R55, R196)
         interrupted = True
         options.progress(f"INTERRUPTED after {r.phase}")
     finally:
-        r.stop.set()
-        for lane in r.lanes:  # a lane's process still running: the run stops (its thread too)
-            if lane.process is not None and lane.process.poll() is None:
-                lane.process.kill()
-                lane.process.wait(10)
-        with contextlib.suppress(KeyboardInterrupt):
-            for lane in r.lanes:
-                if lane.thread is not None:
-                    lane.thread.join(LANE_JOIN_TIMEOUT)
-        if session is not None and (rest is None or not rest.started or not rest.shares):
-            with contextlib.suppress(Exception):
-                session.close()
+        with contextlib.suppress(KeyboardInterrupt):  # a second Ctrl-C stops nothing here
+            _stop(r, session, rest, interrupted=interrupted, before=before)
         logging.getLogger().removeHandler(capture)
     fold = r.settle()
     if interrupted:
@@ -963,12 +1030,48 @@ def run(options: Options) -> RunResult:
             f"interrupted after {r.phase}: the run did not finish; the verdicts cover only "
             "what ran before"
         )
+        result = r.result(harness_error, "\n".join(capture.lines[-40:]), partial=True)
+        result.interrupted = True
+        return result
     harness_error = harness_error or fold.harness_error
     stopped = fold.harness_error is not None
     driver_log = "\n".join(filter(None, [fold.driver_log, "\n".join(capture.lines[-40:])]))
     if not (interrupted or stopped):
         r.phase = "finished"
     return r.result(harness_error, driver_log, partial=interrupted or stopped)
+
+
+def _stop(
+    r: _Run, session: Session | None, rest: _Run | None, *, interrupted: bool, before: set[int]
+) -> None:
+    """The end of a run, however it ended: the lanes are told to stop; the processes of an
+    interrupted run (every driver's group, the machines' process) are ended at once and its
+    lanes waited for `STOP_BUDGET` seconds in all (R196); those of a run that ended are
+    waited for, and its session closed; any group the run started that is still recorded
+    is ended (R193; `before`: the groups recorded before the run, which are not its own)."""
+    r.stop.set()
+    began = time.monotonic()
+    if interrupted:
+        groups.end_all(grace=0.3, keep=before)  # a lane waiting on a driver: answered
+    for lane in r.lanes:  # a lane's process still running: the run stops (its thread too)
+        if lane.process is not None and lane.process.poll() is None:
+            groups.end(lane.process.pid, 0.5)  # SIGTERM: it ends its drivers' groups
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                lane.process.wait(5)
+    for lane in r.lanes:
+        if lane.thread is not None:
+            left = STOP_BUDGET - (time.monotonic() - began) if interrupted else LANE_JOIN_TIMEOUT
+            lane.thread.join(max(left, 0.01))
+    if session is not None and (rest is None or not rest.started or not rest.shares):
+        closing = threading.Thread(target=_quietly, args=(session.close,), daemon=True)
+        closing.start()
+        closing.join(max(STOP_BUDGET - (time.monotonic() - began), 0.01) if interrupted else None)
+    groups.end_all(grace=0 if interrupted else groups.GRACE, keep=before)
+
+
+def _quietly(action: Callable[[], object]) -> None:
+    with contextlib.suppress(Exception):
+        action()
 
 
 def judge(
@@ -1072,9 +1175,9 @@ def _unjudged(
             "optional (MAY): credited only when the implementation shows it",
         )
     lacking = [j for j in mine if j.status in ("skipped", "unsupported")]
-    if lacking:
+    if lacking:  # each reason names its own requirement, never another's (R197)
         whys = list(dict.fromkeys(j.why for j in lacking))
-        return "; ".join(whys), "; ".join(
+        return "; ".join(whys), f"{rid}: " + "; ".join(
             dict.fromkeys(f"{j.what}: {j.reason or j.why}" for j in lacking)
         )
     if stopped is not None:

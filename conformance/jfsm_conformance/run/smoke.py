@@ -21,7 +21,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from jfsm_conformance.client.driver import HarnessError, ProtocolViolation
+from jfsm_conformance.client.driver import HELLO_TIMEOUT, HarnessError, ProtocolViolation
 from jfsm_conformance.machines.explore import unsupported_in
 from jfsm_conformance.steps.session import Session
 from jfsm_conformance.verify.checks import ConformanceFailure
@@ -88,12 +88,19 @@ RESTART = [
 CHAINS = {"rounds": ROUNDS, "scenes": SCENES, "conversion": CONVERT, "restart": RESTART}
 
 
-def smoke(driver: str, *, say: Callable[[str], None] = print, timeout: float = 30.0) -> int:
-    """Run the smoke check against `driver`, reporting each step through `say`; exit code."""
+def smoke(
+    driver: str,
+    *,
+    say: Callable[[str], None] = print,
+    timeout: float = 30.0,
+    hello_timeout: float = HELLO_TIMEOUT,
+) -> int:
+    """Run the smoke check against `driver`, reporting each step through `say`; exit code.
+    Every process it starts is ended before it returns (decision R193)."""
     began = time.monotonic()
     say(f"jfsm conformance smoke: driver {driver}")
     try:
-        session = Session(driver, timeout=timeout)
+        session = Session(driver, timeout=timeout, hello_timeout=hello_timeout)
     except (HarnessError, ProtocolViolation) as exc:
         say(f"  {'hello':<17} FAIL  {_first(exc)}")
         _tail(say, str(exc))

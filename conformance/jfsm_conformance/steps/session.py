@@ -57,7 +57,7 @@ import copy
 import time
 from typing import Any
 
-from jfsm_conformance.client.driver import HarnessError
+from jfsm_conformance.client.driver import DEFAULT_TIMEOUT, HELLO_TIMEOUT, HarnessError
 from jfsm_conformance.client.protocol import Reply
 from jfsm_conformance.model.canon import QUOTA, change_log, footprint, jcs
 from jfsm_conformance.model.encoded import BaseCache
@@ -142,12 +142,16 @@ class Session:
         ledger: Ledger | None = None,
         *,
         thresholds: dict[str, int] | None = None,
-        timeout: float = 120.0,
+        timeout: float = DEFAULT_TIMEOUT,
+        hello_timeout: float = HELLO_TIMEOUT,
     ) -> None:
         """Start the fake and the driver (`HarnessError` if the driver cannot be started or
-        refuses hello). `thresholds=None` runs at the spec thresholds."""
+        does not complete hello within `hello_timeout` seconds; `timeout`: for every other
+        reply). `thresholds=None` runs at the spec thresholds."""
         self.ledger = ledger or Ledger()
-        self.world = World(driver, thresholds=thresholds, timeout=timeout)
+        self.world = World(
+            driver, thresholds=thresholds, timeout=timeout, hello_timeout=hello_timeout
+        )
         self.check = Verifier(self.ledger, self.world.client.protocol.error_codes)
         self.world.on_blocked = self.check.replies.blocked
         self._steps: list[dict[str, Any]] = []

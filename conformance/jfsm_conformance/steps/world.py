@@ -27,7 +27,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from jfsm.spec import constants
-from jfsm_conformance.client.driver import DriverClient, HarnessError
+from jfsm_conformance.client.driver import (
+    DEFAULT_TIMEOUT,
+    HELLO_TIMEOUT,
+    DriverClient,
+    DriverDied,
+    HarnessError,
+)
 from jfsm_conformance.client.protocol import ProtocolViolation, Reply
 from jfsm_conformance.fake.compress import FakeCompress
 from jfsm_conformance.model.oracle import GameModel, InFlight
@@ -61,18 +67,29 @@ class World:
     """Driver, fake and expected state. `thresholds=None` runs at the spec thresholds."""
 
     def __init__(
-        self, driver: str, *, thresholds: dict[str, int] | None = None, timeout: float = 120.0
+        self,
+        driver: str,
+        *,
+        thresholds: dict[str, int] | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        hello_timeout: float = HELLO_TIMEOUT,
     ) -> None:
         self.driver_spec = driver
         self.override = thresholds
         self.thresholds = dict(SPEC_THRESHOLDS, **(thresholds or {}))
         self.fake = FakeCompress(hold_timeout=60.0, summary_cap=64).start()
+        client: DriverClient | None = None
         try:
-            self.client = DriverClient(driver, timeout=timeout)
+            client = DriverClient(driver, timeout=timeout, hello_timeout=hello_timeout)
+            self.client = client
             self.implementation: dict[str, Any] = {}
             self.capabilities = self.hello()
         except BaseException:
-            self.fake.close()
+            try:
+                if client is not None:  # a driver that never completed hello: ended
+                    client.close()
+            finally:
+                self.fake.close()
             raise
         self.games: dict[str, GameModel] = {}
         self.bases: dict[str, dict[str, Any]] = {}
@@ -98,7 +115,10 @@ class World:
         if self.override:
             args["thresholds"] = self.override
         exercise.record("message", "hello")
-        reply = self.client.call("hello", args, timeout=60)
+        try:
+            reply = self.client.call("hello", args, timeout=self.client.hello_timeout)
+        except DriverDied as exc:  # no hello, no run: a harness error, never a verdict
+            raise HarnessError(f"the driver did not complete hello: {exc}") from exc
         if not reply.ok:
             raise HarnessError(f"hello refused: {reply['error']}")
         caps = reply.result["capabilities"]
@@ -154,6 +174,23 @@ class World:
         if self.driver_spec.startswith("stdio:"):
             self.hello()
         return reply
+
+    def revive(self) -> None:
+        """After the driver died or stopped answering mid-sequence (`DriverDied`): end it,
+        start it again (a stdio one on the same command and `{state}`; any other as a new
+        client on the same spec) and say hello. `HarnessError` if it cannot complete hello
+        again (decision R194)."""
+        client = self.client
+        if client.spec.startswith("stdio:"):
+            client.restart()
+        else:
+            client.close()
+            self.client = DriverClient(
+                client.spec, timeout=client.timeout, hello_timeout=client.hello_timeout
+            )
+        self.held = self.pending = None
+        self.service.retries.clear()
+        self.capabilities = self.hello()
 
     def resync_telemetry(self) -> None:
         """After a restart: the events the implementation kept are the ones already read."""

@@ -239,6 +239,14 @@ ROUNDS_LIST = _declare(
     "its worker was killed (SIGKILL) landed whole or not at all.",
 )
 
+DRIVER_UP = _declare(
+    "driver-stays-up",
+    "ERR-020",
+    "The driver answers every request of a scenario or a machine sequence within the op "
+    "timeout, without exiting; one that dies or stops answering is blamed on what it was "
+    "exercising, then started again for the rest of the run.",
+)
+
 
 @dataclass(eq=False)
 class ConformanceFailure(AssertionError):

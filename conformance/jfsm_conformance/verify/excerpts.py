@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-__all__ = ["around", "find", "short"]
+__all__ = ["around", "as_json", "find", "short"]
 
 
 def find(value: Any, needle: str) -> str | None:
@@ -32,4 +33,14 @@ def around(text: str, needle: str, width: int = 60) -> str:
 def short(value: Any, width: int = 80) -> str:
     """The repr of `value`, its middle elided past `width` characters."""
     text = repr(value)
+    return text if len(text) <= width else text[: width // 2] + "…" + text[-width // 2 :]
+
+
+def as_json(value: Any, width: int = 200) -> str:
+    """`value` as the wire writes it (JSON: `null`, `true`, `"text"`), never a Python repr
+    such as `None` (R197); its middle elided past `width` characters."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, sort_keys=False)
+    except (TypeError, ValueError):
+        text = str(value)
     return text if len(text) <= width else text[: width // 2] + "…" + text[-width // 2 :]

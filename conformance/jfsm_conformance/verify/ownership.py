@@ -52,6 +52,7 @@ from jfsm_conformance.verify.checks import (
     ROUNDS_LIST,
     Ledger,
 )
+from jfsm_conformance.verify.excerpts import as_json
 
 __all__ = ["GameHistory", "OwnershipHistory", "rounds_of", "short"]
 
@@ -143,16 +144,21 @@ class OwnershipHistory:
         self.games[game] = GameHistory(game, store=store)
         self._note(f"w{worker} create_game {game} (then released)")
 
-    def opened(self, worker: int, game: str, token: Any, *, takeover: bool) -> None:
+    def opened(
+        self, worker: int, game: str, token: Any, *, takeover: bool, noted: bool = False
+    ) -> None:
+        """`worker`'s open (or takeover) of `game` answered `token`; `noted`: the caller
+        already put the open in the history (each op shows once, R197)."""
         h = self.games[game]
         what = "takeover" if takeover else "open"
-        self._note(f"w{worker} {what} {game} -> token {token}")
+        if not noted:
+            self._note(f"w{worker} {what} {game} -> token {as_json(token)}")
         rid = "JF-STORE-012" if takeover else "JF-STORE-010"
         self.ledger.expect(
             ONE_OWNER,
             isinstance(token, int) and all(token > t for t in h.tokens),
             lambda: (
-                f"{what} of game {game!r} by worker {worker} answered token {token!r}, "
+                f"{what} of game {game!r} by worker {worker} answered token {as_json(token)}, "
                 f"not greater than every earlier token of the game {h.tokens}: a fenced owner "
                 "could not be told from this one" + self._context()
             ),
@@ -200,7 +206,7 @@ class OwnershipHistory:
             code == "store_locked",
             lambda: (
                 f"a plain open of game {game!r} by worker {worker} was refused with "
-                f"{code!r}, not store_locked" + self._context()
+                f"{as_json(code)}, not store_locked" + self._context()
             ),
             ids=("JF-STORE-011",),
         )
@@ -246,26 +252,30 @@ class OwnershipHistory:
                 h.killed_since_read = True
 
     # -- reads of a superseded owner, ops on games not held, leases ---------------------------
-    def fenced_read(self, worker: int, game: str, reply: dict[str, Any]) -> None:
-        """The reply to `dump` sent by `worker`, whose ownership another worker superseded."""
+    def fenced_read(self, worker: int, game: str, reply: dict[str, Any], op: str = "dump") -> None:
+        """The reply to `op` (a read: `dump`, `telemetry`, `generate`) sent by `worker`,
+        whose ownership another worker superseded."""
         h = self.games[game]
         ok, code = bool(reply.get("ok")), (reply.get("error") or {}).get("code")
-        seen = rounds_of((reply.get("result") or {}).get("store") or {}) if ok else []
-        self._note(f"w{worker} dump {game} (superseded) -> {_shown(seen) if ok else code}")
+        result = reply.get("result")
+        store = result.get("store") if isinstance(result, dict) else None
+        seen = rounds_of(store or {}) if ok and op == "dump" else []
+        shown = (_shown(seen) if op == "dump" else "ok") if ok else code
+        self._note(f"w{worker} {op} {game} (superseded) -> {shown}")
         known = [t for _, t in h.expected]
-        stale = ok and seen != known
+        stale = ok and op == "dump" and seen != known
         self.ledger.expect(
             FENCED_READS,
             not ok and code == "store_fenced",
             lambda: (
                 f"worker {worker}, whose ownership of game {game!r} another worker superseded "
-                f"(tokens {h.tokens}), answered dump "
+                f"(tokens {h.tokens}), answered {op} "
                 + (
-                    f"ok with rounds {_shown(seen)}"
+                    (f"ok with rounds {_shown(seen)}" if op == "dump" else "ok")
                     + (f" while the game holds {_shown(known)}: a stale read" if stale else "")
                     + ": a superseded owner must answer store_fenced, never its own copy"
                     if ok
-                    else f"with {code!r}, not store_fenced"
+                    else f"with {as_json(code)}, not store_fenced"
                 )
                 + self._context()
             ),
@@ -303,8 +313,8 @@ class OwnershipHistory:
             code == "store_locked",
             lambda: (
                 f"worker {worker}, which does not hold game {game!r}, had a dump of it refused "
-                f"with {code!r}: an op on a game not held opens it plainly, refused only with "
-                "store_locked" + self._context()
+                f"with {as_json(code)}: an op on a game not held opens it plainly, refused only "
+                "with store_locked" + self._context()
             ),
             ids=("JF-STORE-036",),
         )
@@ -348,7 +358,8 @@ class OwnershipHistory:
             LEASES,
             ok,
             lambda: (
-                f"a plain open of game {game!r} by worker {worker} was refused with {code!r} "
+                f"a plain open of game {game!r} by worker {worker} was refused with "
+                f"{as_json(code)} "
                 + (
                     f"{waited:.1f} s after its owner released it; superseded owners still "
                     f"running (workers {superseded or 'none'}) must renew no lease but their "
@@ -364,20 +375,21 @@ class OwnershipHistory:
         )
         if h.owner is not None and h.owner != worker and after == "killed":
             h.owner_may_live = False  # its lease ran out: the open below makes no rival
-        self.opened(worker, game, (reply.get("result") or {}).get("token"), takeover=False)
+        token = (reply.get("result") or {}).get("token")
+        self.opened(worker, game, token, takeover=False, noted=True)
 
     def stated_lease(self, worker: int, stated: Any, asked: float) -> float:
         """hello's `leaseSeconds` as `worker` answered it (asked for `asked`): a number > 0
         (JF-STORE-032); returns it."""
-        self._note(f"w{worker} hello leaseSeconds {asked:g} -> {stated!r}")
+        self._note(f"w{worker} hello leaseSeconds {asked:g} -> {as_json(stated)}")
         ok = isinstance(stated, (int, float)) and not isinstance(stated, bool) and stated > 0
         self.ledger.expect(
             LEASES,
             ok,
             lambda: (
                 f"worker {worker} declares sharedStore but its hello (asked for leaseSeconds "
-                f"{asked:g}) states no lease length (leaseSeconds {stated!r}): the suite cannot "
-                "tell when a dead owner's lease must have run out" + self._context()
+                f"{asked:g}) states no lease length (leaseSeconds {as_json(stated)}): the suite "
+                "cannot tell when a dead owner's lease must have run out" + self._context()
             ),
             ids=("JF-STORE-032",),
         )
@@ -388,7 +400,8 @@ class OwnershipHistory:
         """The reply to `record_round(input=text)` sent by `worker`, which holds the game."""
         h = self.games[game]
         ok, code = bool(reply.get("ok")), (reply.get("error") or {}).get("code")
-        self._note(f"w{worker} record_round {game} {short(text)} -> {reply.get('result') or code}")
+        answer = as_json(reply.get("result") or code)
+        self._note(f"w{worker} record_round {game} {short(text)} -> {answer}")
         if worker in h.fenced:
             ids = ("JF-STORE-012", "JF-STORE-013") if h.taken_over else ("JF-STORE-013",)
             self.ledger.expect(
@@ -397,7 +410,7 @@ class OwnershipHistory:
                 lambda: (
                     f"worker {worker}, whose ownership of game {game!r} another worker "
                     f"superseded (tokens {h.tokens}), had its record_round "
-                    + ("accepted" if ok else f"refused with {code!r}, not store_fenced")
+                    + ("accepted" if ok else f"refused with {as_json(code)}, not store_fenced")
                     + self._context()
                 ),
                 ids=ids,
@@ -413,7 +426,7 @@ class OwnershipHistory:
             ok,
             lambda: (
                 f"the owner (worker {worker}) of game {game!r} had record_round refused "
-                f"with {code!r}: the caller of open is the game's owner" + self._context()
+                f"with {as_json(code)}: the caller of open is the game's owner" + self._context()
             ),
             ids=("JF-STORE-010",),
         )
@@ -448,7 +461,11 @@ class OwnershipHistory:
                 lambda: (
                     f"worker {worker}'s compression of game {game!r} was held while "
                     "another worker took the game over; released, it "
-                    + ("was published" if ok else f"was refused with {code!r}, not store_fenced")
+                    + (
+                        "was published"
+                        if ok
+                        else f"was refused with {as_json(code)}, not store_fenced"
+                    )
                     + self._context()
                 ),
                 ids=("JF-STORE-013",),

@@ -14,6 +14,7 @@ from jfsm_conformance.model.canon import QUOTA
 from jfsm_conformance.verify import checks as C
 from jfsm_conformance.verify.blame import outcome_ids
 from jfsm_conformance.verify.checks import Ledger
+from jfsm_conformance.verify.excerpts import as_json
 
 __all__ = ["ReplyChecks"]
 
@@ -66,7 +67,7 @@ class ReplyChecks:
         self.ledger.expect(
             C.ERROR_CODE,
             reply.code in self.error_codes,
-            f"error code {reply.code!r} is not a stable code",
+            f"error code {as_json(reply.code)} is not a stable code",
             ids=("JF-ERR-001",),
         )
         self.ledger.expect(
@@ -103,7 +104,8 @@ class ReplyChecks:
         self.ledger.expect(
             C.ERROR_CODE,
             reply["error"].get("retryable") is True and details.get("cause") == cause,
-            f"compression_pending must be retryable and name the cause {cause!r}: {reply['error']}",
+            f"compression_pending must be retryable and name the cause {as_json(cause)}: "
+            f"{as_json(reply['error'])}",
             ids=("JF-INT-008",),
         )
 
@@ -151,8 +153,9 @@ class ReplyChecks:
         self.ledger.expect(
             C.OUTCOME,
             got.get("outcome") == want["outcome"],
-            f"{op} reported outcome {got.get('outcome')!r}, expected {want['outcome']!r}"
-            + (f" (the reply alone said {raw!r}; stale comes first)" if precedence else ""),
+            f"{op} reported outcome {as_json(got.get('outcome'))}, expected "
+            f"{as_json(want['outcome'])}"
+            + (f" (the reply alone said {as_json(raw)}; stale comes first)" if precedence else ""),
             ids=ids,
         )
         if want["outcome"] in ("not_due", "in_flight"):

@@ -17,7 +17,7 @@ from jfsm_conformance.model.predictor import Compression, Flow
 from jfsm_conformance.model.replies import TRANSPORT
 from jfsm_conformance.verify import checks as C
 from jfsm_conformance.verify.checks import Ledger
-from jfsm_conformance.verify.excerpts import around
+from jfsm_conformance.verify.excerpts import around, as_json
 
 __all__ = ["HISTORY_OPS", "MAX_ATTEMPTS", "RequestChecks"]
 
@@ -157,8 +157,9 @@ class RequestChecks:
         self.ledger.expect(
             C.REQUEST_CONTRACT,
             body.get("kind") == flight.kind and body.get("scope") == scope,
-            f"request kind/scope {body.get('kind')!r} {body.get('scope')!r}, expected "
-            f"{flight.kind!r} {scope!r}",
+            f"request kind/scope {as_json(body.get('kind'))} {as_json(body.get('scope'))}, "
+            "expected "
+            f"{as_json(flight.kind)} {as_json(scope)}",
             ids=("JF-CALL-002",),
         )
         given = body.get("input", {})
@@ -179,16 +180,17 @@ class RequestChecks:
         self.ledger.expect(
             C.REQUEST_CONTRACT,
             r.get("idempotency_key") == flight.key,
-            f"Idempotency-Key {r.get('idempotency_key')!r}, the spec's derivation gives "
-            f"{flight.key!r}",
+            f"Idempotency-Key {as_json(r.get('idempotency_key'))}, the spec's derivation gives "
+            f"{as_json(flight.key)}",
             ids=("JF-CALL-004",),
         )
         expected = beneficiaries(participants)
         self.ledger.expect(
             C.REQUEST_CONTRACT,
             body.get("beneficiaries") == expected,
-            f"beneficiaries {body.get('beneficiaries')!r}, participants at call time give "
-            f"{expected!r}" + (" (the participants the duplicate copied)" if inherited else ""),
+            f"beneficiaries {as_json(body.get('beneficiaries'))}, participants at call time give "
+            f"{as_json(expected)}"
+            + (" (the participants the duplicate copied)" if inherited else ""),
             ids=("JF-HIST-012", "JF-CALL-009") if inherited else ("JF-CALL-009",),
         )
         self.ledger.credit(C.REQUEST_CONTRACT, ("JF-CALL-001", "JF-CALL-010"))
@@ -201,8 +203,8 @@ class RequestChecks:
                 C.RETRIES,
                 False,
                 f"{op} sent {len(retried)} further attempt(s) with the Idempotency-Key of an "
-                f"attempt answered {answered[retried[0]['idempotency_key']]!r}: only transport "
-                "failures are retried",
+                f"attempt answered {as_json(answered[retried[0]['idempotency_key']])}: only "
+                "transport failures are retried",
                 ids=("JF-CALL-007",),
             )
         self.ledger.expect(

@@ -15,7 +15,7 @@ from jfsm_conformance.model.oracle import ABSENT, Diff, GameModel, normalize
 from jfsm_conformance.verify import checks as C
 from jfsm_conformance.verify.blame import Ctx, blame, log_ids
 from jfsm_conformance.verify.checks import Ledger
-from jfsm_conformance.verify.excerpts import find, short
+from jfsm_conformance.verify.excerpts import as_json, find, short
 
 __all__ = ["StoreChecks"]
 
@@ -75,7 +75,8 @@ class StoreChecks:
             self.ledger.expect(
                 C.FLAG_INVARIANT,
                 meta.get("forcedCompression") is held,
-                f"forcedCompression is {meta.get('forcedCompression')!r} while the game stack "
+                f"forcedCompression is {as_json(meta.get('forcedCompression'))} while the game "
+                "stack "
                 f"{'holds' if held else 'holds no'} exact intervened chunk",
             )
 

@@ -14,7 +14,7 @@ from jfsm_conformance.model.predictor import Compression
 from jfsm_conformance.model.replies import call_id_of, output_chars, settled
 from jfsm_conformance.verify import checks as C
 from jfsm_conformance.verify.checks import Ledger
-from jfsm_conformance.verify.excerpts import around
+from jfsm_conformance.verify.excerpts import around, as_json
 
 __all__ = ["TelemetryChecks"]
 
@@ -59,7 +59,9 @@ class TelemetryChecks:
             if event.get("kind") != flight.kind or event.get("scope") != scope:
                 problems.append("kind/scope differ from the request's")
             if event.get("outcome") != want_outcome:
-                problems.append(f"outcome {event.get('outcome')!r}, expected {want_outcome!r}")
+                problems.append(
+                    f"outcome {as_json(event.get('outcome'))}, expected {as_json(want_outcome)}"
+                )
             if (
                 event.get("inputChars") != len(flight.text)
                 or event.get("throughSeq") != flight.through
@@ -67,10 +69,14 @@ class TelemetryChecks:
                 problems.append("inputChars/throughSeq differ from the request's")
             want_out = output_chars(d, len(flight.text))
             if want_out is not None and event.get("outputChars") != want_out:
-                problems.append(f"outputChars {event.get('outputChars')!r}, expected {want_out}")
+                problems.append(
+                    f"outputChars {as_json(event.get('outputChars'))}, expected {want_out}"
+                )
             cid = call_id_of(d)
             if cid is not None and event.get("callId") != cid:
-                problems.append(f"callId {event.get('callId')!r}, the fake's reply had {cid!r}")
+                problems.append(
+                    f"callId {as_json(event.get('callId'))}, the fake's reply had {as_json(cid)}"
+                )
             numbers.append(event.get("attempt"))
             self.ledger.expect(
                 C.TELEMETRY,
