@@ -368,7 +368,6 @@ def test_properties_match_the_catalog() -> None:
     """One property per SAFE requirement, besides the search's own (JF-SAFE-020, -021), and
     the SAFE requirements say `profile`."""
     from jfsm.spec import requirements
-
     from jfsm_conformance.profile.reach import REACH_IDS
 
     safe = {r["id"]: r for r in requirements() if r["area"] == "SAFE"}

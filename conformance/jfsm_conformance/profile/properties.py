@@ -4,8 +4,9 @@ Each property is one named check with the requirement ID it decides and what it 
 an adapter's declared scope to be applicable: an outcome the provider can produce (`raise`,
 `timeout`, `empty`, `write_fail`), several writers (`multi`), hold/release hooks
 (`hold`), or a state during a compaction it can show (`observe`: storage it observes, or a
-call it can hold; decision R200). A property whose needs are not declared is *not applicable*, never failed: the
-profile does not blame a library for a situation it does not claim to handle.
+call it can hold; decision R200). A property whose needs are not declared is *not
+applicable*, never failed: the profile does not blame a library for a situation it does not
+claim to handle.
 """
 
 from __future__ import annotations
