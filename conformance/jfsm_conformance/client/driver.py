@@ -50,7 +50,7 @@ from collections.abc import Callable
 from typing import Any
 
 from jfsm_conformance.client.protocol import ProtocolViolation, Reply, protocol
-from jfsm_conformance.run.traces import Transcript
+from jfsm_conformance.record.traces import Transcript
 
 __all__ = ["DriverClient", "HarnessError", "NoWire", "ProtocolViolation", "UnsupportedOp"]
 

@@ -33,7 +33,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from jfsm_conformance.run.usage import (
+from jfsm_conformance.usage import (
     FolderInUse,
     FolderUnusable,
     UsageParser,
