@@ -24,8 +24,8 @@ from pathlib import Path
 import pytest
 
 from jfsm.cli import build_parser, main, plugin_commands
-from jfsm_conformance.run import usage
-from jfsm_conformance.run.traces import TRACE_FORMAT
+from jfsm_conformance import usage
+from jfsm_conformance.record.traces import TRACE_FORMAT
 
 Setup = Callable[[Path], None]
 

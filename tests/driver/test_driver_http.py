@@ -105,6 +105,39 @@ def test_foreign_requests_are_refused_and_change_nothing(
     assert server.call("dump", {"game": "g"})["ok"]
 
 
+@pytest.mark.req("JF-ERR-019")
+@pytest.mark.parametrize(
+    ("status", "kwargs", "body"),
+    [
+        # found in the head, before any rule of the list can be read: a head over the limit,
+        # a head that does not parse (two lengths that disagree), each with a foreign Host
+        (431, {"host": "evil.example", "extra": "X-Pad: " + "a" * 17000 + "\r\n"}, None),
+        (400, {"host": "evil.example", "extra": "Content-Length: 999\r\n"}, None),
+        # found in the body, after every rule of the list: a rule of the list comes first
+        (415, {"content_type": "text/plain"}, b"not json"),
+        (401, {"token": "wrong"}, b"not json"),
+        (400, {}, b"not json"),
+    ],
+    ids=[
+        "431-before-host",
+        "400-framing-before-host",
+        "415-before-body",
+        "401-before-body",
+        "body",
+    ],
+)
+def test_refusals_outside_the_list_keep_their_place(
+    server: HttpDriver, status: int, kwargs: dict[str, str], body: bytes | None
+) -> None:
+    """JF-ERR-019's list is ordered; a refusal outside it is found where it is read (issue
+    39, R205): in the head (431, 400 for framing), before every rule of the list; in the body
+    (400 for a body that is not a message), after every one."""
+    before = _games(server)
+    response = server.raw(_request(_create("intruder") if body is None else body, **kwargs))  # type: ignore[arg-type]
+    _refused(response, status)
+    assert _games(server) == before
+
+
 @pytest.mark.req("JF-ERR-011")
 def test_same_origin_loopback_and_token_are_served(server: HttpDriver) -> None:
     for host, origin in (

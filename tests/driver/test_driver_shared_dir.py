@@ -239,7 +239,7 @@ def test_a_shared_driver_is_refused_on_a_directory_a_plain_driver_serves(
 
 
 @pytest.mark.slow
-@pytest.mark.req("JF-STORE-034")
+@pytest.mark.req("JF-STORE-034", "JF-STORE-050")
 def test_a_plain_driver_is_refused_on_a_directory_a_shared_driver_serves(
     tmp_path: Path, drivers: Any
 ) -> None:
@@ -249,7 +249,7 @@ def test_a_plain_driver_is_refused_on_a_directory_a_shared_driver_serves(
     assert len(run.stderr.splitlines()) == 1 and "served by shared drivers" in run.stderr
 
 
-@pytest.mark.req("JF-STORE-034")
+@pytest.mark.req("JF-STORE-034", "JF-STORE-050")
 def test_plain_and_shared_stores_of_one_game_exclude_each_other_in_either_order(
     tmp_path: Path,
 ) -> None:
@@ -310,6 +310,28 @@ def test_an_op_on_a_game_not_held_opens_it_plainly(tmp_path: Path, drivers: Any)
     assert _rounds(a, "g") == ["r1"]
 
 
+@pytest.mark.req("JF-STORE-036", "JF-STORE-030")
+def test_a_refused_open_game_leaves_the_process_holding_nothing(
+    tmp_path: Path, drivers: Any
+) -> None:
+    """A superseded owner whose plain `open_game` is refused holds nothing of the game any
+    more (issue 39, R204): its next op opens the game plainly (`store_locked` while the new
+    owner's lease lives), never `store_fenced` from the ownership it dropped; once the new
+    owner released it, that op runs on the game as the store holds it."""
+    a, b = drivers("a"), drivers("b")
+    assert a.call("create_game", {"game": "g"})["ok"]
+    assert _record(a, "g", "r1")["ok"]
+    assert b.call("open_game", {"game": "g", "takeover": True})["ok"]
+    assert _record(b, "g", "r2")["ok"]
+    assert _code(a.call("dump", {"game": "g"})) == "store_fenced"  # still holds: superseded
+    assert _code(a.call("open_game", {"game": "g"})) == "store_locked"
+    for op in ("dump", "telemetry", "generate"):
+        assert _code(a.call(op, {"game": "g"})) == "store_locked", op  # holds nothing
+    assert _code(_record(a, "g", "x")) == "store_locked"
+    assert b.call("release_game", {"game": "g"})["ok"]
+    assert _rounds(a, "g") == ["r1", "r2"]  # opened plainly: the store as b left it
+
+
 BAD_OWNERS = {
     "empty": "",
     "blank": " ",
@@ -349,7 +371,7 @@ def test_a_usable_owner_id_is_accepted(tmp_path: Path) -> None:
     assert run.returncode == 0, run
 
 
-@pytest.mark.req("JF-STORE-035")
+@pytest.mark.req("JF-STORE-035", "JF-STORE-051")
 def test_a_killed_creators_folders_are_swept_and_live_ones_kept(tmp_path: Path) -> None:
     import fcntl
 

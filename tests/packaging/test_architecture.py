@@ -117,6 +117,7 @@ LAYERS: dict[int, tuple[str, ...]] = {
 SUITE_LAYERS: dict[int, tuple[str, ...]] = {
     # leaves: the parts' faces (a docstring each), the driver protocol's registry, canonical
     # JSON, the compress.v2 reply vocabulary, generated texts, counters, excerpts, traces
+    # (`record`: what the parts record and the runner reads, R222), one-line usage errors
     0: (
         "",
         "client",
@@ -132,9 +133,10 @@ SUITE_LAYERS: dict[int, tuple[str, ...]] = {
         "model.replies",
         "model.texts",
         "verify.excerpts",
-        "run.exercise",
-        "run.traces",
-        "run.usage",
+        "record",
+        "record.exercise",
+        "record.traces",
+        "usage",
     ),
     # named checks and the ledger; the oracle's model; stores encoded once; blame order
     1: ("verify.checks", "model.oracle", "model.encoded", "verify.blame"),
@@ -219,7 +221,7 @@ ADDED_SINCE_RESHAPE = {
     "probes.state": "a hostile state directory: refusals and planted links (JF-ERR-016, R90)",
     "run.companions": "the default run's reference processes: HTTP, {state}, shared workers (R92)",
     "commands": "the suite's subcommands of `jfsm`, registered by entry point (R104, issue 34)",
-    "run.usage": "what a command refuses before it runs: one-line usage errors, a report "
+    "usage": "what a command refuses before it runs: one-line usage errors, a report "
     "folder another run holds (R160, R161, issue 35)",
     "run.lane": "the process of a run's lane: the default run's machines beside the "
     "scenarios (R170, issue 32)",
@@ -623,6 +625,41 @@ def test_the_loop_finder_can_fail() -> None:
     assert _loops({"predictor": {"world"}, "world": {"predictor"}, "x": set()}) == [
         ["predictor", "world"]
     ]
+
+
+# The runner's package and what sits above it; every other part of the suite is below the
+# runner and never imports it, whatever the floors of single modules say (issue 39, R222).
+ABOVE_THE_RUNNER = ("run", "profile", "examples", "commands", "pytest_plugin")
+
+
+def _imports_of_the_runner(graph: dict[str, set[str]]) -> list[str]:
+    """`module -> run...` for each module below the runner that imports the runner's package."""
+    return sorted(
+        f"{name} -> {target}"
+        for name, targets in graph.items()
+        if name and not _within(name, ABOVE_THE_RUNNER)
+        for target in targets
+        if _within(target, ("run",))
+    )
+
+
+def test_no_part_below_the_runner_imports_it() -> None:
+    """`client/`, `steps/`, `machines/` and every other part below the runner record into
+    `record/` and refuse with `usage`; none imports `run/` (five arrows once ran back up to
+    it: `client` to `run.traces`, `steps` and `machines` to `run.exercise`)."""
+    assert _imports_of_the_runner(_suite_graph()) == []
+
+
+def test_the_runner_import_check_can_fail(tmp_path: Path) -> None:
+    suite = tmp_path / "conformance" / "jfsm_conformance"
+    for folder in ("client", "run"):
+        (suite / folder).mkdir(parents=True)
+        (suite / folder / "__init__.py").write_text('"""x"""\n', encoding="utf-8")
+    (suite / "run" / "traces.py").write_text("X = 1\n", encoding="utf-8")
+    (suite / "client" / "driver.py").write_text(
+        "from jfsm_conformance.run.traces import X\n", encoding="utf-8"
+    )
+    assert _imports_of_the_runner(_suite_graph(tmp_path)) == ["client.driver -> run.traces"]
 
 
 def test_the_architecture_page_shows_every_suite_floor() -> None:

@@ -133,6 +133,7 @@ def test_every_nav_page_is_built(site: Path) -> None:
         "reference/canonical-text.html",
         "reference/compress-v2.html",
         "reference/driver-protocol.html",
+        "reference/what-a-process-holds.html",
         "reference/errors.html",
         "guide/implementers.html",
         "guide/typescript-driver.html",
@@ -406,9 +407,28 @@ def test_prose_pages_use_no_rfc2119_keywords() -> None:
         DOCS / "guide" / "implementers.md",
         DOCS / "guide" / "typescript-driver.md",
         DOCS / "guide" / "embedding.md",
+        DOCS / "reference" / "what-a-process-holds.md",
     ]
     found = {p.name: _KEYWORDS.findall(p.read_text(encoding="utf-8")) for p in prose}
     assert {name: words for name, words in found.items() if words} == {}
+
+
+def test_what_a_process_holds_names_every_op() -> None:
+    """The page "What a process holds" (issue 39, R204) says something of every op of the
+    protocol, and lists the ops that owe JF-STORE-030's read check as the catalog does."""
+    page = (DOCS / "reference" / "what-a-process-holds.md").read_text(encoding="utf-8")
+    protocol = json.loads((ROOT / "spec" / "driver" / "protocol.json").read_text("utf-8"))
+    taking = {"hello", "create_game", "open_game", "release_game", "forget_games"}
+    taking |= {"restart", "shutdown", "crash"}
+    ops = {op["name"] for op in protocol["ops"]}
+    assert ops and all(f"`{op}`" in page for op in ops), sorted(
+        op for op in ops if f"`{op}`" not in page
+    )
+    catalog = next(r for r in _requirements() if r["id"] == "JF-STORE-030")["statement"]
+    section = page.split("## What the read check covers", 1)[1].split("##", 1)[0]
+    for op in sorted(ops - taking):
+        assert f"`{op}`" in catalog, op
+        assert f"`{op}`" in section, op
 
 
 def test_documented_cli_options_exist() -> None:

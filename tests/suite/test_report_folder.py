@@ -1,6 +1,6 @@
 """Two runs never clobber each other; every printed replay command works (issue 35, R161).
 
-A run holds its report folder (`jfsm_conformance.run.usage.hold_report_folder`): a second
+A run holds its report folder (`jfsm_conformance.usage.hold_report_folder`): a second
 `jfsm conformance` pointed at it meanwhile is refused in one line with exit 2, before it
 touches the first's traces or report, so the replay commands the first printed still run.
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from jfsm_conformance.run.usage import FolderInUse, hold_report_folder
+from jfsm_conformance.usage import FolderInUse, hold_report_folder
 
 BROKEN = "python:jfsm_conformance.examples.broken:drop_suffix"  # fails JF-COMP-003
 

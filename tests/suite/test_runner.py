@@ -15,11 +15,11 @@ from hypothesis.errors import FlakyStrategyDefinition, InvalidArgument
 
 from jfsm_conformance.machines import explore
 from jfsm_conformance.machines.explore import NONDETERMINISM_ROW
-from jfsm_conformance.run import exercise
+from jfsm_conformance.record import exercise
+from jfsm_conformance.record.traces import TEXT_LIMIT, TRACE_LIMIT, TraceDir, compact, slug, unpack
 from jfsm_conformance.run.cli import main
 from jfsm_conformance.run.report import to_markdown
 from jfsm_conformance.run.runner import Options, RunResult, run, select_error
-from jfsm_conformance.run.traces import TEXT_LIMIT, TRACE_LIMIT, TraceDir, compact, slug, unpack
 
 FLAKY = "python:jfsm_conformance.examples.flaky:"
 

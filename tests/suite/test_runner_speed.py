@@ -21,10 +21,10 @@ import pytest
 
 from jfsm.driver import ReferenceDriver
 from jfsm_conformance.machines.memory import MemoryMachine
+from jfsm_conformance.record.traces import MESSAGE_LIMIT, TEXT_LIMIT, Transcript, compact_messages
 from jfsm_conformance.run.cli import main
 from jfsm_conformance.run.report import to_markdown
 from jfsm_conformance.run.runner import DEFAULT_DRIVER, Options, run
-from jfsm_conformance.run.traces import MESSAGE_LIMIT, TEXT_LIMIT, Transcript, compact_messages
 from jfsm_conformance.scenarios.registry import game as new_game
 from jfsm_conformance.steps.session import Session
 

@@ -11,8 +11,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from jfsm_conformance.record.traces import TRACE_FORMAT
 from jfsm_conformance.run.runner import replay
-from jfsm_conformance.run.traces import TRACE_FORMAT
 from jfsm_conformance.steps.session import STEPS, Session
 
 # public methods of `Session` that manage the session rather than act on the driver

@@ -51,7 +51,7 @@ from typing import Any
 
 from jfsm_conformance.client import groups
 from jfsm_conformance.client.protocol import ProtocolViolation, Reply, protocol
-from jfsm_conformance.run.traces import Transcript
+from jfsm_conformance.record.traces import Transcript
 
 __all__ = [
     "DriverClient",

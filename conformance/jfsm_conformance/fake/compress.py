@@ -444,7 +444,7 @@ def serve(port: int | None = None, host: str = LOOPBACK) -> None:
 def command(argv: list[str]) -> int:
     """`jfsm fake-compress [--port N]`: `serve` until interrupted; 0 after Ctrl-C, 2 for a
     usage error (argparse's one line)."""
-    from jfsm_conformance.run.usage import UsageParser, port_number, usage_error
+    from jfsm_conformance.usage import UsageParser, port_number, usage_error
 
     parser = UsageParser(
         prog="jfsm fake-compress", description="Serve the fake compress.v2 on 127.0.0.1."

@@ -4,7 +4,7 @@
 session and returns an `Outcome`: `"pass"`, the failures to report, or the op the driver
 does not support. Three things are added around Hypothesis here:
 
-- Every rule is counted (`jfsm_conformance.run.exercise`, kind `rule`) and the phase prints
+- Every rule is counted (`jfsm_conformance.record.exercise`, kind `rule`) and the phase prints
   progress with counts and an estimate at most every `PROGRESS_EVERY` seconds.
 - Every check failure seen *while Hypothesis explores* is remembered with its own steps and
   messages. Hypothesis then replays the smallest failing sequence once more; if the
@@ -51,7 +51,7 @@ from jfsm_conformance.client.driver import (
     UnsupportedOp,
 )
 from jfsm_conformance.machines.memory import machine_factory
-from jfsm_conformance.run import exercise
+from jfsm_conformance.record import exercise
 from jfsm_conformance.steps.session import Session
 from jfsm_conformance.verify import checks as C
 from jfsm_conformance.verify.checks import ConformanceFailure

@@ -36,7 +36,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition,
 
 from jfsm_conformance.model.canon import EXCHANGE_ENVELOPE
 from jfsm_conformance.model.texts import FLAVOURS, canary, make_text
-from jfsm_conformance.run import exercise
+from jfsm_conformance.record import exercise
 from jfsm_conformance.steps.session import Session
 
 __all__ = ["machine_factory"]

@@ -80,12 +80,15 @@ class Scope:
         return replace(self, writers="single")
 
     def capabilities(self) -> frozenset[str]:
-        """The scope as the words properties need: outcomes, `multi`, `hold`."""
+        """The scope as the words properties need: outcomes, `multi`, `hold`, and `observe`
+        (storage to observe, or a call to hold: a state during a compaction can be seen)."""
         out = set(self.failures)
         if self.writers == "multi":
             out.add("multi")
         if self.hold:
             out.add("hold")
+        if self.hold or self.storage != "none":  # a state during a compaction can be seen
+            out.add("observe")
         return frozenset(out)
 
 

@@ -3,6 +3,7 @@
 ```
 jfsm profile --adapter NAME|module:attr [--version X] [--report-dir DIR] [--junit-xml PATH]
              [--examples N] [--steps N] [--seed N] [--no-shrink]
+             [--allow-not-exercised N]
 jfsm profile replay TRACE [--adapter NAME|module:attr]
 jfsm profile --list
 ```
@@ -14,11 +15,14 @@ name, a broken reference or a missing library is one line on stderr and exit cod
 anything runs.
 
 Exit codes: 0 no property failed (by-design findings and not-applicable properties do not
-fail), 1 a property failed, 2 harness error (the profile's extra or the adapter's library is
-not installed, an unknown or broken adapter, an adapter that hangs, a `--version`
-environment that cannot be made, anything else unexpected; bad usage). `replay` judges the
-property its trace was recorded for: 1 if it still fails on the trace's steps, 0 if it no
-longer does (other properties the steps break are listed after it, decision R146).
+fail) and the search reached what it judges; 1 a property failed, the adapter never reached
+the summarizer (JF-SAFE-020), or more applicable properties than `--allow-not-exercised`
+stayed not exercised (JF-SAFE-021); 2 harness error (the profile's extra or the adapter's
+library is not installed, an unknown or broken adapter, an adapter that hangs, a
+`--version` environment that cannot be made, anything else unexpected; bad usage).
+`replay` judges the property its trace was recorded for: 1 if it still fails on the
+trace's steps, 0 if it no longer does (other properties the steps break are listed after
+it, decision R146), 2 if the trace's writers are more than the adapter declares.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from jfsm_conformance.run.usage import (
+from jfsm_conformance.usage import (
     FolderInUse,
     FolderUnusable,
     UsageParser,
@@ -60,6 +64,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--examples", type=int, default=30, help="random sequences per search")
     parser.add_argument("--steps", type=int, default=16, help="steps per sequence")
     parser.add_argument("--seed", type=int, help="random seed (default: derandomized)")
+    parser.add_argument(
+        "--allow-not-exercised",
+        type=int,
+        default=0,
+        metavar="N",
+        help="applicable properties that may end not exercised before JF-SAFE-021 fails "
+        "(default 0)",
+    )
     parser.add_argument(
         "--no-shrink",
         action="store_true",
@@ -107,6 +119,8 @@ def _main(argv: list[str]) -> int:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:
         return 0 if exc.code == 0 else 2
+    if args.allow_not_exercised < 0:
+        return usage_error("jfsm profile", "--allow-not-exercised must be 0 or more")
     if args.list:
         width = max(len(name) for name in ADAPTERS)
         for name, entry in ADAPTERS.items():
@@ -136,6 +150,7 @@ def _main(argv: list[str]) -> int:
         steps=args.steps,
         seed=args.seed,
         shrink=not args.no_shrink,
+        allow_not_exercised=args.allow_not_exercised,
     )
     try:
         with hold_report_folder(Path(args.report_dir)):  # R161: one run a folder

@@ -2,9 +2,11 @@
 
 Each property is one named check with the requirement ID it decides and what it needs from
 an adapter's declared scope to be applicable: an outcome the provider can produce (`raise`,
-`timeout`, `empty`, `write_fail`), several writers (`multi`), or hold/release hooks
-(`hold`). A property whose needs are not declared is *not applicable*, never failed: the
-profile does not blame a library for a situation it does not claim to handle.
+`timeout`, `empty`, `write_fail`), several writers (`multi`), hold/release hooks
+(`hold`), or a state during a compaction it can show (`observe`: storage it observes, or a
+call it can hold; decision R200). A property whose needs are not declared is *not
+applicable*, never failed: the profile does not blame a library for a situation it does not
+claim to handle.
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ PROPERTIES: tuple[Property, ...] = (
         "JF-SAFE-011",
         "no-bare-intermediate-state",
         "no observable state lacks both a message and its summary",
+        frozenset({"observe"}),
     ),
     Property("JF-SAFE-012", "no-growth", "a compaction does not grow the history"),
     Property(

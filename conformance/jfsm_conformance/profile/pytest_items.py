@@ -8,8 +8,9 @@ pytest --jfsm-safety-adapter mypkg.mem:adapter [--jfsm-safety-examples 30]
 The adapter is a registered name or a user's `module:attr` (an `AdapterSpec`), as for
 `jfsm profile --adapter`. The profile runs once, at the first item; each item then passes,
 fails with the property's minimal example, or is skipped (by design, with the library's
-reason; not applicable, with the scope's). A harness error (unknown adapter, missing
-library, hang) fails every item with its message.
+reason; not applicable, with the scope's). Two more items judge the search itself:
+JF-SAFE-020 (the summarizer was reached) and JF-SAFE-021 (what applies was exercised). A
+harness error (unknown adapter, missing library, hang) fails every item with its message.
 """
 
 from __future__ import annotations
@@ -97,13 +98,46 @@ class PropertyItem(pytest.Item):
         return self.path, 0, f"{self.prop.id}: {self.prop.title}"
 
 
+class ReachItem(pytest.Item):
+    """One check of the search itself (JF-SAFE-020, -021): fails when it failed in either
+    search, is skipped when neither judged it (decision R200)."""
+
+    def __init__(self, *, rid: str, run: _ProfileRun, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.rid = rid
+        self.run = run
+
+    def runtest(self) -> None:
+        result = self.run.get()
+        if result.harness_error:
+            raise PropertyFailure(f"harness error: {result.harness_error}")
+        searches = [result] + ([result.several] if result.several is not None else [])
+        rows = [row for s in searches for row in s.reach if row["id"] == self.rid]
+        failed = [row["message"] for row in rows if row["verdict"] == "fail"]
+        if failed:
+            raise PropertyFailure("\n".join(failed))
+        if not any(row["verdict"] == "pass" for row in rows):
+            pytest.skip("; ".join(f"{row['verdict']}: {row['message']}" for row in rows))
+
+    def repr_failure(self, excinfo: Any, style: Any = None) -> str:
+        if isinstance(excinfo.value, PropertyFailure):
+            return f"{self.rid}\n{excinfo.value}"
+        return str(super().repr_failure(excinfo))
+
+    def reportinfo(self) -> tuple[Path, int, str]:
+        return self.path, 0, self.rid
+
+
 class PropertiesFile(pytest.File):
     def collect(self) -> Any:
         from .properties import PROPERTIES
+        from .reach import REACH_IDS
 
         run = _ProfileRun(self.config)
         for prop in PROPERTIES:
             yield PropertyItem.from_parent(self, name=prop.id, prop=prop, run=run)
+        for rid in REACH_IDS:
+            yield ReachItem.from_parent(self, name=rid, rid=rid, run=run)
 
 
 def collect(session: pytest.Session, config: pytest.Config) -> list[pytest.Item]:

@@ -10,6 +10,7 @@ from typing import Any
 from xml.etree import ElementTree as ET
 
 from .runner import TRACE_FORMAT, ProfileResult
+from .safety_machine import Recorder
 
 __all__ = ["summary_lines", "to_json", "to_junit", "to_markdown", "write_report", "write_traces"]
 
@@ -45,8 +46,10 @@ def to_json(result: ProfileResult) -> dict[str, Any]:
         "summarizer_reached": dict(sorted(rec.reached.items())),
         "outcomes_requested": dict(sorted(rec.requested.items())),
         "adapter_raised": dict(sorted(rec.raised.items())),
-        "library_warnings": dict(rec.warnings.most_common()),
+        "library_warnings": _said_json(rec),
+        "coroutines_never_awaited": dict(sorted(rec.warnings.unawaited.items())),
         "verdicts": result.verdicts,
+        "reach": result.reach,
         "several_writers": None if result.several is None else _dimension_json(result.several),
     }
 
@@ -63,8 +66,20 @@ def _dimension_json(result: ProfileResult) -> dict[str, Any]:
         "summarizer_reached": dict(sorted(rec.reached.items())),
         "outcomes_requested": dict(sorted(rec.requested.items())),
         "adapter_raised": dict(sorted(rec.raised.items())),
-        "library_warnings": dict(rec.warnings.most_common()),
+        "library_warnings": _said_json(rec),
+        "coroutines_never_awaited": dict(sorted(rec.warnings.unawaited.items())),
         "verdicts": result.verdicts,
+        "reach": result.reach,
+    }
+
+
+def _said_json(rec: Recorder) -> dict[str, dict[str, Any]]:
+    """The library's warnings and log records by group (category or logger, and source),
+    most frequent first: each with its count and first message (decision R203)."""
+    said = rec.warnings
+    return {
+        label: {"count": n, "sample": said.samples.get(label, "")}
+        for label, n in said.groups.most_common()
     }
 
 
@@ -104,6 +119,7 @@ def to_markdown(result: ProfileResult) -> str:
     for v in result.verdicts:
         detail = v["reason"] or v["message"] or f"{v['evaluations']} checks"
         lines.append(f"| {v['id']} | `{v['check']}` | {v['verdict']} | {_cell(detail)} |")
+    lines += _reach_markdown(result)
     several = result.several
     if several is not None:
         lines += [
@@ -120,6 +136,7 @@ def to_markdown(result: ProfileResult) -> str:
         for v in several.verdicts:
             detail = v["reason"] or v["message"] or f"{v['evaluations']} checks"
             lines.append(f"| {v['id']} | `{v['check']}` | {v['verdict']} | {_cell(detail)} |")
+        lines += _reach_markdown(several)
     shown = [v for v in result.verdicts if v["example"]]
     shown += [
         {**v, "title": v["title"] + " (two overlapping writers)"}
@@ -136,22 +153,33 @@ def to_markdown(result: ProfileResult) -> str:
                 replay = f"jfsm profile replay {v['trace_path']}"
                 lines += [f"Replay: `{replay}`", ""]
     said = result.recorder.warnings
-    if said:
+    if said.groups:
         lines += [
             "",
             "## The library's warnings and log records",
             "",
-            f"Captured during the search ({sum(said.values())} in all, {len(said)} distinct), "
-            "most frequent first:",
+            f"Captured during the search ({said.total()} in all, {len(said.groups)} groups by "
+            "category and source), most frequent first:",
             "",
-            "| count | warning or log record |",
-            "|---|---|",
+            "| count | group | first message |",
+            "|---|---|---|",
         ]
-        common = said.most_common(_SHOWN_WARNINGS)
-        lines += [f"| {n} | {_cell(text)} |" for text, n in common]
-        if len(said) > len(common):
-            lines.append(f"| ... | {len(said) - len(common)} more distinct, in profile.json |")
+        common = said.groups.most_common(_SHOWN_WARNINGS)
+        lines += [
+            f"| {n} | {_cell(label)} | {_cell(said.samples.get(label))} |" for label, n in common
+        ]
+        if len(said.groups) > len(common):
+            more = len(said.groups) - len(common)
+            lines.append(f"| ... | {more} more groups, in profile.json | |")
     return "\n".join(lines) + "\n"
+
+
+def _reach_markdown(result: ProfileResult) -> list[str]:
+    """The search's own checks (JF-SAFE-020, -021) as rows after the properties'."""
+    return [
+        f"| {row['id']} | {row['title']} | {row['verdict']} | {_cell(row['message'])} |"
+        for row in result.reach
+    ]
 
 
 def to_junit(result: ProfileResult) -> str:
@@ -174,14 +202,21 @@ def _junit_suite(result: ProfileResult, name: str) -> ET.Element:
     suite = ET.Element(
         "testsuite",
         name=f"jfsm-profile.{name}",
-        tests=str(len(result.verdicts)),
-        failures=str(sum(v["verdict"] == "fail" for v in result.verdicts)),
+        tests=str(len(result.verdicts) + len(result.reach)),
+        failures=str(sum(v["verdict"] == "fail" for v in [*result.verdicts, *result.reach])),
         errors=str(sum(v["verdict"] == "error" for v in result.verdicts)),
         skipped=str(
             sum(v["verdict"] in ("not applicable", "not exercised") for v in result.verdicts)
+            + sum(row["verdict"] not in ("pass", "fail") for row in result.reach)
         ),
         time=f"{result.duration_s:.2f}",
     )
+    for row in result.reach:
+        case = ET.SubElement(suite, "testcase", classname=f"profile.{name}", name=row["id"])
+        if row["verdict"] == "fail":
+            ET.SubElement(case, "failure", message=row["message"]).text = row["message"]
+        elif row["verdict"] != "pass":
+            ET.SubElement(case, "skipped", message=row["message"])
     for v in result.verdicts:
         case = ET.SubElement(suite, "testcase", classname=f"profile.{name}", name=v["id"])
         body = (v["message"] or "") + "\n" + "\n".join(v["example"] or [])
@@ -246,6 +281,7 @@ def summary_lines(result: ProfileResult) -> list[str]:
         if v["verdict"] in ("fail", "by design", "error"):
             why = (v["message"] or v["reason"] or "").splitlines()[0][:150]
             out.append(f"  {v['verdict'].upper():9} {v['id']}  {v['title']}: {why}")
+    out += _reach_lines(result)
     if result.several is not None:
         many = result.several.verdicts
         counts = Counter(v["verdict"] for v in many)
@@ -256,12 +292,21 @@ def summary_lines(result: ProfileResult) -> list[str]:
             if v["verdict"] in ("fail", "by design", "error"):
                 why = (v["message"] or v["reason"] or "").splitlines()[0][:150]
                 out.append(f"  {v['verdict'].upper():9} {v['id']}  {v['title']}: {why}")
+        out += _reach_lines(result.several)
     said = result.recorder.warnings
-    if said:
+    if said.groups:
         out.append(
-            f"library warnings and log records: {sum(said.values())} captured "
-            f"({len(said)} distinct), listed in the report"
+            f"library warnings and log records: {said.total()} captured "
+            f"({len(said.groups)} groups by category and source), listed in the report"
         )
     if result.harness_error:
         out.append(f"HARNESS ERROR: {result.harness_error.splitlines()[0]}")
     return out
+
+
+def _reach_lines(result: ProfileResult) -> list[str]:
+    """One line per failed check of the search itself (JF-SAFE-020, -021)."""
+    return [
+        f"  {'FAIL':9} {row['id']}  {row['title']}: {row['message'][:200]}"
+        for row in result.failed_reach()
+    ]

@@ -18,22 +18,22 @@ first one's summarizer call is held and released with a drawn outcome). `Profile
 holds the single-writer verdicts and, in `several`, the several-writers result;
 `ProfileOptions.writers` runs one dimension only. The exit code is the worse of the two.
 
-While it searches, what the library says is captured, not printed between the verdicts: its
-`warnings` and its log records at WARNING and above (through a handler on the root logger,
-and in place of the handlers of loggers that print on their own), one line each, counted
-into the report (`library_warnings`).
+While it searches or replays, what the library says is captured, not printed between the
+verdicts (`said`: its warnings and log records, counted by category and source into the
+report's `library_warnings`; decisions R116, R203).
+
+A search that passes must also have reached what it judges (`reach`, decision R200): the
+summarizer called at least once where a property needs a call (JF-SAFE-020), and no more
+applicable properties *not exercised* than `allow_not_exercised` (JF-SAFE-021). Either
+failing makes the exit code 1, never 0.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import sys
 import time
-import warnings
-from collections import Counter
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,7 +44,9 @@ from hypothesis.stateful import run_state_machine_as_test
 from .adapter import AdapterFactory, AdapterSpec, Scope, Unavailable
 from .adapters import adapter_error, resolve
 from .properties import PROPERTIES
+from .reach import judge_reach
 from .safety_machine import PropertyViolation, Recorder, machine_class
+from .said import Said, captured
 
 __all__ = ["TRACE_FORMAT", "ProfileOptions", "ProfileResult", "replay", "run_profile"]
 
@@ -57,6 +59,7 @@ _NEEDS = {
     "write_fail": "storage whose replacement write can fail",
     "multi": "several writers",
     "hold": "a summarizer call that can be held in flight (async)",
+    "observe": "storage whose states it observes, or a summarizer call it can hold",
 }
 
 
@@ -74,6 +77,7 @@ class ProfileOptions:
     only: frozenset[str] | None = None
     first_failure: bool = False
     writers: str | None = None  # "single" or "multi": one dimension only (None: both)
+    allow_not_exercised: int = 0  # applicable properties that may stay not exercised
     progress: Callable[[str], None] = field(
         default=lambda line: print(line, file=sys.stderr), repr=False
     )
@@ -93,6 +97,11 @@ class ProfileResult:
     harness_error: str | None = None
     several: ProfileResult | None = None  # the several-writers dimension, if searched
     writers: str = "single"  # the dimension these verdicts were searched in
+    reach: list[dict[str, Any]] = field(default_factory=list)  # JF-SAFE-020, -021 (R200)
+
+    def failed_reach(self) -> list[dict[str, Any]]:
+        """The rows of `reach` that failed."""
+        return [row for row in self.reach if row["verdict"] == "fail"]
 
 
 def run_profile(
@@ -174,8 +183,21 @@ def _dimension(
         )
     undecided = frozenset(enabled) if harness_error or stopped_early else frozenset()
     verdicts = _verdicts(scope, caps, failures, recorder, undecided, options.only)
-    failed = any(v["verdict"] == "fail" for v in verdicts)
+    reach = judge_reach(
+        verdicts,
+        reached=recorder.reached,
+        requested=recorder.requested,
+        unawaited=recorder.warnings.unawaited,
+        allowed=options.allow_not_exercised,
+        harness_error=harness_error,
+        stopped_early=stopped_early,
+        selected=options.only,
+    )
+    failed = any(v["verdict"] == "fail" for v in [*verdicts, *reach])
     code = 2 if harness_error else (1 if failed else 0)
+    if code == 1 and (missed := [row for row in reach if row["verdict"] == "fail"]):
+        for row in missed:
+            options.progress(f"  {row['id']} failed: {row['message']}")
     return ProfileResult(
         options,
         scope,
@@ -186,6 +208,7 @@ def _dimension(
         code,
         harness_error,
         writers=scope.writers,
+        reach=reach,
     )
 
 
@@ -224,56 +247,6 @@ def _search(
             return searches, harness_error, False
         break
     return searches, None, False
-
-
-class _Captured(logging.Handler):
-    """Counts each log record as one line: `LEVEL logger: message`."""
-
-    def __init__(self, into: Counter[str]) -> None:
-        super().__init__(logging.WARNING)
-        self.into = into
-
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            text = record.getMessage()
-        except Exception:  # a library's malformed log call must not stop the profile
-            text = str(record.msg)
-        self.into[f"{record.levelname} {record.name}: {_one_line(text)}"] += 1
-
-
-def _one_line(text: str) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= 200 else line[:197] + "..."
-
-
-@contextmanager
-def captured(into: Counter[str]) -> Iterator[None]:
-    """Count the library's warnings and its log records at WARNING and above into `into`
-    instead of printing them (see the module docs); everything is put back on exit."""
-    handler = _Captured(into)
-    root = logging.getLogger()
-    printing = [
-        logger
-        for logger in logging.Logger.manager.loggerDict.values()
-        if isinstance(logger, logging.Logger) and logger.handlers
-    ]
-    saved = {logger.name: logger.handlers for logger in printing}
-    for logger in printing:
-        logger.handlers = [handler]
-    root_handlers = root.handlers
-    root.handlers = [handler]
-    try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            try:
-                yield
-            finally:
-                for w in caught:
-                    into[f"{w.category.__name__}: {_one_line(str(w.message))}"] += 1
-    finally:
-        root.handlers = root_handlers
-        for logger in printing:
-            logger.handlers = saved[logger.name]
 
 
 def _verdicts(
@@ -336,8 +309,11 @@ def replay(
     """Run the steps of a recorded failing example again and judge the property it was
     recorded for (decision R146): 1 if that property still fails on them, 0 if it no longer
     does, 2 on a harness error (bad trace, missing library, a property the adapter's scope
-    does not claim). The other properties the same steps break are listed after it; they do
-    not change the exit code, so a library's maintainer can check one fix."""
+    does not claim, a trace of two overlapping writers against an adapter that declares
+    one). The steps run in the dimension the trace was recorded in (the adapter's declared
+    scope for a trace that does not say, R202), and the library's output is captured, not
+    printed. The other properties the same steps break are listed after it; they do not
+    change the exit code, so a library's maintainer can check one fix."""
     try:
         trace = json.loads(Path(path).read_text(encoding="utf-8"))
         if trace.get("format") != TRACE_FORMAT:
@@ -345,15 +321,27 @@ def replay(
         name = adapter or trace["adapter"]
         recorded = str(trace["property"])
         factory, scope = resolve(name)
-        if trace.get("writers") == "single":  # recorded in the one-writer search
-            scope = scope.one_writer()
+        writers = trace.get("writers", scope.writers)  # a trace without it: the declared one
+        if writers not in ("single", "multi"):
+            raise ValueError(f"writers must be single or multi, not {writers!r}")
     except (KeyError, Unavailable) as exc:
         progress(f"HARNESS ERROR: {adapter_error(exc)}")
         return 2
     except (OSError, ValueError) as exc:
         progress(f"HARNESS ERROR: {exc}")
         return 2
-    progress(f"replaying {len(trace['steps'])} steps of {path} against {name} ({scope.version})")
+    if writers == "multi" and scope.writers != "multi":
+        progress(
+            f"HARNESS ERROR: the trace was recorded with two overlapping writers and {name} "
+            "declares one writer (its scope's writers): nothing to judge"
+        )
+        return 2
+    if writers == "single":  # recorded in the one-writer search
+        scope = scope.one_writer()
+    label = "two overlapping writers" if writers == "multi" else "one writer"
+    progress(
+        f"replaying {len(trace['steps'])} steps of {path} against {name} ({scope.version}, {label})"
+    )
     progress(f"recorded: {recorded}: {trace['message'].splitlines()[0]}")
     applicable = {
         p.id
@@ -363,13 +351,15 @@ def replay(
     if recorded not in applicable:
         progress(f"HARNESS ERROR: {recorded} does not apply to {name}'s scope: nothing to judge")
         return 2
+    said = Said()
     try:
-        fired = _replayed(trace["steps"], factory, scope, frozenset({recorded}))
-        others: list[PropertyViolation] = []
-        left = applicable - {recorded}
-        while left and (other := _replayed(trace["steps"], factory, scope, frozenset(left))):
-            others.append(other)
-            left.discard(other.rid)
+        with captured(said):  # the library's output, counted as a run counts it (R116)
+            fired = _replayed(trace["steps"], factory, scope, frozenset({recorded}))
+            others: list[PropertyViolation] = []
+            left = applicable - {recorded}
+            while left and (other := _replayed(trace["steps"], factory, scope, frozenset(left))):
+                others.append(other)
+                left.discard(other.rid)
     except Exception as exc:
         progress(f"HARNESS ERROR: {type(exc).__name__}: {exc}")
         return 2
@@ -380,6 +370,11 @@ def replay(
     for other in others:
         progress(
             f"also fails on these steps (not judged by this replay): {other.rid}: {other.detail}"
+        )
+    if said.total():
+        progress(
+            f"library warnings and log records: {said.total()} captured ({len(said.groups)} "
+            "groups by category and source), not shown"
         )
     return 1 if fired is not None else 0
 

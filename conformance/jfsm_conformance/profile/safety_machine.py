@@ -76,6 +76,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from .adapter import AdapterFactory, Scope
 from .checks import View, analyze, intact, missing
+from .said import Said
 from .summarizer import ScriptedSummarizer
 
 __all__ = ["PropertyViolation", "Recorder", "machine_class"]
@@ -113,14 +114,14 @@ class HarnessStuck(RuntimeError):
 @dataclass
 class Recorder:
     """What all runs of one profile saw: check evaluations, summarizer outcome counts,
-    requested outcomes, adapter exceptions by type, and the library's own warnings and log
-    records (one line each, counted; the runner captures them)."""
+    requested outcomes, adapter exceptions by type, and what the library said (its warnings
+    and log records, counted by group, and the coroutines never awaited; `said.captured`)."""
 
     evaluated: Counter[str] = field(default_factory=Counter)
     reached: Counter[str] = field(default_factory=Counter)
     requested: Counter[str] = field(default_factory=Counter)
     raised: Counter[str] = field(default_factory=Counter)
-    warnings: Counter[str] = field(default_factory=Counter)
+    warnings: Said = field(default_factory=Said)
 
 
 _BODY = st.text(alphabet="abcdefghijklmnopqrstuvwxyz éü—’0123456789", min_size=0, max_size=12)

@@ -4,9 +4,10 @@
 - `runner`: one run, phase by phase (scenarios, machines, workers), into one ledger and one
   verdict a requirement;
 - `companions`: the reference engine's own processes in the default run;
-- `exercise`: how often each rule, step, reply and outcome was exercised;
-- `traces`: failure traces on disk, and their replay;
 - `report`, `coverage`: the JSON, Markdown, JUnit and terminal reports, the coverage table;
 - `smoke`: a handshake and one op of each kind;
 - `cli`: `jfsm conformance`.
+
+What the parts below record (exercise counts, transcripts, traces) lives in `record/`, and
+the one-line usage errors in `usage`: nothing below the runner imports it (decision R222).
 """

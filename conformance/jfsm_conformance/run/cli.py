@@ -51,7 +51,7 @@ import tomllib
 from pathlib import Path
 from types import FrameType
 
-from jfsm_conformance.run.usage import (
+from jfsm_conformance.usage import (
     FolderInUse,
     FolderUnusable,
     UsageParser,
@@ -288,8 +288,8 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 
 
 def _replay(argv: list[str]) -> int:
+    from jfsm_conformance.record.traces import TraceError, read_trace
     from jfsm_conformance.run.runner import replay
-    from jfsm_conformance.run.traces import TraceError, read_trace
 
     parser = UsageParser(prog="jfsm conformance replay")
     parser.add_argument("trace")

@@ -61,8 +61,9 @@ from jfsm_conformance.machines.explore import (
     unsupported_in,
 )
 from jfsm_conformance.machines.explore import judges as memory_judges
-from jfsm_conformance.run import companions, exercise
-from jfsm_conformance.run.traces import TraceDir, TraceError, read_trace, unpack
+from jfsm_conformance.record import exercise
+from jfsm_conformance.record.traces import TraceDir, TraceError, read_trace, unpack
+from jfsm_conformance.run import companions
 from jfsm_conformance.scenarios import SCENARIOS, Scenario
 from jfsm_conformance.steps.session import STEPS, Session
 from jfsm_conformance.verify.checks import DRIVER_UP, ConformanceFailure, Ledger

@@ -67,7 +67,7 @@ from jfsm_conformance.probes import http as hostile_http
 from jfsm_conformance.probes import protocol as hostile
 from jfsm_conformance.probes import state as hostile_state
 from jfsm_conformance.probes import waits
-from jfsm_conformance.run import exercise
+from jfsm_conformance.record import exercise
 from jfsm_conformance.steps.world import Held, World
 from jfsm_conformance.verify import checks as C
 from jfsm_conformance.verify.blame import Ctx

@@ -39,7 +39,7 @@ from jfsm_conformance.fake.compress import FakeCompress
 from jfsm_conformance.model.oracle import GameModel, InFlight
 from jfsm_conformance.model.predictor import Compression, Service
 from jfsm_conformance.model.replies import to_outcome
-from jfsm_conformance.run import exercise
+from jfsm_conformance.record import exercise
 
 __all__ = ["IN_FLIGHT_TIMEOUT", "SPEC_THRESHOLDS", "Held", "World"]
 

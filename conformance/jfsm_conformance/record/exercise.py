@@ -7,7 +7,7 @@ too. The runner reads the counts with `counting()` and puts them in the report, 
 that exercised nothing shows as such.
 
 ```python
-from jfsm_conformance.run import exercise
+from jfsm_conformance.record import exercise
 
 with exercise.counting() as counts:
     ...                       # run scenarios and machines

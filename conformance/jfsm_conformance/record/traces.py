@@ -16,7 +16,7 @@ leave a trace over it.
 
 `TraceDir.clear()` removes the traces of a previous run at the start of a run, so the
 report directory only ever holds the current run's traces; while a run goes on, no other
-run may start in its report folder (`run.usage.hold_report_folder`, decision R161), so the
+run may start in its report folder (`usage.hold_report_folder`, decision R161), so the
 replay commands it prints keep working. Names are `NN-slug.json` where the slug keeps only
 `[A-Za-z0-9._-]`: the printed replay command works in any shell.
 
