@@ -1230,4 +1230,4 @@ def test_no_code_is_cut_off_at_1280_px(site: Path, tmp_path: Path) -> None:
     assert clipped["hidden"] and spilled["hidden"] and not spilled["block"]
     assert cut_off_code("p", [scrolled], {"x" * 80}) != []
     assert cut_off_code("p", [scrolled], set()) == []  # a generated block may scroll
-    assert problems == []
+    assert problems == [], "\n".join(problems)
