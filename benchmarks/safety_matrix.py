@@ -1,9 +1,9 @@
 """The compaction safety matrix: the profile against several releases of each library.
 
 ```
-uv run python -m benchmarks.safety_matrix [--only LIB] [--adapter NAME] [--workdir DIR]
-    [--source DIR] [--out docs/safety/results.md] [--json docs/safety/results.json]
-    [--merge OLD.json]
+uv run python -m benchmarks.safety_matrix [--only LIB] [--versions X,Y] [--adapter NAME]
+    [--workdir DIR] [--source DIR] [--out docs/safety/results.md]
+    [--json docs/safety/results.json] [--merge OLD.json]
 ```
 
 For every `(library, version)` of `MATRIX` it creates a throwaway virtual environment
@@ -13,6 +13,12 @@ writes `docs/safety/results.md`: one row per library, version and property that 
 pass, with the minimal example and the known issue the finding matches (from `KNOWN`), and
 a table of verdicts. Slow (minutes: installs and searches); never part of `uv run pytest`
 (a smoke test only checks the page writer, `write_results`).
+
+Rows are measured a few at a time: `--only LIB`, `--versions X,Y` (only these releases of
+`MATRIX`) and `--adapter NAME` choose the cells to run, and `--merge OLD.json` keeps every
+row of an earlier run that was not run again (as it was: the same JSON, the same page row),
+so `--merge docs/safety/results.json --json docs/safety/results.json` adds or replaces the
+rows just run.
 """
 
 from __future__ import annotations
@@ -424,6 +430,7 @@ _ORDER = {
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.safety_matrix")
     parser.add_argument("--only", help="only this library")
+    parser.add_argument("--versions", help="only these releases (comma-separated)")
     parser.add_argument(
         "--adapter", help="only this adapter (its rows; with --merge the others are kept)"
     )
@@ -439,10 +446,13 @@ def main(argv: list[str] | None = None) -> int:
         "--only-page", action="store_true", help="run nothing: rewrite the page from --merge"
     )
     args = parser.parse_args(argv)
+    versions = set(args.versions.split(",")) if args.versions else None
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="jfsm-safety-"))
     reports: list[dict[str, Any]] = []
     for cell in MATRIX:
         if args.only_page or (args.only and cell.library != args.only):
+            continue
+        if versions is not None and cell.version not in versions:
             continue
         if args.adapter and args.adapter not in cell.adapters:
             continue

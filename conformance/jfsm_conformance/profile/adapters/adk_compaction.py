@@ -53,8 +53,11 @@ def scope() -> Scope:
         "InMemorySessionService)",
         writers="multi",
         writers_claim=(
-            "a session service serves every Runner.run_async for the session; the "
-            "compaction is appended as one more event beside the turns appended meanwhile"
+            "a session service serves every Runner.run_async for the session, and ADK's "
+            "DatabaseSessionService says why it locks: 'Use one lock per logical ADK "
+            "session to prevent concurrent append_event writes from racing in the same "
+            "process'; the compaction is appended as one more event beside the turns "
+            "appended meanwhile"
         ),
         failures=frozenset({"raise", "timeout", "empty", "write_fail"}),
         storage="native",

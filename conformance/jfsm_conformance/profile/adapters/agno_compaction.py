@@ -24,9 +24,10 @@ threshold (`compact_at_tokens`) says. The adapter:
   or record write, and able to fail its next `upsert_compaction` (the write of the fold)
   once.
 
-Several writers: a fold is a record about runs, anchored on a message id, and Agno's
-archive says two containers writing different runs never clobber one another; runs
-appended while a summary is written come after the anchor.
+Several writers: a fold is a record about runs, anchored on a message id, and Agno's own
+docstring of `_stored_compaction` says why it reads the fold from the record table: "records
+are immutable facts about single runs, so two containers writing different runs never
+clobber one another"; runs appended while a summary is written come after the anchor.
 """
 
 from __future__ import annotations
@@ -64,8 +65,9 @@ def scope() -> Scope:
         entry_point="Agent.acompact (Compaction, SqliteDb)",
         writers="multi",
         writers_claim=(
-            "Agno's archive: two containers writing different runs of one session never "
-            "clobber one another (a fold is anchored on a message id)"
+            "Agno reads the fold from the record table (_stored_compaction): 'records are "
+            "immutable facts about single runs, so two containers writing different runs "
+            "never clobber one another' (a fold is anchored on a message id)"
         ),
         failures=frozenset({"raise", "timeout", "empty", "write_fail"}),
         storage="native",
