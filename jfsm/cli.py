@@ -39,13 +39,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
-import shlex
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from jfsm.usage import UsageParser, port_number
+from jfsm.usage import UsageParser, install_hint, port_number
 
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoint
@@ -66,37 +64,6 @@ def plugin_commands() -> dict[str, EntryPoint]:
     return {
         ep.name: ep for ep in entry_points(group=COMMANDS_GROUP) if ep.name not in _ENGINE_COMMANDS
     }
-
-
-def install_hint(extra: str) -> str:
-    """The command that installs jfsm's `extra` for this copy of jfsm: from the wheel file,
-    the checkout or the git repository (at the same commit) it was installed from (PEP 610
-    `direct_url.json`), else from the index.
-
-    Never raises: unreadable metadata falls back to the index's `pip install 'jfsm[...]'`."""
-    url = ""
-    vcs: dict[str, Any] = {}
-    try:
-        from importlib.metadata import distribution
-
-        origin = json.loads(distribution("jfsm").read_text("direct_url.json") or "{}")
-        url = str(origin.get("url", ""))
-        editable = bool(origin.get("dir_info", {}).get("editable"))
-        vcs = dict(origin.get("vcs_info") or {})
-    except Exception:  # no metadata (run from a checkout), or damaged: the index
-        editable = False
-    requirement = f"jfsm[{extra}]"
-    if vcs.get("vcs") and url:  # installed from a repository: the same commit again
-        at = f"@{vcs['commit_id']}" if vcs.get("commit_id") else ""
-        return "pip install " + shlex.quote(f"{requirement} @ {vcs['vcs']}+{url}{at}")
-    if url.startswith("file://"):
-        from urllib.parse import unquote, urlparse
-
-        path = unquote(urlparse(url).path)
-        if editable or os.path.isdir(path):
-            return "pip install -e " + shlex.quote(f"{path}[{extra}]")
-        return "pip install " + shlex.quote(f"{requirement} @ {url}")
-    return f"pip install '{requirement}'"
 
 
 def _run_plugin(name: str, entry: EntryPoint, argv: list[str]) -> int:

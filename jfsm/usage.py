@@ -7,16 +7,20 @@ command: its errors are `PROG: error: MESSAGE (see PROG --help)`, where argparse
 usage first and the error on a second line. `usage_error(prog, message)` prints such a line
 for an error found after parsing and returns 2. `port_number` is the argparse type of every
 `--port`/`--http PORT` option (0 to 65535: a port the socket layer would refuse with an
-`OverflowError` is a usage error instead).
+`OverflowError` is a usage error instead). `install_hint(extra)` is the command that installs
+an extra for this copy of jfsm, for the message of a command whose extra is missing.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import shlex
 import sys
-from typing import NoReturn
+from typing import Any, NoReturn
 
-__all__ = ["UsageParser", "port_number", "usage_error"]
+__all__ = ["UsageParser", "install_hint", "port_number", "usage_error"]
 
 
 class UsageParser(argparse.ArgumentParser):
@@ -38,3 +42,34 @@ def port_number(text: str) -> int:
     if not text.isdigit() or not 0 <= int(text) <= 65535:
         raise argparse.ArgumentTypeError(f"{text!r} is not a port number (0 to 65535)")
     return int(text)
+
+
+def install_hint(extra: str) -> str:
+    """The command that installs jfsm's `extra` for this copy of jfsm: from the wheel file,
+    the checkout or the git repository (at the same commit) it was installed from (PEP 610
+    `direct_url.json`), else from the index.
+
+    Never raises: unreadable metadata falls back to the index's `pip install 'jfsm[...]'`."""
+    url = ""
+    vcs: dict[str, Any] = {}
+    try:
+        from importlib.metadata import distribution
+
+        origin = json.loads(distribution("jfsm").read_text("direct_url.json") or "{}")
+        url = str(origin.get("url", ""))
+        editable = bool(origin.get("dir_info", {}).get("editable"))
+        vcs = dict(origin.get("vcs_info") or {})
+    except Exception:  # no metadata (run from a checkout), or damaged: the index
+        editable = False
+    requirement = f"jfsm[{extra}]"
+    if vcs.get("vcs") and url:  # installed from a repository: the same commit again
+        at = f"@{vcs['commit_id']}" if vcs.get("commit_id") else ""
+        return "pip install " + shlex.quote(f"{requirement} @ {vcs['vcs']}+{url}{at}")
+    if url.startswith("file://"):
+        from urllib.parse import unquote, urlparse
+
+        path = unquote(urlparse(url).path)
+        if editable or os.path.isdir(path):
+            return "pip install -e " + shlex.quote(f"{path}[{extra}]")
+        return "pip install " + shlex.quote(f"{requirement} @ {url}")
+    return f"pip install '{requirement}'"

@@ -69,7 +69,7 @@ class _SuiteRun:
 
             missing = [m for m in ("hypothesis", "jsonschema") if not importlib.util.find_spec(m)]
             if missing:
-                from jfsm.cli import install_hint
+                from jfsm_conformance.usage import install_hint
 
                 raise pytest.UsageError(
                     f"--jfsm-driver needs {install_hint('conformance')} "

@@ -26,7 +26,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from jfsm.usage import UsageParser, port_number, usage_error
+from jfsm.usage import UsageParser, install_hint, port_number, usage_error
 
 try:
     import fcntl
@@ -39,6 +39,7 @@ __all__ = [
     "FolderUnusable",
     "UsageParser",
     "hold_report_folder",
+    "install_hint",
     "port_number",
     "usage_error",
 ]

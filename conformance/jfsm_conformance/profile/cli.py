@@ -95,7 +95,7 @@ def _main(argv: list[str]) -> int:
     if "--version" not in argv and not any(a.startswith("--version=") for a in argv):
         missing = [m for m in ("hypothesis",) if importlib.util.find_spec(m) is None]
         if missing and not {"-h", "--help", "--list"} & set(argv):
-            from jfsm.cli import install_hint
+            from jfsm_conformance.usage import install_hint
 
             print(
                 f"jfsm profile needs {install_hint('conformance')} (missing: "

@@ -147,7 +147,7 @@ def collect(session: pytest.Session, config: pytest.Config) -> list[pytest.Item]
     import importlib.util
 
     if importlib.util.find_spec("hypothesis") is None:
-        from jfsm.cli import install_hint
+        from jfsm_conformance.usage import install_hint
 
         raise pytest.UsageError(
             f"--jfsm-safety-adapter needs {install_hint('conformance')} (missing: hypothesis)"
