@@ -7,7 +7,9 @@ then looks for any process the run left behind: every process the run starts inh
 marker in its environment, which `/proc` still shows after it was reparented or moved to a
 session of its own. The bad driver starts a sleeping child of its own first, as a shell or
 a worker pool would, so that ending the driver's process alone would leave it behind.
-The tests of 3 s or more are marked `slow` (`uv run pytest -m slow`; every CI run runs them).
+Issue 39's acceptance tests (a driver that hangs in `hello`, prints garbage, exits on its
+first op, hangs on its third; one that crashes once) stay in the default run although they
+take 3-6 s each (R234's one exception); the others are marked `slow`.
 """
 
 from __future__ import annotations
@@ -119,7 +121,6 @@ def _verdicts(report: dict[str, Any]) -> dict[str, str]:
 QUICK = ("--op-timeout", "2", "--hello-timeout", "3")
 
 
-@pytest.mark.slow
 @pytest.mark.req("JF-ERR-020")
 @pytest.mark.parametrize("mode", ["exit-first", "hang-third"])
 def test_a_driver_that_dies_mid_scenario_fails_its_requirement(tmp_path: Path, mode: str) -> None:
@@ -142,7 +143,6 @@ def test_a_driver_that_dies_mid_scenario_fails_its_requirement(tmp_path: Path, m
     assert "JF-ERR-020" in text
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(
     ("mode", "said"),
     [
@@ -163,7 +163,6 @@ def test_a_driver_that_never_completes_hello_is_a_harness_error(
     assert "HARNESS ERROR" in text
 
 
-@pytest.mark.slow
 @pytest.mark.req("JF-ERR-020")
 def test_a_driver_that_crashes_once_still_gets_every_other_verdict(tmp_path: Path) -> None:
     """The first process exits on its first op; the suite blames the scenario it was in,
