@@ -25,9 +25,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-__all__ = ["Chromium"]
+__all__ = ["FLAGS", "Chromium"]
 
-_FLAGS = (
+# the flags of every headless start: no network of its own, no first-run work
+FLAGS = (
     "--headless",
     "--no-sandbox",
     "--disable-gpu",
@@ -55,7 +56,7 @@ class Chromium:
         self.width, self.height, self.timeout = width, height, timeout
         cmd_r, self._cmd = os.pipe()
         self._out, out_w = os.pipe()
-        argv = [str(binary), *_FLAGS, f"--user-data-dir={user_data}", "about:blank"]
+        argv = [str(binary), *FLAGS, f"--user-data-dir={user_data}", "about:blank"]
         try:
             self.pid = os.posix_spawn(
                 str(binary),

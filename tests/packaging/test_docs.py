@@ -25,6 +25,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import pytest
+from chromium_pages import FLAGS, Chromium
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = ROOT / "spec"
@@ -473,14 +474,7 @@ def _chromium(*args: str, user_data: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [
             str(CHROMIUM),
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
+            *(flag for flag in FLAGS if flag != "--remote-debugging-pipe"),
             f"--user-data-dir={user_data}",
             "--window-size=1280,2000",
             "--virtual-time-budget=5000",
@@ -1218,8 +1212,6 @@ def cut_off_code(page: str, blocks: list[dict[str, Any]], written: set[str]) -> 
 )
 def test_no_code_is_cut_off_at_1280_px(site: Path, tmp_path: Path) -> None:
     """Every page in one headless Chromium at 1280 x 2000 px (R227)."""
-    from chromium_pages import Chromium
-
     problems: list[str] = []
     measured = 0
     with Chromium(CHROMIUM, tmp_path / "profile-code", width=1280, height=2000) as browser:
