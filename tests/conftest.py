@@ -40,6 +40,9 @@ def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def
                 raise ValueError(f"{item.nodeid}: unknown requirement IDs {unknown}")
 
 
+# Processes that own a game of a shared state directory (tests/file_workers.py).
+from file_workers import file_workers  # noqa: E402, F401
+
 # A real PostgreSQL server for the PostgreSQL store's tests (tests/pg_fixtures.py).
 from pg_fixtures import (  # noqa: E402, F401
     bouncer_database,

@@ -18,20 +18,17 @@
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import shutil
 import signal
-import subprocess
-import sys
 import tempfile
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from file_workers import WAIT, Worker
 
 from jfsm.errors import StoreCorrupted, StoreFenced, StoreLocked
 from jfsm.image import QUOTA_BYTES
@@ -51,9 +48,6 @@ from jfsm.stores.file.ownership import (
 )
 from jfsm.stores.file.store import FileStore
 from jfsm.stores.file.tokens import KEEP, TOKENS_DIR, drawn, next_token
-
-WORKER = Path(__file__).with_name("shared_file_worker.py")
-WAIT = 30.0  # bound on every reply: a hung worker fails the test, never hangs it
 
 
 # -- the format ------------------------------------------------------------------------------
@@ -143,75 +137,6 @@ def test_foreign_bytes_are_judged_whole() -> None:
 
 
 # -- a frozen owner, at every step -----------------------------------------------------------
-class Worker:
-    """One `shared_file_worker.py` process (see there)."""
-
-    def __init__(self, root: Path, game: str, owner: str, seconds: float = 30.0) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, str(WORKER), str(root), game, owner, str(seconds)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        self.answers: list[dict[str, Any]] = []
-        self._ready = threading.Condition()
-        self._read = 0
-        threading.Thread(target=self._pump, daemon=True).start()
-
-    def _pump(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            with self._ready:
-                self.answers.append(json.loads(line))
-                self._ready.notify_all()
-
-    def send(self, command: str) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(command + "\n")
-        self.proc.stdin.flush()
-
-    def next(self) -> dict[str, Any]:
-        with self._ready:
-            got = self._ready.wait_for(lambda: len(self.answers) > self._read, WAIT)
-            assert got, f"no answer from the worker (exit {self.proc.poll()})"
-            self._read += 1
-            return self.answers[self._read - 1]
-
-    def ask(self, command: str) -> dict[str, Any]:
-        self.send(command)
-        return self.next()
-
-    def stopped(self) -> bool:
-        with open(f"/proc/{self.proc.pid}/stat", encoding="ascii") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] == "T"
-
-    def wait_stopped(self) -> None:
-        deadline = time.monotonic() + WAIT
-        while not self.stopped():
-            assert self.proc.poll() is None, "the worker died"
-            assert time.monotonic() < deadline, "the worker never stopped at its point"
-            time.sleep(0.005)
-
-    def end(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGCONT)  # our own child
-            self.proc.kill()
-            self.proc.wait(WAIT)
-
-
-@pytest.fixture
-def worker() -> Iterator[Callable[..., Worker]]:
-    started: list[Worker] = []
-
-    def start(*args: Any) -> Worker:
-        started.append(Worker(*args))
-        return started[-1]
-
-    yield start
-    for each in started:
-        each.end()
-
-
 def _shared(root: Path, owner: str, **kwargs: Any) -> FileStore:
     folder = root / "g"
     folder.mkdir(exist_ok=True)
@@ -259,9 +184,9 @@ assert set(LANDED) == set(WRITE_STEPS) | set(CHECKPOINT_STEPS)
 @pytest.mark.parametrize("point", WRITE_STEPS)
 @pytest.mark.parametrize("what", ["commit", "side"])
 def test_an_owner_stopped_at_any_step_of_a_write_lands_it_only_if_the_taker_read_it(
-    tmp_path: Path, worker: Callable[..., Worker], point: str, what: str
+    tmp_path: Path, file_workers: Callable[..., Worker], point: str, what: str
 ) -> None:
-    a = worker(tmp_path, "g", "a")
+    a = file_workers(tmp_path, "g", "a")
     assert a.ask("open")["ok"]
     assert a.ask("commit k1") == {"ok": True}
     assert a.ask("side s [1]") == {"ok": True}
@@ -286,9 +211,9 @@ def test_an_owner_stopped_at_any_step_of_a_write_lands_it_only_if_the_taker_read
 @pytest.mark.req("JF-STORE-033", "JF-STORE-046")
 @pytest.mark.parametrize("point", CHECKPOINT_STEPS)
 def test_an_owner_stopped_at_any_step_of_a_checkpoint_changes_nothing_after_the_takeover(
-    tmp_path: Path, worker: Callable[..., Worker], point: str
+    tmp_path: Path, file_workers: Callable[..., Worker], point: str
 ) -> None:
-    a = worker(tmp_path, "g", "a")
+    a = file_workers(tmp_path, "g", "a")
     assert a.ask("open")["ok"]
     assert a.ask("commit k1") == {"ok": True}
     assert a.ask(f"arm {point}") == {"ok": True}
@@ -314,12 +239,12 @@ def test_an_owner_stopped_at_any_step_of_a_checkpoint_changes_nothing_after_the_
 @pytest.mark.req("JF-STORE-033", "JF-STORE-049")
 @pytest.mark.parametrize("point", TAKE_STEPS)
 def test_an_opener_stopped_at_any_step_of_its_open_never_owns_beside_the_taker(
-    tmp_path: Path, worker: Callable[..., Worker], point: str
+    tmp_path: Path, file_workers: Callable[..., Worker], point: str
 ) -> None:
     first = _shared(tmp_path, "s")
     first.commit_sync(Projection.of({"k0": 1}))
     first.close_sync()  # released: no lease lives
-    a = worker(tmp_path, "g", "a")
+    a = file_workers(tmp_path, "g", "a")
     assert a.ask(f"arm {point}") == {"ok": True}
     a.send("open")
     b = _take_over_while_stopped(tmp_path, a)
@@ -443,9 +368,9 @@ def _race(root: Path, order: str, takeover: bool) -> str:
 # -- removal, migration, tokens --------------------------------------------------------------
 @pytest.mark.req("JF-STORE-048")
 def test_a_removed_game_fences_its_owner_even_one_stopped_mid_write(
-    tmp_path: Path, worker: Callable[..., Worker]
+    tmp_path: Path, file_workers: Callable[..., Worker]
 ) -> None:
-    a = worker(tmp_path, "g", "a")
+    a = file_workers(tmp_path, "g", "a")
     assert a.ask("open")["ok"]
     assert a.ask("commit k1") == {"ok": True}
     assert a.ask("arm write:before") == {"ok": True}

@@ -14,18 +14,18 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
-import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from file_workers import WAIT, Worker, stopped
 
 from jfsm.errors import StoreCorrupted, StoreFenced, StoreLocked
 from jfsm.projection import Projection
@@ -34,74 +34,6 @@ from jfsm.stores.file.lease import LeaseRecord, write_lease_at
 from jfsm.stores.file.ownership import current_lease
 from jfsm.stores.file.store import FileStore
 from jfsm.stores.file.tokens import next_token
-
-WORKER = Path(__file__).with_name("shared_file_worker.py")
-WAIT = 30.0  # bound on every reply: a hung worker fails the test, never hangs it
-
-
-class Worker:
-    """One `shared_file_worker.py` process owning (or trying to own) game `game`."""
-
-    def __init__(self, root: Path, game: str, owner: str, seconds: float = 30.0) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, str(WORKER), str(root), game, owner, str(seconds)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        self.answers: list[dict[str, Any]] = []
-        self._ready = threading.Condition()
-        threading.Thread(target=self._pump, daemon=True).start()
-        self._read = 0
-
-    def _pump(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            with self._ready:
-                self.answers.append(json.loads(line))
-                self._ready.notify_all()
-
-    def send(self, command: str) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(command + "\n")
-        self.proc.stdin.flush()
-
-    def next(self) -> dict[str, Any]:
-        with self._ready:
-            got = self._ready.wait_for(lambda: len(self.answers) > self._read, WAIT)
-            assert got, f"no answer from the worker (exit {self.proc.poll()})"
-            self._read += 1
-            return self.answers[self._read - 1]
-
-    def ask(self, command: str) -> dict[str, Any]:
-        self.send(command)
-        return self.next()
-
-    def kill(self) -> None:
-        self.proc.send_signal(signal.SIGCONT)  # a stopped worker dies all the same
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(WAIT)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            assert self.proc.stdin is not None
-            self.proc.stdin.close()
-            self.proc.wait(WAIT)
-
-
-@pytest.fixture
-def workers() -> Any:
-    started: list[Worker] = []
-
-    def start(*args: Any) -> Worker:
-        worker = Worker(*args)
-        started.append(worker)
-        return worker
-
-    yield start
-    for worker in started:
-        if worker.proc.poll() is None:
-            worker.kill()
 
 
 def _files(folder: Path) -> dict[str, str]:
@@ -113,15 +45,15 @@ def _files(folder: Path) -> dict[str, str]:
 
 
 def test_a_second_process_is_refused_while_the_lease_lives_and_its_owner_id_reclaims(
-    tmp_path: Path, workers: Any
+    tmp_path: Path, file_workers: Callable[..., Worker]
 ) -> None:
-    a, b = workers(tmp_path, "g", "a"), workers(tmp_path, "g", "b")
+    a, b = file_workers(tmp_path, "g", "a"), file_workers(tmp_path, "g", "b")
     first = a.ask("open")
     assert first["ok"] and first["token"] >= 1
     assert a.ask("commit k1") == {"ok": True}
     assert b.ask("open") == {"ok": False, "code": "store_locked"}
     assert a.ask("commit k2") == {"ok": True}  # the refused open changed nothing
-    again = workers(tmp_path, "g", "a")  # a restarted `a`: the same owner id (R61)
+    again = file_workers(tmp_path, "g", "a")  # a restarted `a`: the same owner id (R61)
     reclaimed = again.ask("open")
     assert reclaimed["ok"] and reclaimed["token"] > first["token"]
     assert again.ask("keys") == {"keys": ["k1", "k2"]}
@@ -129,9 +61,9 @@ def test_a_second_process_is_refused_while_the_lease_lives_and_its_owner_id_recl
 
 
 def test_a_takeover_fences_a_living_owner_whose_commit_writes_nothing(
-    tmp_path: Path, workers: Any
+    tmp_path: Path, file_workers: Callable[..., Worker]
 ) -> None:
-    a, b = workers(tmp_path, "g", "a"), workers(tmp_path, "g", "b")
+    a, b = file_workers(tmp_path, "g", "a"), file_workers(tmp_path, "g", "b")
     token_a = a.ask("open")["token"]
     assert a.ask("commit k1") == {"ok": True}
     taken = b.ask("takeover")
@@ -143,23 +75,23 @@ def test_a_takeover_fences_a_living_owner_whose_commit_writes_nothing(
     assert b.ask("commit k4") == {"ok": True}
     assert a.ask("close") == {"ok": True}  # a fenced close trims nothing of the new owner's
     assert b.ask("close") == {"ok": True}
-    c = workers(tmp_path, "g", "c")
+    c = file_workers(tmp_path, "g", "c")
     assert c.ask("open")["ok"]  # b's close ended its lease at once
     assert c.ask("keys") == {"keys": ["k1", "k4"]}
 
 
 @pytest.mark.slow
 def test_a_killed_owner_loses_nothing_acknowledged_and_its_lease_runs_out(
-    tmp_path: Path, workers: Any
+    tmp_path: Path, file_workers: Callable[..., Worker]
 ) -> None:
-    a = workers(tmp_path, "g", "a", 5.0)
+    a = file_workers(tmp_path, "g", "a", 5.0)
     assert a.ask("open")["ok"]
     a.send("commits 100000")
     while a.next()["ack"] < 30:
         pass
     a.kill()  # in the middle of a commit, most likely
     acknowledged = {f"n{answer['ack']}" for answer in a.answers if "ack" in answer}
-    b = workers(tmp_path, "g", "b", 5.0)
+    b = file_workers(tmp_path, "g", "b", 5.0)
     assert b.ask("open") == {"ok": False, "code": "store_locked"}  # its lease still lives
     deadline = time.monotonic() + WAIT
     while not (opened := b.ask("open"))["ok"]:  # until the lease runs out
@@ -172,11 +104,13 @@ def test_a_killed_owner_loses_nothing_acknowledged_and_its_lease_runs_out(
     assert b.ask("commit after") == {"ok": True}  # the torn tail was cut: writes go on
 
 
-def test_no_lock_is_held_between_writes_nor_taken_by_a_write(tmp_path: Path, workers: Any) -> None:
+def test_no_lock_is_held_between_writes_nor_taken_by_a_write(
+    tmp_path: Path, file_workers: Callable[..., Worker]
+) -> None:
     """Another program holding an exclusive `flock` on every file of the game's store
     (except the lock file of decision R120) changes nothing: the owner writes, a takeover
     completes, the fenced owner is refused, nothing waits."""
-    a = workers(tmp_path, "g", "a")
+    a = file_workers(tmp_path, "g", "a")
     assert a.ask("open")["ok"]
     assert a.ask("commit k1") == {"ok": True}
     store = tmp_path / "g" / "store"
@@ -188,7 +122,7 @@ def test_no_lock_is_held_between_writes_nor_taken_by_a_write(tmp_path: Path, wor
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # BlockingIOError if a held it
                 held.append(fd)
         assert a.ask("commit k2") == {"ok": True}  # a's write takes no lock
-        b = workers(tmp_path, "g", "b")
+        b = file_workers(tmp_path, "g", "b")
         assert b.ask("takeover")["ok"]  # a living, idle owner blocks no takeover
         assert a.ask("commit k3") == {"ok": False, "code": "store_fenced"}
         assert b.ask("keys") == {"keys": ["k1", "k2"]}
@@ -294,30 +228,25 @@ def test_a_failed_takeover_changes_no_owner(tmp_path: Path) -> None:
     again.close_sync()
 
 
-def _stopped(pid: int) -> bool:
-    with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
-        return stat.read().rsplit(")", 1)[1].split()[0] == "T"
-
-
 @pytest.mark.req("JF-STORE-033", "JF-STORE-045")
 @pytest.mark.parametrize("takeover", [True, False], ids=["takeover", "plain-open"])
 def test_an_owner_frozen_mid_write_delays_a_takeover_not_at_all_and_a_plain_open_its_lease(
-    tmp_path: Path, workers: Any, takeover: bool
+    tmp_path: Path, file_workers: Callable[..., Worker], takeover: bool
 ) -> None:
     """An owner stopped (SIGSTOP) between its write and its sync: a takeover completes while
     it is still stopped, a plain open once its lease (1 s) is over; nobody signals it. When
     it is continued, its write counts only as the new owner read it: landed before the
     seal, it is acknowledged and in the new owner's store."""
-    a = workers(tmp_path, "g", "a", 1.0)
+    a = file_workers(tmp_path, "g", "a", 1.0)
     token = a.ask("open")["token"]
     assert a.ask("commit k1") == {"ok": True}
     assert a.ask("arm write:appended") == {"ok": True}
     a.send("commit k2")
     deadline = time.monotonic() + WAIT
-    while not _stopped(a.proc.pid):
+    while not stopped(a.proc.pid):
         assert time.monotonic() < deadline, "the owner never stopped"
         time.sleep(0.01)
-    b = workers(tmp_path, "g", "b", 1.0)
+    b = file_workers(tmp_path, "g", "b", 1.0)
     while True:  # answered while `a` is still stopped (Worker.next bounds each wait)
         opened = b.ask("takeover" if takeover else "open")
         if opened["ok"]:
@@ -325,7 +254,7 @@ def test_an_owner_frozen_mid_write_delays_a_takeover_not_at_all_and_a_plain_open
         assert not takeover and opened["code"] == "store_locked", opened
         time.sleep(0.1)
     assert opened["token"] > token
-    assert _stopped(a.proc.pid) and a.proc.poll() is None  # never ended, still stopped
+    assert stopped(a.proc.pid) and a.proc.poll() is None  # never ended, still stopped
     keys = b.ask("keys")["keys"]
     assert keys == ["k1", "k2"]  # its bytes came before the seal: read by the new owner
     a.proc.send_signal(signal.SIGCONT)  # the test's own child
