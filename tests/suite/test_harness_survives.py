@@ -89,6 +89,11 @@ def _no_leftovers(marker: str) -> None:
     assert _leftovers(marker) == []
 
 
+def _no_folders_left(tmp_path: Path) -> None:
+    """No temporary folder of the run (a `{state}`, a companion's, the engine's) is left."""
+    assert sorted(p.name for p in (tmp_path / "tmp").iterdir()) == []
+
+
 def _bad(tmp_path: Path, mode: str) -> str:
     script = tmp_path / "bad_driver.py"
     script.write_text(BAD, encoding="utf-8")
@@ -97,7 +102,8 @@ def _bad(tmp_path: Path, mode: str) -> str:
 
 def _start(tmp_path: Path, marker: str, *args: str) -> subprocess.Popen[str]:
     argv = [PY, "-m", "jfsm.cli", "conformance", *args]
-    env = dict(os.environ, JFSM_TEST_RUN=marker)
+    (tmp_path / "tmp").mkdir(exist_ok=True)  # its temporary folders: see `_no_folders_left`
+    env = dict(os.environ, JFSM_TEST_RUN=marker, TMPDIR=str(tmp_path / "tmp"))
     return subprocess.Popen(
         argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path
     )
@@ -110,6 +116,7 @@ def _conformance(tmp_path: Path, *args: str) -> tuple[int, str, dict[str, Any]]:
     proc = _start(tmp_path, marker, "--report-dir", str(report), *args)
     out, err = proc.communicate(timeout=120)
     _no_leftovers(marker)
+    _no_folders_left(tmp_path)
     data = json.loads((report / "report.json").read_text(encoding="utf-8"))
     return proc.returncode, out + err, data
 
@@ -205,6 +212,7 @@ def test_an_interrupted_run_stops_at_once_with_a_partial_report(
     assert data["interrupted"] is True and data["partial"] is True and data["exit_code"] == 130
     assert "INTERRUPTED" in out
     _no_leftovers(marker)
+    _no_folders_left(tmp_path)
 
 
 @pytest.mark.slow

@@ -95,7 +95,9 @@ def _start_cli(tmp_path: Path) -> tuple[subprocess.Popen[bytes], Path]:
     report_dir = tmp_path / "report"
     argv = [sys.executable, "-m", "jfsm.cli", "conformance", "--profile", "quick"]
     argv += ["--report-dir", str(report_dir)]
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    (tmp_path / "tmp").mkdir()  # the run's temporary folders, and nothing else
+    env = dict(os.environ, TMPDIR=str(tmp_path / "tmp"))
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     return proc, report_dir / "report.json"
 
 
@@ -138,6 +140,9 @@ def test_sigterm_writes_a_partial_report_and_exits_130(tmp_path: Path) -> None:
     proc, path = _start_cli(tmp_path)
     try:
         _wait_for(path, proc, "scenario")
+        while proc.poll() is None and not list((tmp_path / "tmp").glob("jfsm-suite-state-*")):
+            time.sleep(0.05)  # the companions' lane is under way: a stdio driver's {state}
+        time.sleep(1.5)  # and into its scenarios (where a cut-short lane left its folders)
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(timeout=120)
     finally:
@@ -149,6 +154,9 @@ def test_sigterm_writes_a_partial_report_and_exits_130(tmp_path: Path) -> None:
     assert report["partial"] is True and report["exit_code"] == 130
     assert report["interrupted"] is True
     assert "interrupted after scenario" in report["harness_error"]
+    # its companions' folders and the engine's own are removed too (the lanes' threads and
+    # the machines' process are cut short, their `finally` never runs: R193's exit path)
+    assert sorted(p.name for p in (tmp_path / "tmp").iterdir()) == []
 
 
 def test_a_finished_run_is_not_partial(tmp_path: Path) -> None:

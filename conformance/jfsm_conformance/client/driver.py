@@ -42,7 +42,6 @@ import os
 import shlex
 import shutil
 import signal
-import tempfile
 import threading
 import time
 from collections import deque
@@ -207,7 +206,7 @@ class _Stdio:
         # `{state}`: a fresh empty directory for the run, kept across restarts (R80)
         self.state: str | None = None
         if any("{state}" in arg for arg in self.argv):
-            self.state = tempfile.mkdtemp(prefix="jfsm-suite-state-")
+            self.state = groups.temporary_folder("jfsm-suite-state-")
             self.argv = [arg.replace("{state}", self.state) for arg in self.argv]
         # `{worker}`: this process's stable name among the processes the suite starts from the
         # command, the same across its restarts: `main`, or `worker-K` in the workers machine

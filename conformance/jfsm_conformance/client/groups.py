@@ -8,12 +8,17 @@ so that what a driver started (a shell's child, a worker pool) goes with it. `en
 every group still recorded: the runner calls it when a run stops early (Ctrl-C, SIGTERM, a
 harness error), and it runs at exit (`atexit`) whatever ended the suite, its own crash
 included. `exit_on_signal` makes a process that has no run to report (a lane's process)
-end its groups and exit at once on SIGTERM or SIGINT.
+end its groups and exit at once on SIGTERM or SIGINT, after the exit functions it
+registered (`atexit`: a temporary folder of the reference engine's) have run.
+
+`temporary_folder(prefix)` makes a temporary folder for what the suite starts (a driver's
+`{state}`, a companion's state directory): its user removes it when done, and whatever is
+left is removed at exit or on that signal, so an interrupted run leaves no folder behind.
 
 A group is gone once none of its members lives (zombies aside, which their parent reaps):
 read from `/proc` where there is one, else from `killpg(pgid, 0)`.
 
-**The one concept:** the suite's own process groups, and ending them.
+**The one concept:** what the suite starts (process groups, their folders), and ending it.
 """
 
 from __future__ import annotations
@@ -21,18 +26,30 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import shutil
 import signal
+import tempfile
 import threading
 import time
 from pathlib import Path
 from types import FrameType
 
-__all__ = ["GRACE", "alive", "end", "end_all", "exit_on_signal", "forget", "started"]
+__all__ = [
+    "GRACE",
+    "alive",
+    "end",
+    "end_all",
+    "exit_on_signal",
+    "forget",
+    "started",
+    "temporary_folder",
+]
 
 GRACE = 1.0  # seconds between SIGTERM and SIGKILL of a group the suite ends
 
 _lock = threading.Lock()
 _groups: set[int] = set()
+_folders: set[str] = set()
 
 
 def started(pgid: int) -> None:
@@ -111,8 +128,36 @@ def end_all(grace: float = GRACE, keep: set[int] | frozenset[int] = frozenset())
         forget(pgid)
 
 
+def temporary_folder(prefix: str) -> str:
+    """A new empty folder (`tempfile.mkdtemp`), removed at exit if it is still there.
+
+    Raises `OSError` as `mkdtemp` does."""
+    path = tempfile.mkdtemp(prefix=prefix)
+    with _lock:
+        _folders.add(path)
+    return path
+
+
+def _remove_folders() -> None:
+    with _lock:
+        folders = set(_folders)
+        _folders.clear()
+    for path in folders:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _at_exit() -> None:
+    end_all()  # first the processes, which may still write into the folders
+    _remove_folders()
+
+
 def _on_signal(signum: int, frame: FrameType | None) -> None:
     end_all(grace=0.5)
+    exit_functions = getattr(atexit, "_run_exitfuncs", None)  # CPython's: what exit would run
+    with contextlib.suppress(Exception):
+        if exit_functions is not None:
+            exit_functions()
+        _remove_folders()
     os._exit(128 + signum)
 
 
@@ -123,4 +168,4 @@ def exit_on_signal() -> None:
         signal.signal(signum, _on_signal)
 
 
-atexit.register(end_all)
+atexit.register(_at_exit)

@@ -56,7 +56,6 @@ import contextlib
 import functools
 import itertools
 import shutil
-import tempfile
 import time
 import uuid
 from collections import Counter
@@ -75,6 +74,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
+from jfsm_conformance.client import groups
 from jfsm_conformance.client.driver import (
     DriverClient,
     DriverDied,
@@ -121,7 +121,7 @@ class WorkerPool:
     def __init__(self, spec: str, count: int, fake: FakeCompress) -> None:
         self.state: str | None = None
         if "{state}" in spec:  # one store for all: the same directory for every worker
-            self.state = tempfile.mkdtemp(prefix="jfsm-suite-workers-")
+            self.state = groups.temporary_folder("jfsm-suite-workers-")
             spec = spec.replace("{state}", self.state)
         self.spec = spec
         self.fake = fake

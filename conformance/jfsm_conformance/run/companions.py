@@ -29,7 +29,6 @@ import shlex
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -50,7 +49,7 @@ def _http_driver() -> Iterator[str]:
     """`jfsm driver --http 0` on a fresh state directory: its URL, with `JFSM_DRIVER_TOKEN`
     set in this process for the suite's HTTP client meanwhile."""
     token = secrets.token_urlsafe(24)
-    state = tempfile.mkdtemp(prefix="jfsm-companion-http-")
+    state = groups.temporary_folder("jfsm-companion-http-")
     env = dict(os.environ, JFSM_DRIVER_TOKEN=token)
     argv = [sys.executable, "-m", "jfsm.cli", "driver", "--http", "0", "--state", state]
     proc = subprocess.Popen(
@@ -140,7 +139,7 @@ def _over_state(names: list[str]) -> Callable[[Any], None]:
 
 def _workers(lane: Any) -> None:
     label = f"machine workers (K={lane.o.workers})"
-    shared = tempfile.mkdtemp(prefix="jfsm-companion-shared-")
+    shared = groups.temporary_folder("jfsm-companion-shared-")
     try:
         lane.unskip(label)
         spec = (
