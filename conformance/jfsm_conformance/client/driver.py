@@ -59,10 +59,18 @@ __all__ = [
     "NoWire",
     "ProtocolViolation",
     "UnsupportedOp",
+    "state_folder",
 ]
 
 DEFAULT_TIMEOUT = 120.0  # seconds for a reply after `hello` (`--op-timeout`)
 HELLO_TIMEOUT = 10.0  # seconds for the reply to `hello` (`--hello-timeout`)
+
+
+def state_folder(prefix: str) -> str:
+    """A fresh empty folder for a driver's `{state}` (or a probe's state directory), removed
+    at the latest when the suite's process ends, by a signal included
+    (`groups.temporary_folder`). Raises `OSError` if it cannot be made."""
+    return groups.temporary_folder(prefix)
 
 
 class HarnessError(Exception):
@@ -206,7 +214,7 @@ class _Stdio:
         # `{state}`: a fresh empty directory for the run, kept across restarts (R80)
         self.state: str | None = None
         if any("{state}" in arg for arg in self.argv):
-            self.state = groups.temporary_folder("jfsm-suite-state-")
+            self.state = state_folder("jfsm-suite-state-")
             self.argv = [arg.replace("{state}", self.state) for arg in self.argv]
         # `{worker}`: this process's stable name among the processes the suite starts from the
         # command, the same across its restarts: `main`, or `worker-K` in the workers machine

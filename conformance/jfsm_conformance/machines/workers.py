@@ -74,13 +74,13 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from jfsm_conformance.client import groups
 from jfsm_conformance.client.driver import (
     DriverClient,
     DriverDied,
     HarnessError,
     ProtocolViolation,
     Reply,
+    state_folder,
 )
 from jfsm_conformance.fake.compress import FakeCompress
 from jfsm_conformance.model.replies import hold
@@ -121,7 +121,7 @@ class WorkerPool:
     def __init__(self, spec: str, count: int, fake: FakeCompress) -> None:
         self.state: str | None = None
         if "{state}" in spec:  # one store for all: the same directory for every worker
-            self.state = groups.temporary_folder("jfsm-suite-workers-")
+            self.state = state_folder("jfsm-suite-workers-")
             spec = spec.replace("{state}", self.state)
         self.spec = spec
         self.fake = fake

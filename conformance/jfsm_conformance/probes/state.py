@@ -30,8 +30,12 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from jfsm_conformance.client import groups
-from jfsm_conformance.client.driver import DriverClient, HarnessError, ProtocolViolation
+from jfsm_conformance.client.driver import (
+    DriverClient,
+    HarnessError,
+    ProtocolViolation,
+    state_folder,
+)
 from jfsm_conformance.verify import checks as C
 
 if TYPE_CHECKING:
@@ -212,7 +216,7 @@ def run_state_probe(world: World, ledger: Ledger, probe: dict[str, Any]) -> bool
     if _command(world, Path("/")) is None:
         return False
     world.client.transcript.append({"state_probe": probe["case"], "t": time.monotonic()})
-    base = Path(groups.temporary_folder("jfsm-suite-hostile-state-"))
+    base = Path(state_folder("jfsm-suite-hostile-state-"))
     try:
         if probe["case"] in ("link-root", "open-root"):
             _refuses(world, ledger, probe, base)
