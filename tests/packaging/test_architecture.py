@@ -491,20 +491,25 @@ def _suite_layer(name: str) -> int | None:
     return None
 
 
-def _suite_graph(root: Path = ROOT) -> dict[str, set[str]]:
-    """Suite module -> the suite modules it imports (function-level imports too)."""
-    modules = _suite_modules(root)
+def _graph(modules: dict[str, Path], top: str) -> dict[str, set[str]]:
+    """Module -> the modules of package `top` it imports: function-level imports and those
+    under `if TYPE_CHECKING:` too (an annotation's import is an arrow all the same)."""
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
         targets = set()
-        for imported in _imports(path, "jfsm_conformance", name):
-            if imported.split(".")[0] != "jfsm_conformance":
+        for imported in _imports(path, top, name):
+            if imported.split(".")[0] != top:
                 continue
-            target = imported.removeprefix("jfsm_conformance").removeprefix(".")
+            target = imported.removeprefix(top).removeprefix(".")
             if target in modules and target != name:
                 targets.add(target)
         graph[name] = targets
     return graph
+
+
+def _suite_graph(root: Path = ROOT) -> dict[str, set[str]]:
+    """Suite module -> the suite modules it imports."""
+    return _graph(_suite_modules(root), "jfsm_conformance")
 
 
 def _loops(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -584,21 +589,9 @@ def test_the_suite_has_no_import_loop() -> None:
 
 
 def _engine_graph(root: Path = ROOT) -> dict[str, set[str]]:
-    """Engine module -> the engine modules it imports: function-level imports and those under
-    `if TYPE_CHECKING:` too (an annotation's import is an arrow all the same)."""
+    """Engine module -> the engine modules it imports."""
     package = root / "jfsm"
-    modules = {_module_name(p, package): p for p in sorted(package.rglob("*.py"))}
-    graph: dict[str, set[str]] = {}
-    for name, path in modules.items():
-        targets = set()
-        for imported in _imports(path, "jfsm", name):
-            if imported != "jfsm" and not imported.startswith("jfsm."):
-                continue
-            target = imported.removeprefix("jfsm").removeprefix(".")
-            if target in modules and target != name:
-                targets.add(target)
-        graph[name] = targets
-    return graph
+    return _graph({_module_name(p, package): p for p in sorted(package.rglob("*.py"))}, "jfsm")
 
 
 def test_the_engine_has_no_import_loop() -> None:
