@@ -1,5 +1,7 @@
 """The driver protocol over HTTP (`jfsm driver --http PORT`), for local callers only.
 
+**The one concept: the HTTP transport of the driver protocol, and who it answers.**
+
 One asyncio server on 127.0.0.1, HTTP/1.1 parsed by h11, one `POST /v1/message` per message.
 A request is answered only if it comes from a local program that knows the token
 (decision R24, JF-ERR-011); in order, it is refused with a protocol error body
@@ -137,6 +139,20 @@ def _refusal_body(message: str) -> bytes:
     return encode(error_reply(None, "invalid_input", message + "; nothing was done"))
 
 
+def _pending_bytes(writer: asyncio.StreamWriter) -> int:
+    """Bytes received by the kernel and not read yet on the connection's socket; 0 where
+    that cannot be asked (no `FIONREAD`)."""
+    sock = writer.get_extra_info("socket")
+    try:
+        import fcntl
+        import termios
+
+        answer = fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0\0\0\0")
+    except (ImportError, AttributeError, OSError, ValueError):
+        return 0
+    return int.from_bytes(answer, sys.byteorder, signed=True)
+
+
 def _loopback_host(value: str) -> bool:
     """Whether a `Host` value is exactly a loopback name and an optional port."""
     return _HOST.fullmatch(value) is not None
@@ -169,7 +185,15 @@ class _Connection:
         self.h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=limits.header_bytes)
         self.loop = asyncio.get_running_loop()
         self.accepted = self.loop.time()
+        self.heard = False  # a byte has arrived: the connection is not silent
         self._head: bytearray | None = None  # the current head's first bytes, while it comes
+
+    def silent(self) -> bool:
+        """Whether nothing has arrived from the client yet: no byte read, none in the
+        stream's buffer, none waiting in the kernel (a request sent just now counts)."""
+        if self.heard or getattr(self.reader, "_buffer", None):  # asyncio keeps it private
+            return False
+        return _pending_bytes(self.writer) == 0
 
     def _count_head(self, data: bytes) -> None:
         """Refuse with 431 a head over the limit, counted on the bytes received."""
@@ -209,6 +233,7 @@ class _Connection:
             if data and idle is not None:
                 idle = None
                 deadline = self.loop.time() + self.limits.header_timeout
+            self.heard = self.heard or bool(data)
             self.h11.receive_data(data)
             if self._head is not None:
                 self._count_head(data)
@@ -413,7 +438,8 @@ async def serve_http_async(
     _raise_open_files_limit(limits)
     stop = asyncio.Event()
     tasks: set[asyncio.Task[Any]] = set()  # every connection's
-    waiting: OrderedDict[asyncio.Task[Any], None] = OrderedDict()  # unauthenticated, oldest first
+    # unauthenticated, oldest first
+    waiting: OrderedDict[asyncio.Task[Any], _Connection] = OrderedDict()
     served: set[asyncio.Task[Any]] = set()  # authenticated: they hold the slots
     evicted: set[asyncio.Task[Any]] = set()
     bound = port
@@ -430,12 +456,6 @@ async def serve_http_async(
             return True
 
         try:
-            while len(waiting) >= limits.unauthenticated_connections:
-                oldest, _ = waiting.popitem(last=False)
-                evicted.add(oldest)
-                oldest.cancel()  # closed without a word: it never sent a valid token
-            tasks.add(task)
-            waiting[task] = None
             connection = _Connection(
                 driver,
                 reader,
@@ -447,6 +467,16 @@ async def serve_http_async(
                 admit=admit,
                 metrics=metrics,
             )
+            while len(waiting) >= limits.unauthenticated_connections:
+                # The oldest silent one: a client whose request is on its way keeps its
+                # place; only when none is silent does the oldest go, to keep the budget.
+                victims = (other for other, held in waiting.items() if held.silent())
+                oldest = next(victims, None) or next(iter(waiting))
+                del waiting[oldest]
+                evicted.add(oldest)
+                oldest.cancel()  # closed without a word: it never sent a valid token
+            tasks.add(task)
+            waiting[task] = connection
             await connection.run()
         except (OSError, ConnectionError):
             pass  # the client went away

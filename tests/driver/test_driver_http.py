@@ -4,23 +4,28 @@ burst of connects. Every refusal is a 4xx with an error reply and changes nothin
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import concurrent.futures
+import contextlib
+import dataclasses
 import json
 import os
+import queue
 import re
-import selectors
 import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
+from jfsm.driver.http import http_limits, serve_http_async
 from tests.driver_helpers import HELLO, WAIT, HttpDriver, spec_with, status_and_body
 
 TOKEN = "s3cret-token"
@@ -299,46 +304,76 @@ def test_half_sent_headers_and_bodies_time_out_with_408(tight: HttpDriver) -> No
 
 
 class SilentFlood:
-    """`count` sockets that connect and send nothing, held open by a thread: each one the
-    driver closes is connected again at once, as a hostile local process would."""
+    """`count` sockets that connect and send nothing, held open by another process: each one
+    the driver closes is connected again at once, as a hostile local process would. (In a
+    thread of the test's own process the flood would hold the GIL between the client's
+    connect and its send, a gap no separate process makes.)"""
 
     def __init__(self, port: int, count: int) -> None:
-        self.port = port
-        self.selector = selectors.DefaultSelector()
-        self.reconnects = 0
-        self.stop = threading.Event()
-        for _ in range(count):
-            self._connect()
-        self.thread = threading.Thread(target=self._hold, daemon=True)
-        self.thread.start()
+        self.count = count
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", _FLOOD, str(port), str(count)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.process.stdout is not None
+        assert self.process.stdout.readline() == "connected\n"
 
-    def _connect(self) -> None:
-        sock = socket.create_connection(("127.0.0.1", self.port), timeout=WAIT)
-        sock.setblocking(False)
-        self.selector.register(sock, selectors.EVENT_READ)
-
-    def _hold(self) -> None:
-        while not self.stop.is_set():
-            for key, _ in self.selector.select(0.05):
-                sock = key.fileobj
-                assert isinstance(sock, socket.socket)
-                try:
-                    data = sock.recv(65536)
-                except OSError:
-                    data = b""
-                if not data:  # closed by the driver (with its 408 or 503 read above)
-                    self.selector.unregister(sock)
-                    sock.close()
-                    if not self.stop.is_set():
-                        self._connect()
-                        self.reconnects += 1
+    @property
+    def reconnects(self) -> int:
+        """How many sockets the driver closed and the flood connected again, so far."""
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write("?\n")
+        self.process.stdin.flush()
+        return int(self.process.stdout.readline())
 
     def close(self) -> None:
-        self.stop.set()
-        self.thread.join(WAIT)
-        for key in list(self.selector.get_map().values()):
-            key.fileobj.close()  # type: ignore[union-attr]
-        self.selector.close()
+        assert self.process.stdin is not None
+        with contextlib.suppress(OSError):
+            self.process.stdin.close()
+        try:
+            self.process.wait(WAIT)
+        finally:
+            self.process.kill()
+
+
+_FLOOD = """
+import selectors, socket, sys, threading
+
+port, count = int(sys.argv[1]), int(sys.argv[2])
+selector = selectors.DefaultSelector()
+reconnects = 0
+
+
+def connect():
+    sock = socket.create_connection(("127.0.0.1", port), timeout=60)
+    sock.setblocking(False)
+    selector.register(sock, selectors.EVENT_READ)
+
+
+def hold():
+    global reconnects
+    while True:
+        for key, _ in selector.select(0.05):
+            try:
+                data = key.fileobj.recv(65536)
+            except OSError:
+                data = b""
+            if not data:  # closed by the driver (with its 408 or 503 read above)
+                selector.unregister(key.fileobj)
+                key.fileobj.close()
+                connect()
+                reconnects += 1
+
+
+for _ in range(count):
+    connect()
+print("connected", flush=True)
+threading.Thread(target=hold, daemon=True).start()
+for line in sys.stdin:  # each line asks how many reconnects; the end of stdin ends the flood
+    print(reconnects, flush=True)
+"""
 
 
 def _legitimate_requests(driver: HttpDriver, flood: SilentFlood, least: int) -> list[int]:
@@ -347,7 +382,7 @@ def _legitimate_requests(driver: HttpDriver, flood: SilentFlood, least: int) -> 
     message = json.dumps({"id": 5, "op": "dump", "args": {"game": "g"}}).encode()
     statuses: list[int] = []
     deadline = time.monotonic() + WAIT
-    while len(statuses) < least or flood.reconnects < len(flood.selector.get_map()):
+    while len(statuses) < least or flood.reconnects < flood.count:
         assert time.monotonic() < deadline, (collections.Counter(statuses), flood.reconnects)
         try:
             statuses.append(status_and_body(driver.raw(_request(message)))[0])
@@ -382,6 +417,70 @@ def test_unauthenticated_connections_over_their_budget_close_the_oldest(tight: H
     finally:
         flood.close()
     assert set(statuses) == {200}, collections.Counter(statuses)
+
+
+class _Answers:
+    """A message handler that answers every message `ok` (the HTTP layer is under test)."""
+
+    async def handle(self, message: Mapping[str, Any]) -> dict[str, Any]:
+        return {"id": message["id"], "ok": True, "result": {}}
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.mark.req("JF-ERR-017")
+def test_a_request_that_arrived_is_not_closed_for_the_budget() -> None:
+    """The server's loop is held while a client connects and sends its request and then 8
+    silent sockets connect: all nine are accepted in one batch. The budget of 8 closes a
+    silent one, never the client whose request is waiting (the oldest, which the driver
+    closed before R235: reset)."""
+    limits = dataclasses.replace(http_limits(), unauthenticated_connections=8, auth_timeout=1)
+    started: queue.Queue[tuple[int, asyncio.AbstractEventLoop]] = queue.Queue()
+    done = threading.Event()
+
+    async def serve() -> None:
+        loop = asyncio.get_running_loop()
+        server = asyncio.ensure_future(
+            serve_http_async(
+                _Answers(),
+                0,
+                token=TOKEN,
+                ready=lambda port: started.put((port, loop)),
+                limits=limits,
+            )
+        )
+        await loop.run_in_executor(None, done.wait, WAIT)
+        server.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await server
+
+    thread = threading.Thread(target=asyncio.run, args=(serve(),), daemon=True)
+    thread.start()
+    held, release = threading.Event(), threading.Event()
+    silent: list[socket.socket] = []
+    try:
+        port, loop = started.get(timeout=WAIT)
+        loop.call_soon_threadsafe(lambda: (held.set(), release.wait(WAIT)))
+        assert held.wait(WAIT)
+        message = json.dumps({"id": 7, "op": "dump", "args": {"game": "g"}}).encode()
+        with socket.create_connection(("127.0.0.1", port), timeout=WAIT) as client:
+            client.sendall(_request(message))
+            client.shutdown(socket.SHUT_WR)
+            silent = [socket.create_connection(("127.0.0.1", port), timeout=WAIT) for _ in range(8)]
+            release.set()
+            status, reply = status_and_body(_read_all(client))
+        assert (status, reply) == (200, {"id": 7, "ok": True, "result": {}})
+        # The one silent socket over the budget gets its 503; the other seven are closed
+        # without a word at auth_timeout_seconds.
+        answers = [_read_all(sock) for sock in silent]
+        assert [status_and_body(answer)[0] for answer in answers if answer] == [503]
+    finally:
+        release.set()
+        for sock in silent:
+            sock.close()
+        done.set()
+        thread.join(WAIT)
 
 
 @pytest.mark.req("JF-ERR-012", "JF-ERR-017")

@@ -47,7 +47,9 @@ __all__ = [
 
 GRACE = 1.0  # seconds between SIGTERM and SIGKILL of a group the suite ends
 
-_lock = threading.Lock()
+# Reentrant: `exit_on_signal`'s handler runs in the main thread between two of its
+# bytecodes, maybe while that thread holds the lock in `started` (a plain lock: a deadlock).
+_lock = threading.RLock()
 _groups: set[int] = set()
 _folders: set[str] = set()
 

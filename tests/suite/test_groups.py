@@ -1,0 +1,50 @@
+"""The suite's record of what it started (`jfsm_conformance.client.groups`, decision R193)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from jfsm_conformance.client import groups
+
+# A process that holds the record's lock (as `started` does, in the main thread) when its
+# SIGTERM lands: the handler must end its group, remove its folder and exit 143, not wait on
+# a lock its own thread holds.
+_HOLDER = r"""
+import os, signal, subprocess, sys
+from jfsm_conformance.client import groups
+
+groups.exit_on_signal()
+folder = groups.temporary_folder("jfsm-groups-test-")
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+                         start_new_session=True)
+groups.started(child.pid)
+print(folder, child.pid, flush=True)
+with groups._lock:
+    os.kill(os.getpid(), signal.SIGTERM)
+    signal.pause()
+"""
+
+
+def test_a_signal_while_the_record_is_locked_still_ends_everything(tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _HOLDER],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, TMPDIR=str(tmp_path)),
+    )
+    try:
+        assert proc.stdout is not None
+        folder, child = proc.stdout.readline().split()
+        assert proc.wait(30) == 128 + signal.SIGTERM
+    finally:
+        proc.kill()
+    assert not Path(folder).exists()
+    assert not list(tmp_path.iterdir())
+    outlived = groups.alive(int(child))  # a zombie, which its new parent reaps, is gone
+    if outlived:
+        os.killpg(int(child), signal.SIGKILL)
+    assert not outlived, "the group the process started outlived it"
