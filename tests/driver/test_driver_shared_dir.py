@@ -332,6 +332,30 @@ def test_a_refused_open_game_leaves_the_process_holding_nothing(
     assert _rounds(a, "g") == ["r1", "r2"]  # opened plainly: the store as b left it
 
 
+@pytest.mark.req("JF-STORE-036", "JF-STORE-030")
+def test_a_second_hello_duplicate_and_forget_games_hold_what_the_page_says(
+    tmp_path: Path, drivers: Any
+) -> None:
+    """The rows of "What a process holds" (R204) for a second `hello` (what it held before),
+    `duplicate` (`into` held too, with a token of its own) and `forget_games` (nothing of
+    the games named: their leases end, and an op on them opens them plainly)."""
+    a, b = drivers("a"), drivers("b")
+    assert a.call("create_game", {"game": "g"})["ok"]
+    assert _record(a, "g", "r1")["ok"]
+    assert a.call("hello", HELLO)["ok"]
+    assert _code(b.call("open_game", {"game": "g"})) == "store_locked"  # a still holds g
+    assert _record(a, "g", "r2")["ok"]
+    assert a.call("duplicate", {"game": "g", "into": "h"})["ok"]
+    assert _code(b.call("open_game", {"game": "h"})) == "store_locked"  # a holds h
+    assert b.call("open_game", {"game": "h", "takeover": True})["ok"]
+    assert _code(a.call("dump", {"game": "h"})) == "store_fenced"  # held, superseded
+    assert _rounds(a, "g") == ["r1", "r2"]  # g is a's still: h's token is its own
+    assert a.call("forget_games", {"games": ["g", "h"]})["ok"]
+    assert _code(a.call("dump", {"game": "h"})) == "store_locked"  # holds nothing of h
+    assert b.call("open_game", {"game": "g"})["ok"]  # g's lease ended with the forget
+    assert _rounds(b, "g") == _rounds(b, "h") == ["r1", "r2"]
+
+
 BAD_OWNERS = {
     "empty": "",
     "blank": " ",

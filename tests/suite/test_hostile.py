@@ -100,6 +100,7 @@ def _serve(module: str, tmp_path: Path) -> tuple[subprocess.Popen[bytes], str]:
         ("jfsm_conformance.examples.open_http:host", 1, "JF-ERR-011"),
         ("jfsm_conformance.examples.open_http:slots", 1, "JF-ERR-017"),
         ("jfsm_conformance.examples.open_http:order", 1, "JF-ERR-019"),
+        ("jfsm_conformance.examples.open_http:slots-last", 1, "JF-ERR-019"),
     ],
 )
 @pytest.mark.req("JF-ERR-011", "JF-ERR-017", "JF-ERR-019")
@@ -113,7 +114,8 @@ def test_http_requests_are_guarded(
     """The reference HTTP driver passes hostile-http (one 408 wait of the spec's auth
     timeout and the slots probe's included); one that answers any Host fails JF-ERR-011, one
     that never closes a silent connection fails JF-ERR-017, one that checks the token before
-    the Host fails JF-ERR-019 (R144)."""
+    the Host fails JF-ERR-019 (R144), and so does one that takes a slot only after the
+    Content-Type rule (R236)."""
     monkeypatch.setenv("JFSM_DRIVER_TOKEN", "hostile-token")
     proc, url = _serve(module, tmp_path)
     try:

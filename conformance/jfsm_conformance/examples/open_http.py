@@ -2,7 +2,7 @@
 HTTP with one guard left out.
 
 ```
-python -m jfsm_conformance.examples.open_http [--hole host|slots] --http PORT [--token T]
+python -m jfsm_conformance.examples.open_http [--hole HOLE] --http PORT [--token T]
         [--state DIR]
 ```
 
@@ -13,6 +13,9 @@ python -m jfsm_conformance.examples.open_http [--hole host|slots] --http PORT [-
   as many sockets open as it likes: JF-ERR-017.
 - `order`: the token is checked before anything else, so a request from a foreign Host
   without the token is answered 401, not 421 (every request is still refused): JF-ERR-019.
+- `slots-last`: a slot is taken only once every other rule of the head has passed, so with
+  every slot held a request with the wrong Content-Type is answered 415, not 503:
+  JF-ERR-019.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from typing import Any
 
 import jfsm.driver.http
 
-HOLES = ("host", "slots", "order")
+HOLES = ("host", "slots", "order", "slots-last")
 _SPEC_LIMITS = jfsm.driver.http.http_limits
 _CHECK_HEAD = jfsm.driver.http._Connection._check_head
 
@@ -47,6 +50,22 @@ def _token_first(self: Any, request: Any) -> bool:
     return bool(_CHECK_HEAD(self, request))
 
 
+def _slot_last(self: Any, request: Any) -> bool:
+    """The reference's checks of a request head, with the slot taken after all of them."""
+    admit, admitted = self.admit, self.admitted
+    self.admit = lambda: True
+    try:
+        scrape = bool(_CHECK_HEAD(self, request))
+    finally:
+        self.admit = admit
+    if not admitted:
+        self.admitted = False
+        if not admit():
+            raise jfsm.driver.http._Refused(503, "every connection slot is busy")
+        self.admitted = True
+    return scrape
+
+
 def main(argv: list[str]) -> int:
     """Serve `jfsm driver ARGV...` with the guard `--hole` names left out."""
     hole = "host"
@@ -59,6 +78,8 @@ def main(argv: list[str]) -> int:
         jfsm.driver.http._loopback_host = _any_host
     elif hole == "order":
         jfsm.driver.http._Connection._check_head = _token_first  # type: ignore[method-assign]
+    elif hole == "slots-last":
+        jfsm.driver.http._Connection._check_head = _slot_last  # type: ignore[method-assign]
     else:
         jfsm.driver.http.http_limits = _no_slot_guard  # type: ignore[assignment]
     from jfsm.cli import main as cli

@@ -12,7 +12,13 @@ connections that send nothing, then sends one authorized request on a connection
 half of `auth_timeout_seconds`: a driver whose silent sockets take its slots answers only
 once they time out, a whole `auth_timeout_seconds` after they came. Then, once
 `auth_timeout_seconds` plus 2 s have passed since the last silent connection was opened,
-every silent connection must be closed (answered 408 or 503, or reset)."""
+every silent connection must be closed (answered 408 or 503, or reset).
+
+The held-slots probe (JF-ERR-019, decision R236) holds `connections` kept-alive connections,
+each authenticated by one answered request, then sends an authorized request with the wrong
+Content-Type on a new one: it must be refused 503 (every slot held), not 415. Once the held
+connections are closed, an authorized request must be answered again within
+`SLOTS_RELEASE` seconds."""
 
 from __future__ import annotations
 
@@ -32,10 +38,11 @@ if TYPE_CHECKING:
     from jfsm_conformance.steps.world import World
     from jfsm_conformance.verify.checks import Ledger
 
-__all__ = ["http_probes", "order_probes", "run_http_probe", "slots_probe"]
+__all__ = ["held_slots_probe", "http_probes", "order_probes", "run_http_probe", "slots_probe"]
 
 SLOTS_EXTRA = 16  # silent connections past the unauthenticated budget
 SLOTS_SLACK = 2.0  # seconds past auth_timeout_seconds before a silent one must be closed
+SLOTS_RELEASE = 5.0  # seconds for the slots of closed connections to be served again
 
 
 def _http_limits() -> dict[str, int]:
@@ -252,6 +259,24 @@ def slots_probe() -> dict[str, Any]:
     )
 
 
+def held_slots_probe() -> dict[str, Any]:
+    """Every slot held, then a request that also breaks the Content-Type rule (JF-ERR-019;
+    module docstring)."""
+    http = _http_limits()
+    return make_probe(
+        "http",
+        f"{http['connections']} kept-alive authorized connections, then an authorized request "
+        "with Content-Type text/plain on a new one (every slot held: 503, before 415)",
+        "invalid_input",
+        "null",
+        ["JF-ERR-019"],
+        held=http["connections"],
+        request="POST /v1/message HTTP/1.1\r\nHost: $HOST\r\n$AUTHContent-Type: text/plain\r\n"
+        "Content-Length: $LEN\r\n\r\n$BODY",
+        statuses=[503],
+    )
+
+
 def _filled(url: str, transport: Any, request: str, body: str) -> str:
     auth = transport.headers.get("Authorization")
     return (
@@ -338,6 +363,70 @@ def _run_slots(world: World, ledger: Ledger, url: str, game: str, probe: dict[st
     return True
 
 
+def _hold(address: tuple[str, int], request: bytes) -> tuple[socket.socket, int | None]:
+    """A new connection with one request answered on it and kept alive: the socket and the
+    answer's status (None: closed without one)."""
+    sock = socket.create_connection(address, 10)
+    sock.settimeout(10)
+    received = b""
+    with contextlib.suppress(OSError):
+        sock.sendall(request)
+        while b"\r\n\r\n" not in received or not _complete(received):
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            received += chunk
+    status = received.split(b"\r\n", 1)[0].split()[1:2]
+    return sock, int(status[0]) if status and status[0].isdigit() else None
+
+
+def _run_held(
+    world: World, ledger: Ledger, url: str, game: str, probe: dict[str, Any]
+) -> tuple[int | None, Any] | None:
+    """Hold every slot, send the probe's request; its status and body, or None when this
+    machine cannot open that many sockets. Checks that the slots are served again after."""
+    if not _enough_descriptors(probe["held"]):
+        return None
+    parts = urlsplit(url)
+    address = (parts.hostname or "127.0.0.1", parts.port or 80)
+    transport = world.client.transport
+
+    def authorized() -> bytes:
+        body = json.dumps({"id": world.client.next_id(), "op": "dump", "args": {"game": game}})
+        text = "POST /v1/message HTTP/1.1\r\nHost: $HOST\r\n$AUTHContent-Type: application/json\r\n"
+        return _filled(url, transport, text + "Content-Length: $LEN\r\n\r\n$BODY", body).encode()
+
+    world.client.transcript.append({"send_raw": probe["what"], "t": time.monotonic()})
+    held: list[socket.socket] = []
+    try:
+        # The suite's own client may hold slots too: holding stops at the first 503.
+        for _ in range(probe["held"]):
+            sock, status = _hold(address, authorized())
+            held.append(sock)
+            if status != 200:
+                break
+        body = json.dumps({"id": world.client.next_id(), "op": "dump", "args": {"game": game}})
+        text = _filled(url, transport, probe["request"], body)
+        answer = _http_exchange(url, text.encode("latin-1"), 0)
+    finally:
+        for sock in held:
+            sock.close()
+    deadline = time.monotonic() + SLOTS_RELEASE
+    while True:
+        status, _ = _http_exchange(url, authorized(), 0)
+        if status == 200 or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    ledger.expect(
+        C.HTTP_GUARD,
+        status == 200,
+        f"{probe['what']}: {SLOTS_RELEASE:g} s after the {len(held)} held connections were "
+        f"closed, an authorized request still got HTTP {status}: their slots were not released",
+        ids=("JF-ERR-012",),
+    )
+    return answer
+
+
 def run_http_probe(world: World, ledger: Ledger, game: str, probe: dict[str, Any]) -> bool:
     """One refused HTTP request: its status, an error reply with id null, the game's dump
     unchanged, and the driver still answering; or the slots probe (`slots_probe`). False for
@@ -358,10 +447,16 @@ def run_http_probe(world: World, ledger: Ledger, game: str, probe: dict[str, Any
             ids=("JF-ERR-017",),
         )
         return True
-    body = json.dumps({"id": world.client.next_id(), "op": "dump", "args": {"game": game}})
-    text = _filled(url, transport, probe["request"], body)
-    world.client.transcript.append({"send_raw": probe["what"], "t": time.monotonic()})
-    status, reply = _http_exchange(url, text.encode("latin-1"), probe.get("wait", 0))
+    if probe.get("held"):
+        answer = _run_held(world, ledger, url, game, probe)
+        if answer is None:
+            return False
+        status, reply = answer
+    else:
+        body = json.dumps({"id": world.client.next_id(), "op": "dump", "args": {"game": game}})
+        text = _filled(url, transport, probe["request"], body)
+        world.client.transcript.append({"send_raw": probe["what"], "t": time.monotonic()})
+        status, reply = _http_exchange(url, text.encode("latin-1"), probe.get("wait", 0))
     ids = tuple(probe["ids"])
     ledger.expect(
         C.HTTP_GUARD,

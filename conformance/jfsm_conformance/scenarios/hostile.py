@@ -5,7 +5,7 @@ every op. The probes are built in `jfsm_conformance.probes.protocol`."""
 from __future__ import annotations
 
 from jfsm_conformance.probes import protocol as H
-from jfsm_conformance.probes.http import http_probes, slots_probe
+from jfsm_conformance.probes.http import held_slots_probe, http_probes, slots_probe
 from jfsm_conformance.probes.state import state_probes
 from jfsm_conformance.scenarios.registry import game, scenario
 from jfsm_conformance.steps.session import Session
@@ -72,11 +72,11 @@ def hostile_http(s: Session) -> None:
     duplicated, missing or over-size Content-Length, headers too long or never completed, a
     body that is no JSON): the status of spec/driver/protocol.json, an error reply, nothing
     changed, the next request served; a request breaking several rules, the first one's
-    status (JF-ERR-019). Then silent connections past the unauthenticated
-    budget: an authorized request on a new connection is answered at once, and every
-    silent one is closed after `auth_timeout_seconds`."""
+    status (JF-ERR-019), every slot held included (503 before 415). Then silent connections
+    past the unauthenticated budget: an authorized request on a new connection is answered
+    at once, and every silent one is closed after `auth_timeout_seconds`."""
     g, scene = _game_with_scene(s)
-    _run(s, g, scene, [*http_probes(), slots_probe()])
+    _run(s, g, scene, [*http_probes(), held_slots_probe(), slots_probe()])
 
 
 @scenario("hostile-state", "ERR-016", needs="state+durableRestart")
