@@ -154,6 +154,7 @@ FLAW_IDS = {
     "dump_only_reads": "JF-STORE-030",
     "renew_any_owner": "JF-STORE-031",
     "leases_never_expire": "JF-STORE-032",
+    "refused_open_keeps": "JF-STORE-036",
 }
 assert set(FLAW_IDS) == set(FLAWS), set(FLAWS) ^ set(FLAW_IDS)
 

@@ -30,6 +30,10 @@ jfsm conformance --workers 2 --driver \
   JF-STORE-031.
 - `leases_never_expire`: leases last 10^9 seconds while hello states the length asked for,
   so a killed owner's games stay locked: JF-STORE-032.
+- `refused_open_keeps`: a plain `open_game` refused (`store_locked`) by a superseded owner
+  keeps the ownership it had, so its next op on the game answers `store_fenced` instead of
+  opening the game plainly, as an engine written from JF-STORE-030's reading alone would
+  (decision R204's alternative): JF-STORE-036.
 
 The flaws live in a store wrapper around the real store, in the ops' arguments and replies,
 and in the renewal (a renewal statement without its token, a file renewal that rewrites any
@@ -47,7 +51,7 @@ from typing import Any
 
 from jfsm.driver import ReferenceDriver, serve_stdio
 from jfsm.engine import GameEngine
-from jfsm.errors import StoreFenced
+from jfsm.errors import StoreFenced, StoreLocked
 from jfsm.projection import Projection
 from jfsm.records import Participant
 from jfsm.stores.file.lease import LeaseKeeper, LeaseRecord, write_lease_at
@@ -64,7 +68,10 @@ FLAWS = (
     "dump_only_reads",
     "renew_any_owner",
     "leases_never_expire",
+    "refused_open_keeps",
 )
+# the ops that name a game but are answered without the process holding it (JF-STORE-036)
+_NOT_HOLDING = frozenset({"open_game", "release_game", "create_game"})
 FOREVER = 1e9  # seconds: the leases of `leases_never_expire`
 
 # `renew_any_owner` on PostgreSQL: the statement of `jfsm.stores.postgres.fencing.RENEW`
@@ -150,6 +157,18 @@ class OwnersDriver(ReferenceDriver):
         self._ops["open_game"] = self._bent_open_game
         self._hello = self._ops["hello"]
         self._ops["hello"] = self._bent_hello
+        self._kept: set[str] = set()  # `refused_open_keeps`: games whose refused open kept them
+        if flaw == "refused_open_keeps":
+            for name, op in list(self._ops.items()):
+                if name not in _NOT_HOLDING and name != "hello":
+                    self._ops[name] = self._fenced_if_kept(op)
+            release = self._ops["release_game"]
+
+            async def release_game(args: Mapping[str, Any]) -> Any:
+                self._kept.discard(args.get("game"))
+                return await release(args)
+
+            self._ops["release_game"] = release_game
         if flaw == "renew_any_owner" and store_url is not None:
             import jfsm.stores.postgres.pool as pool
             from jfsm.stores.postgres.history import POSITION
@@ -182,10 +201,26 @@ class OwnersDriver(ReferenceDriver):
             store = _FlawedStore(store, self.flaw, self.db, game_id)
         return super()._engine(game_id, store, participants)
 
+    def _fenced_if_kept(self, op: Any) -> Any:
+        async def bent(args: Mapping[str, Any]) -> Any:
+            if isinstance(args, Mapping) and args.get("game") in self._kept:
+                raise StoreFenced("this process's ownership of the game was superseded")
+            return await op(args)
+
+        return bent
+
     async def _bent_open_game(self, args: Mapping[str, Any]) -> Any:
         if self.flaw == "lease_unchecked":
             args = {**args, "takeover": True}
-        result = await self._open_game(args)
+        game = args.get("game") if isinstance(args, Mapping) else None
+        held = self.flaw == "refused_open_keeps" and game in self.served.held
+        try:
+            result = await self._open_game(args)
+        except StoreLocked:
+            if held:
+                self._kept.add(game)  # type: ignore[arg-type]
+            raise
+        self._kept.discard(game)
         if self.flaw == "takeover_same_token" and args.get("takeover"):
             result = {"token": result["token"] - 1}
         return result

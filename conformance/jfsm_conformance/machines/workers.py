@@ -404,6 +404,7 @@ def _machine(
 
         def _open(self, w: int, game: str, takeover: bool) -> None:
             self.step("open_game", w, game=game, takeover=takeover)
+            superseded = w in self.history.games[game].fenced
             reply = self.call(w, "open_game", game=game, takeover=takeover)
             outcome.count(w, ("takeovers" if takeover else "opens") if reply.ok else "refusals")
             if reply.ok:
@@ -411,6 +412,8 @@ def _machine(
                 self.read(w, game)
             else:
                 self.history.open_refused(w, game, reply.code, takeover=takeover)
+                if superseded:  # it dropped what it held: its next op opens plainly (R204)
+                    self._not_held(w, game)
 
         def _fenced_read(self, w: int, game: str, op: str = "dump") -> None:
             """A read (`op`, one of `READS`) by `w`, whose ownership another worker
