@@ -192,11 +192,12 @@ class ReferenceDriver:
                 with self.served.using(names):  # never closed as idle meanwhile (R231)
                     watch = self._owned_before(str(op), args)
                     try:
-                        result = await handler(args)
-                    except StoreUnavailable as exc:
-                        if not (exc.details.get("landed") and await self._drop_landed(names)):
-                            raise
-                        result = await handler(args)  # on the game reopened as it is
+                        result = await self._run_op(handler, args, names)
+                    except JfsmError as exc:
+                        if watch is not None and not exc.code.startswith("store_"):
+                            # its own refusal shows its memory too: current first (R238)
+                            await self._confirm_owner(*watch)
+                        raise
                     if watch is not None:  # answered from this process's memory of the game
                         await self._confirm_owner(*watch)
             finally:
@@ -209,6 +210,16 @@ class ReferenceDriver:
             return {"id": msg_id, "ok": False, "error": exc.to_json()}
         except Exception as exc:  # a bug in the engine: report it, never kill the driver
             return error_reply(msg_id, "internal_error", f"{type(exc).__name__}: {exc}"[:2000])
+
+    async def _run_op(self, handler: Handler, args: Mapping[str, Any], names: list[str]) -> Any:
+        """`handler(args)`, run again on the games reopened as the store holds them when a
+        write cut off in flight turns out to have landed (JF-STORE-014)."""
+        try:
+            return await handler(args)
+        except StoreUnavailable as exc:
+            if not (exc.details.get("landed") and await self._drop_landed(names)):
+                raise
+            return await handler(args)  # on the game reopened as it is
 
     def _alone(self, handler: Handler) -> Handler:
         """`handler` (hello's) run with no other op starting until it ends (decision R232):

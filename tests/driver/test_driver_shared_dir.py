@@ -356,6 +356,26 @@ def test_a_second_hello_duplicate_and_forget_games_hold_what_the_page_says(
     assert _rounds(b, "g") == _rounds(b, "h") == ["r1", "r2"]
 
 
+@pytest.mark.req("JF-STORE-030")
+def test_a_superseded_owner_answers_its_own_refusals_store_fenced(
+    tmp_path: Path, drivers: Any
+) -> None:
+    """An op a current owner refuses for a reason of its own (an `edit_round` of a round its
+    memory lacks) is answered `store_fenced` by a superseded owner, which would otherwise
+    show its stale copy (R238): a's copy has one round, the game two."""
+    a, b = drivers("a"), drivers("b")
+    assert a.call("create_game", {"game": "g"})["ok"]
+    assert _record(a, "g", "r1")["ok"]
+    edit = {"game": "g", "round": 2, "input": "e", "output": "e"}
+    assert _code(a.call("edit_round", edit)) == "invalid_input"  # current: its own refusal
+    assert b.call("open_game", {"game": "g", "takeover": True})["ok"]
+    assert _record(b, "g", "r2")["ok"]
+    assert _code(a.call("edit_round", edit)) == "store_fenced"
+    assert _code(a.call("edit_round", {**edit, "round": 9})) == "store_fenced"
+    assert b.call("edit_round", edit)["ok"]
+    assert _rounds(b, "g") == ["r1", "e"]
+
+
 BAD_OWNERS = {
     "empty": "",
     "blank": " ",

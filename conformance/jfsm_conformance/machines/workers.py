@@ -25,9 +25,10 @@ interleaves them on two shared games:
 - SIGKILL of the owner's process in the middle of `record_round` (after a random delay of
   0 to 20 ms), after which it is started again with the same command (once a sequence: a
   process start costs about a second);
-- a `dump` by a worker whose ownership another worker superseded (a fenced read:
-  `store_fenced`, JF-STORE-030), and by a worker that does not hold the game (an implicit
-  plain open, JF-STORE-036).
+- a `dump`, `telemetry`, `generate` or an `edit_round` a current owner would refuse, by a
+  worker whose ownership another worker superseded (a fenced read: `store_fenced`,
+  JF-STORE-030, R238), and a `dump` by a worker that does not hold the game (an implicit
+  plain open, JF-STORE-036), also right after its refused plain open (R204).
 
 Every reply goes to `jfsm_conformance.verify.ownership.OwnershipHistory`, which decides every
 verdict. The first sequence opens with each of these once (a fixed probe, so that every
@@ -106,7 +107,13 @@ LEASE_ASKED = 2.0  # seconds: hello's leaseSeconds in the lease probes (R122)
 # the ops a superseded owner could answer from its own copy of a game without a write
 # (JF-STORE-030 lists them: `dump`, `telemetry`, a `generate` with nothing to compress): each
 # is sent by a superseded owner in the first sequence, and drawn by the rule after it
-READS = ("dump", "telemetry", "generate")
+READS = ("dump", "telemetry", "generate", "edit_round")
+# what a read sends beside its game: `edit_round` of a round no game of the machine reaches,
+# refused by a current owner for a reason of its own (its memory shows no such round), by a
+# superseded one with store_fenced like every read (JF-STORE-030, decision R238)
+READ_ARGS: dict[str, dict[str, Any]] = {
+    "edit_round": {"round": 1_000_000, "input": "never", "output": "never"}
+}
 LEASE_WAIT_MAX = 60.0  # the longest stated lease the probes wait out
 LEASE_MARGIN = 0.5  # seconds waited past a stated lease (a quarter of it, if longer; R172)
 LEASE_POLL = 0.25  # seconds between plain opens of a killed owner's game (R172)
@@ -310,7 +317,7 @@ def _machine(
             a game not held (before its first open, while another owns it, after a release)."""
             self._open(u, game, False)
             self._open(u, game, True)
-            for op in READS:  # every op that answers from memory (JF-STORE-030's list)
+            for op in READS:  # ops that answer from memory, and a refusal of its own (R238)
                 self._fenced_read(v, game, op)
             self._record(v, game)
             self._record(v, game)
@@ -418,8 +425,8 @@ def _machine(
         def _fenced_read(self, w: int, game: str, op: str = "dump") -> None:
             """A read (`op`, one of `READS`) by `w`, whose ownership another worker
             superseded: store_fenced."""
-            self.step(op, w, game=game, superseded=True)
-            reply = self.call(w, op, game=game)
+            self.step(op, w, game=game, superseded=True, **READ_ARGS.get(op, {}))
+            reply = self.call(w, op, game=game, **READ_ARGS.get(op, {}))
             outcome.count(w, "fenced reads")
             self.history.fenced_read(w, game, reply, op)
 

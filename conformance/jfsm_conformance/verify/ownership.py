@@ -21,7 +21,8 @@ list-append):
   the game, every write of the earlier owner is refused with `store_fenced`. The next read
   then sees exactly the store the owners last acknowledged, key by key.
 - **Fenced reads show nothing** (JF-STORE-030). A worker whose ownership another worker
-  superseded answers a `dump` with `store_fenced`, never with its own copy of the game.
+  superseded answers a read (`dump`, `telemetry`, `generate`), and an op it would refuse
+  for a reason of its own (R238), with `store_fenced`, never from its own copy of the game.
 - **Games not held are opened plainly** (JF-STORE-036). An op on a game the worker does not
   hold (never opened, released, or held before its process was killed) is answered as a
   plain open would be: `store_locked` while another worker's ownership may live, else the
