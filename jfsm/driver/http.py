@@ -15,12 +15,16 @@ closed when:
 | 403 | an `Origin` other than the driver's own: a web page in a browser |
 | 405 / 404 | not `POST` / not `/v1/message` |
 | 401 | no `Authorization: Bearer <token>` with the driver's token |
+| 503 | every connection slot held by other authenticated connections (R236) |
 | 415 | `Content-Type` is not `application/json` (a browser's "simple" request) |
 | 411 / 413 | no length / a body over the spec's `message_max_bytes` |
 | 408 | headers or body not complete within their timeout |
 | 431 | request headers over the header limit |
 | 400 | a body that is not a readable message (not JSON, too deep, no valid id) |
-| 503 | every connection slot busy |
+
+A new connection over the budget of unauthenticated connections closes the oldest silent one
+(nothing arrived from it; the oldest, when none is silent) with 503, whatever it has sent
+(R235).
 
 Everything else is answered 200 with the driver's reply and the connection kept alive.
 Started with `metrics` (`jfsm driver --http PORT --metrics`), the driver also answers
@@ -483,7 +487,7 @@ async def serve_http_async(
         except asyncio.CancelledError:
             if task not in evicted:
                 raise
-            over = _refusal_body("too many connections without a token; the oldest is closed")
+            over = _refusal_body("too many connections without a token; the oldest silent closes")
             with contextlib.suppress(OSError, ConnectionError, RuntimeError):
                 writer.write(_response_bytes(503, over, close=True))  # buffered, not awaited
         except Exception as exc:  # never a traceback, never the server: one line

@@ -336,6 +336,8 @@ class SilentFlood:
             self.process.wait(WAIT)
         finally:
             self.process.kill()
+            if self.process.stdout is not None:
+                self.process.stdout.close()
 
 
 _FLOOD = """

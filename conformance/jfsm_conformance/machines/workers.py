@@ -313,8 +313,9 @@ def _machine(
         def _probe(self, v: int, u: int, game: str) -> None:
             """The first sequence opens with every rule once: a contended open, a takeover,
             a fenced read and a fenced write (and the read after it), an owner's write, a
-            SIGKILL mid-commit, a read, a publication released after a takeover, and ops on
-            a game not held (before its first open, while another owns it, after a release)."""
+            SIGKILL mid-commit, a read, a publication released after a takeover, ops on a game
+            not held (before its first open, while another owns it, after a release), and a
+            superseded worker's plain open refused, then its op on the game (R204)."""
             self._open(u, game, False)
             self._open(u, game, True)
             for op in READS:  # ops that answer from memory, and a refusal of its own (R238)
@@ -330,7 +331,9 @@ def _machine(
             self._not_held(v, other)  # u's ownership lives: store_locked
             self._release(u, other)
             self._not_held(u, other)  # released: opened again
-            self._release(u, other)
+            self._open(v, other, True)  # u superseded
+            self._open(u, other, False)  # refused while v's lease lives: u holds nothing (R204)
+            self._release(v, other)
 
         def _lease_probes(self, v: int, u: int) -> None:
             """Leases renew only their own, and run out (JF-STORE-031, JF-STORE-032; R122)."""

@@ -254,8 +254,9 @@ class OwnershipHistory:
 
     # -- reads of a superseded owner, ops on games not held, leases ---------------------------
     def fenced_read(self, worker: int, game: str, reply: dict[str, Any], op: str = "dump") -> None:
-        """The reply to `op` (a read: `dump`, `telemetry`, `generate`) sent by `worker`,
-        whose ownership another worker superseded."""
+        """The reply to `op` (a read: `dump`, `telemetry`, `generate`; or an `edit_round` a
+        current owner refuses, R238) sent by `worker`, whose ownership another worker
+        superseded."""
         h = self.games[game]
         ok, code = bool(reply.get("ok")), (reply.get("error") or {}).get("code")
         result = reply.get("result")
