@@ -48,3 +48,36 @@ def test_a_signal_while_the_record_is_locked_still_ends_everything(tmp_path: Pat
     if outlived:
         os.killpg(int(child), signal.SIGKILL)
     assert not outlived, "the group the process started outlived it"
+
+
+# A SIGTERM that lands while a process is being started: held back until the process's group
+# is recorded, then handled, so the process is ended with the others, never left running.
+_SPAWNER = r"""
+import os, signal, subprocess, sys, time
+from jfsm_conformance.client import groups
+
+groups.exit_on_signal()
+with groups.spawning():
+    os.kill(os.getpid(), signal.SIGTERM)
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+                             start_new_session=True)
+    print(child.pid, flush=True)
+    groups.started(child.pid)
+time.sleep(60)
+"""
+
+
+def test_a_signal_during_a_spawn_waits_for_its_group_and_ends_it() -> None:
+    proc = subprocess.Popen([sys.executable, "-c", _SPAWNER], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert proc.wait(30) == 128 + signal.SIGTERM
+    finally:
+        proc.kill()
+    assert line.strip().isdigit(), "the signal was handled before the spawn it came during"
+    child = int(line)
+    outlived = groups.alive(child)
+    if outlived:
+        os.killpg(child, signal.SIGKILL)
+    assert not outlived, "the process started while the signal was held back outlived it"

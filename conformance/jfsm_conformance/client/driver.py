@@ -232,18 +232,19 @@ class _Stdio:
         self.unclaimed_garbage: ProtocolViolation | None = None
 
     async def open(self) -> None:
-        try:
-            self.proc = await asyncio.create_subprocess_exec(
-                *self.argv,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                limit=1 << 30,
-                start_new_session=True,
-            )
-        except OSError as exc:
-            raise HarnessError(f"cannot start driver {self.argv!r}: {exc}") from exc
-        groups.started(self.proc.pid)  # start_new_session: its pid is its group's id
+        with groups.spawning():  # a signal waits until its group is recorded (R193)
+            try:
+                self.proc = await asyncio.create_subprocess_exec(
+                    *self.argv,
+                    stdin=asyncio.subprocess.PIPE,
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.PIPE,
+                    limit=1 << 30,
+                    start_new_session=True,
+                )
+            except OSError as exc:
+                raise HarnessError(f"cannot start driver {self.argv!r}: {exc}") from exc
+            groups.started(self.proc.pid)  # start_new_session: its pid is its group's id
         self.exited = None
         proc = self.proc
         self.tasks = [

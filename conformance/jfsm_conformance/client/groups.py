@@ -11,6 +11,11 @@ included. `exit_on_signal` makes a process that has no run to report (a lane's p
 end its groups and exit at once on SIGTERM or SIGINT, after the exit functions it
 registered (`atexit`: a temporary folder of the reference engine's) have run.
 
+A process is started inside `spawning()`, which records its group before anything else: a
+SIGINT or SIGTERM whose handler is `held_back` waits until the spawn is recorded (a process
+started in that moment was never ended before, and could write into a folder after it was
+removed). `end_all` waits, a second at most, for what it killed to be gone.
+
 `temporary_folder(prefix)` makes a temporary folder for what the suite starts (a driver's
 `{state}`, a companion's state directory): its user removes it when done, and whatever is
 left is removed at exit or on that signal, so an interrupted run leaves no folder behind.
@@ -31,8 +36,10 @@ import signal
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 __all__ = [
     "GRACE",
@@ -41,17 +48,55 @@ __all__ = [
     "end_all",
     "exit_on_signal",
     "forget",
+    "held_back",
+    "spawning",
     "started",
     "temporary_folder",
 ]
 
 GRACE = 1.0  # seconds between SIGTERM and SIGKILL of a group the suite ends
+KILLED = 1.0  # seconds `end_all` waits for the groups it killed to be gone
 
 # Reentrant: `exit_on_signal`'s handler runs in the main thread between two of its
 # bytecodes, maybe while that thread holds the lock in `started` (a plain lock: a deadlock).
 _lock = threading.RLock()
 _groups: set[int] = set()
 _folders: set[str] = set()
+_spawning = 0  # spawns in progress (`spawning`)
+_held: list[int] = []  # signals held back meanwhile, in arrival order
+
+
+@contextlib.contextmanager
+def spawning() -> Iterator[None]:
+    """Around starting a process and recording its group with `started`: a signal whose
+    handler is `held_back` is handled once the block ends, then at once."""
+    global _spawning
+    with _lock:
+        _spawning += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _spawning -= 1
+            signum = _held[0] if _held and not _spawning else None
+            if signum is not None:
+                _held.clear()
+        if signum is not None:
+            signal.raise_signal(signum)  # its handler runs now, the group recorded
+
+
+def held_back(
+    handler: Callable[[int, FrameType | None], Any],
+) -> Callable[[int, FrameType | None], Any]:
+    """`handler`, for `signal.signal`, held back while a spawn is in progress (`spawning`)."""
+
+    def held(signum: int, frame: FrameType | None) -> Any:
+        if _spawning:  # read without the lock: the handler runs in the main thread
+            _held.append(signum)
+            return None
+        return handler(signum, frame)
+
+    return held
 
 
 def started(pgid: int) -> None:
@@ -128,6 +173,9 @@ def end_all(grace: float = GRACE, keep: set[int] | frozenset[int] = frozenset())
     for pgid in groups:
         _signal(pgid, signal.SIGKILL)
         forget(pgid)
+    deadline = time.monotonic() + KILLED  # SIGKILL is not instant: a write may still land
+    while any(alive(g) for g in groups) and time.monotonic() < deadline:
+        time.sleep(0.02)
 
 
 def temporary_folder(prefix: str) -> str:
@@ -167,7 +215,7 @@ def exit_on_signal() -> None:
     """In a process with no run of its own to report: SIGTERM or SIGINT ends its groups and
     the process at once (exit status 128 + the signal's number)."""
     for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, _on_signal)
+        signal.signal(signum, held_back(_on_signal))
 
 
 atexit.register(_at_exit)

@@ -42,12 +42,14 @@ ends (decision R193).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shlex
 import signal
 import sys
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
 
@@ -256,15 +258,8 @@ def _run(
         checkpoint=lambda partial: write_report(partial, report_dir),
         command=" ".join([invoked_as(), "conformance", *(shlex.quote(a) for a in argv)]),
     )
-    try:
-        previous = signal.signal(signal.SIGTERM, _interrupt)
-    except ValueError:  # not the main thread (an embedding): SIGTERM keeps its handler
-        previous = None
-    try:
+    with _interruptible():
         result = run(options)
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
     json_path, md_path = write_report(result, options.report_dir)
     for line in [*verdict_lines(result), *first_failure_lines(result), *summary_lines(result)]:
         print(line)
@@ -285,6 +280,26 @@ def _run(
 def _interrupt(signum: int, frame: FrameType | None) -> None:
     """SIGTERM ends the run like Ctrl-C: a partial report, exit 130 (R196)."""
     raise KeyboardInterrupt(f"signal {signum}")
+
+
+@contextlib.contextmanager
+def _interruptible() -> Iterator[None]:
+    """SIGTERM (and Ctrl-C, where it has Python's own handler) raise `KeyboardInterrupt`,
+    held back while the suite starts a process until its group is recorded (R193, R196);
+    the handlers are put back after. Off the main thread (an embedding) nothing changes."""
+    from jfsm_conformance.client import groups
+
+    handlers = {}
+    with contextlib.suppress(ValueError):  # not the main thread: the handlers stay
+        handlers[signal.SIGTERM] = signal.signal(signal.SIGTERM, groups.held_back(_interrupt))
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            held = groups.held_back(signal.default_int_handler)
+            handlers[signal.SIGINT] = signal.signal(signal.SIGINT, held)
+    try:
+        yield
+    finally:
+        for signum, previous in handlers.items():
+            signal.signal(signum, previous)
 
 
 def _replay(argv: list[str]) -> int:
@@ -329,19 +344,13 @@ def _smoke(argv: list[str]) -> int:
     except SystemExit as exc:
         return 0 if exc.code == 0 else 2
     try:
-        previous = signal.signal(signal.SIGTERM, _interrupt)
-    except ValueError:  # not the main thread (an embedding): SIGTERM keeps its handler
-        previous = None
-    try:
-        return smoke(
-            args.driver,
-            timeout=args.timeout,
-            hello_timeout=args.hello_timeout,
-            say=lambda line: print(line, flush=True),
-        )
+        with _interruptible():
+            return smoke(
+                args.driver,
+                timeout=args.timeout,
+                hello_timeout=args.hello_timeout,
+                say=lambda line: print(line, flush=True),
+            )
     except KeyboardInterrupt:  # its processes are ended on the way out (R193)
         print("smoke: interrupted (exit 130)", flush=True)
         return 130
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)

@@ -52,15 +52,16 @@ def _http_driver() -> Iterator[str]:
     state = groups.temporary_folder("jfsm-companion-http-")
     env = dict(os.environ, JFSM_DRIVER_TOKEN=token)
     argv = [sys.executable, "-m", "jfsm.cli", "driver", "--http", "0", "--state", state]
-    proc = subprocess.Popen(
-        argv,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        env=env,
-        start_new_session=True,  # a group of its own, which the suite ends (R193)
-    )
-    groups.started(proc.pid)
+    with groups.spawning():  # a signal waits until its group is recorded (R193)
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env=env,
+            start_new_session=True,  # a group of its own, which the suite ends (R193)
+        )
+        groups.started(proc.pid)
     previous = os.environ.get("JFSM_DRIVER_TOKEN")
     try:
         url = _announced_url(proc)

@@ -810,14 +810,15 @@ def _machines_apart(r: _Run, profile: Profile) -> Callable[[_Run], None]:
         lane.current = "the machines' process (python -m jfsm_conformance.run.lane)"
         argv = [sys.executable, "-m", "jfsm_conformance.run.lane"]
         with tempfile.TemporaryFile() as err:
-            proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=err,
-                start_new_session=True,  # a group of its own, which the run ends (R193)
-            )
-            groups.started(proc.pid)
+            with groups.spawning():  # a signal waits until its group is recorded
+                proc = subprocess.Popen(
+                    argv,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=err,
+                    start_new_session=True,  # a group of its own, which the run ends (R193)
+                )
+                groups.started(proc.pid)
             lane.process = proc
             if r.stop.is_set():  # the run stopped while it started: the run's end kills it
                 proc.kill()
