@@ -42,16 +42,12 @@ ends (decision R193).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import shlex
-import signal
 import sys
 import tomllib
-from collections.abc import Iterator
 from pathlib import Path
-from types import FrameType
 
 from jfsm_conformance.usage import (
     FolderInUse,
@@ -240,7 +236,7 @@ def _run(
         write_junit,
         write_report,
     )
-    from jfsm_conformance.run.runner import DEFAULT_DRIVER, Options, run
+    from jfsm_conformance.run.runner import DEFAULT_DRIVER, Options, interruptible, run
 
     options = Options(
         driver=args.driver,
@@ -258,7 +254,7 @@ def _run(
         checkpoint=lambda partial: write_report(partial, report_dir),
         command=" ".join([invoked_as(), "conformance", *(shlex.quote(a) for a in argv)]),
     )
-    with _interruptible():
+    with interruptible():
         result = run(options)
     json_path, md_path = write_report(result, options.report_dir)
     for line in [*verdict_lines(result), *first_failure_lines(result), *summary_lines(result)]:
@@ -275,31 +271,6 @@ def _run(
         for line in github_annotations(result):
             print(line, flush=True)
     return result.exit_code
-
-
-def _interrupt(signum: int, frame: FrameType | None) -> None:
-    """SIGTERM ends the run like Ctrl-C: a partial report, exit 130 (R196)."""
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
-@contextlib.contextmanager
-def _interruptible() -> Iterator[None]:
-    """SIGTERM (and Ctrl-C, where it has Python's own handler) raise `KeyboardInterrupt`,
-    held back while the suite starts a process until its group is recorded (R193, R196);
-    the handlers are put back after. Off the main thread (an embedding) nothing changes."""
-    from jfsm_conformance.client import groups
-
-    handlers = {}
-    with contextlib.suppress(ValueError):  # not the main thread: the handlers stay
-        handlers[signal.SIGTERM] = signal.signal(signal.SIGTERM, groups.held_back(_interrupt))
-        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-            held = groups.held_back(signal.default_int_handler)
-            handlers[signal.SIGINT] = signal.signal(signal.SIGINT, held)
-    try:
-        yield
-    finally:
-        for signum, previous in handlers.items():
-            signal.signal(signum, previous)
 
 
 def _replay(argv: list[str]) -> int:
@@ -321,7 +292,7 @@ def _replay(argv: list[str]) -> int:
 
 
 def _smoke(argv: list[str]) -> int:
-    from jfsm_conformance.run.runner import DEFAULT_DRIVER
+    from jfsm_conformance.run.runner import DEFAULT_DRIVER, interruptible
     from jfsm_conformance.run.smoke import smoke
 
     parser = UsageParser(
@@ -344,7 +315,7 @@ def _smoke(argv: list[str]) -> int:
     except SystemExit as exc:
         return 0 if exc.code == 0 else 2
     try:
-        with _interruptible():
+        with interruptible():
             return smoke(
                 args.driver,
                 timeout=args.timeout,

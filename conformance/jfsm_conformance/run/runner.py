@@ -41,14 +41,16 @@ import inspect
 import io
 import json
 import logging
+import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 from typing import Any, TypedDict
 
 from jfsm_conformance.client import groups
@@ -74,6 +76,7 @@ __all__ = [
     "Options",
     "Profile",
     "RunResult",
+    "interruptible",
     "load_catalog",
     "replay",
     "run",
@@ -1211,6 +1214,30 @@ def _unjudged(
 
 def _failure_json(f: Failure) -> dict[str, Any]:
     return {"source": f.source, "check": f.check, "message": f.message, "trace": f.trace}
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM ends the run like Ctrl-C: a partial report, exit 130 (R196)."""
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+@contextlib.contextmanager
+def interruptible() -> Iterator[None]:
+    """For a command's run: SIGTERM (and Ctrl-C, where it has Python's own handler) raise
+    `KeyboardInterrupt`, held back while the suite starts a process until its group is
+    recorded (R193, R196); the handlers are put back after. Off the main thread (an
+    embedding) nothing changes."""
+    handlers = {}
+    with contextlib.suppress(ValueError):  # not the main thread: the handlers stay
+        handlers[signal.SIGTERM] = signal.signal(signal.SIGTERM, groups.held_back(_interrupt))
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            held = groups.held_back(signal.default_int_handler)
+            handlers[signal.SIGINT] = signal.signal(signal.SIGINT, held)
+    try:
+        yield
+    finally:
+        for signum, previous in handlers.items():
+            signal.signal(signum, previous)
 
 
 def replay(
