@@ -87,16 +87,21 @@ class _Threads:
         while True:
             loop, future, fn, args = self.queue.get()
             try:
-                outcome: tuple[Any, BaseException | None] = (fn(*args), None)
+                box: list[Any] = [future, fn(*args), None]
             except BaseException as exc:
-                outcome = (None, exc)
+                box = [future, None, exc]
+            del future, fn, args  # hold nothing of the work once it is handed back (R240)
+            self.idle.release()  # before the hand-back: the awaiting task's next call finds me
             with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits for it
-                loop.call_soon_threadsafe(_settle, future, *outcome)
-            del loop, future, fn, args, outcome  # hold nothing while idle
-            self.idle.release()
+                loop.call_soon_threadsafe(_settle, box)
+            del loop, box
 
 
-def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+def _settle(box: list[Any]) -> None:
+    """Settle the future in `box` (`[future, result, error]`) and empty the box, so the
+    thread that filled it keeps nothing the loop's task may have dropped meanwhile."""
+    future, result, error = box
+    box.clear()
     if future.done():
         return
     if error is None:

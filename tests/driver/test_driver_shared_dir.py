@@ -8,6 +8,7 @@ the store: participants written as the owner, games never adopted from another p
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -247,6 +248,53 @@ def test_a_plain_driver_is_refused_on_a_directory_a_shared_driver_serves(
     run = _start_cli(tmp_path / "state")
     assert run.returncode == 2, run
     assert len(run.stderr.splitlines()) == 1 and "served by shared drivers" in run.stderr
+
+
+@pytest.mark.req("JF-STORE-034")
+@pytest.mark.parametrize("what", ["lock.shared", "a store's lock", "telemetry"])
+def test_a_file_another_process_makes_between_open_and_create_is_opened(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, what: str
+) -> None:
+    """Shared drivers starting at once all serve (R239): the file that one of them opens or
+    creates (`lock.shared`, a store's `lock`, a game's telemetry) made by another process
+    between its open and its exclusive create is opened, never refused with `EEXIST`
+    (CI's stop 43: a driver exited "File exists" beside three others)."""
+    from jfsm.driver.state import SHARED_LOCK, StateDirectory
+    from jfsm.stores.file.fsio import open_file
+
+    real = os.open
+    made: list[str] = []
+
+    def racing(path: Any, flags: int, mode: int = 0o777, *, dir_fd: int | None = None) -> int:
+        if flags & os.O_CREAT or made:
+            return real(path, flags, mode, dir_fd=dir_fd)
+        try:
+            return real(path, flags, mode, dir_fd=dir_fd)
+        except FileNotFoundError:  # another process makes it now, then this one creates
+            os.close(real(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600, dir_fd=dir_fd))
+            made.append(os.fsdecode(path))
+            raise
+
+    root = tmp_path / "state"
+    root.mkdir(mode=0o700)
+    if what == "lock.shared":
+        directory = StateDirectory(root)
+        monkeypatch.setattr(os, "open", racing)
+        directory.hold_mode(shared=True)
+        monkeypatch.undo()
+        assert made == [SHARED_LOCK]
+    else:
+        name = str(root / ("lock" if what == "a store's lock" else "telemetry.jsonl"))
+        monkeypatch.setattr(os, "open", racing)
+        fd = open_file(name, "append", create=True)
+        monkeypatch.undo()
+        os.close(fd)
+        assert made == [name]
+    link = root / "link"
+    link.symlink_to(root / "elsewhere")
+    with pytest.raises(OSError) as refused:  # a link is still refused, never followed
+        open_file(link, "append", create=True)
+    assert refused.value.errno == errno.ELOOP and not (root / "elsewhere").exists()
 
 
 @pytest.mark.req("JF-STORE-034", "JF-STORE-050")

@@ -52,6 +52,9 @@ _FLAGS: dict[str, int] = {
     "dir": os.O_RDONLY | getattr(os, "O_DIRECTORY", 0),
 }
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+#: Opens-then-creates tried before `open_file(create=True)` gives up on a name that others
+#: keep making and removing (each lost race means another process made the file).
+_RACES = 8
 
 
 def open_file(
@@ -67,15 +70,21 @@ def open_file(
     `how`: `read`; `new` (created, `O_EXCL`: fails if anything, a link included, has the
     name); `write` (an existing file, for `pwrite`); `append` (`O_RDWR | O_APPEND`);
     `update` (`O_RDWR`: `pread` and `pwrite` at their offsets); `dir`. `create` (for
-    `write`, `append` and `update`): a missing file is created, with `O_EXCL`.
+    `write`, `append` and `update`): a missing file is created, with `O_EXCL`; one that
+    another process created between the two opens is opened (R239).
     Raises `OSError`: `ELOOP` for a link, `EEXIST` for a taken name, `ENOENT`...
     """
     flags = _FLAGS[how] | _NOFOLLOW
-    try:
-        return os.open(path, flags, mode, dir_fd=dir_fd)
-    except FileNotFoundError:
-        if not create:
-            raise
+    for _ in range(_RACES):
+        try:
+            return os.open(path, flags, mode, dir_fd=dir_fd)
+        except FileNotFoundError:
+            if not create:
+                raise
+        try:
+            return os.open(path, flags | os.O_CREAT | os.O_EXCL, mode, dir_fd=dir_fd)
+        except FileExistsError:
+            continue  # made by another process meanwhile (or removed again): open it
     return os.open(path, flags | os.O_CREAT | os.O_EXCL, mode, dir_fd=dir_fd)
 
 
