@@ -101,6 +101,7 @@ def _serve(module: str, tmp_path: Path) -> tuple[subprocess.Popen[bytes], str]:
         ("jfsm_conformance.examples.open_http:slots", 1, "JF-ERR-017"),
         ("jfsm_conformance.examples.open_http:order", 1, "JF-ERR-019"),
         ("jfsm_conformance.examples.open_http:slots-last", 1, "JF-ERR-019"),
+        ("jfsm_conformance.examples.open_http:slots-last,close", 0, None),
     ],
 )
 @pytest.mark.req("JF-ERR-011", "JF-ERR-017", "JF-ERR-019")
@@ -115,7 +116,9 @@ def test_http_requests_are_guarded(
     timeout and the slots probe's included); one that answers any Host fails JF-ERR-011, one
     that never closes a silent connection fails JF-ERR-017, one that checks the token before
     the Host fails JF-ERR-019 (R144), and so does one that takes a slot only after the
-    Content-Type rule (R236)."""
+    Content-Type rule (R236). That one passes when it also closes every connection after
+    its answer: slots that cannot be held leave the held-slots probe not covered, never a
+    415 blamed on the order."""
     monkeypatch.setenv("JFSM_DRIVER_TOKEN", "hostile-token")
     proc, url = _serve(module, tmp_path)
     try:

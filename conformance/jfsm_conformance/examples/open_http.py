@@ -2,8 +2,8 @@
 HTTP with one guard left out.
 
 ```
-python -m jfsm_conformance.examples.open_http [--hole HOLE] --http PORT [--token T]
-        [--state DIR]
+python -m jfsm_conformance.examples.open_http [--hole HOLE[,HOLE...]] --http PORT
+        [--token T] [--state DIR]
 ```
 
 - `host` (the default): a request with any Host is answered, the hole DNS rebinding uses to
@@ -16,6 +16,10 @@ python -m jfsm_conformance.examples.open_http [--hole HOLE] --http PORT [--token
 - `slots-last`: a slot is taken only once every other rule of the head has passed, so with
   every slot held a request with the wrong Content-Type is answered 415, not 503:
   JF-ERR-019.
+- `close`: no hole, a choice: every answer says `Connection: close` and its connection
+  closes (no keep-alive, which the spec allows). With `slots-last` it shows that the suite
+  holds no slot it cannot keep: the held-slots probe is then not covered, never a 415
+  blamed on the order.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from typing import Any
 
 import jfsm.driver.http
 
-HOLES = ("host", "slots", "order", "slots-last")
+HOLES = ("host", "slots", "order", "slots-last", "close")
 _SPEC_LIMITS = jfsm.driver.http.http_limits
 _CHECK_HEAD = jfsm.driver.http._Connection._check_head
 
@@ -66,22 +70,36 @@ def _slot_last(self: Any, request: Any) -> bool:
     return scrape
 
 
+def _closing_response(*args: Any, headers: Any = (), **kwargs: Any) -> Any:
+    """An `h11.Response` that says `Connection: close` (h11 then closes after it)."""
+    return _RESPONSE(*args, headers=[*headers, ("Connection", "close")], **kwargs)
+
+
+_RESPONSE = jfsm.driver.http.h11.Response
+
+
 def main(argv: list[str]) -> int:
-    """Serve `jfsm driver ARGV...` with the guard `--hole` names left out."""
-    hole = "host"
+    """Serve `jfsm driver ARGV...` with the guards `--hole` names (comma-separated) left
+    out."""
+    holes = ["host"]
     if argv[:1] == ["--hole"]:
-        hole, argv = argv[1], argv[2:]
-    if hole not in HOLES:
-        print(f"open_http: --hole takes one of {', '.join(HOLES)}, not {hole!r}", file=sys.stderr)
-        return 2
-    if hole == "host":
-        jfsm.driver.http._loopback_host = _any_host
-    elif hole == "order":
-        jfsm.driver.http._Connection._check_head = _token_first  # type: ignore[method-assign]
-    elif hole == "slots-last":
-        jfsm.driver.http._Connection._check_head = _slot_last  # type: ignore[method-assign]
-    else:
-        jfsm.driver.http.http_limits = _no_slot_guard  # type: ignore[assignment]
+        holes, argv = argv[1].split(","), argv[2:]
+    for hole in holes:
+        if hole not in HOLES:
+            known = ", ".join(HOLES)
+            print(f"open_http: --hole takes some of {known}, not {hole!r}", file=sys.stderr)
+            return 2
+    for hole in holes:
+        if hole == "host":
+            jfsm.driver.http._loopback_host = _any_host
+        elif hole == "order":
+            jfsm.driver.http._Connection._check_head = _token_first  # type: ignore[method-assign]
+        elif hole == "slots-last":
+            jfsm.driver.http._Connection._check_head = _slot_last  # type: ignore[method-assign]
+        elif hole == "close":
+            jfsm.driver.http.h11.Response = _closing_response  # type: ignore[misc,assignment]
+        else:
+            jfsm.driver.http.http_limits = _no_slot_guard  # type: ignore[assignment]
     from jfsm.cli import main as cli
 
     return cli(["driver", *argv])

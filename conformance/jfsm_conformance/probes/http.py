@@ -212,18 +212,9 @@ def _http_exchange(url: str, request: bytes, wait: float) -> tuple[int | None, A
     parts = urlsplit(url)
     with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 80), 10) as sock:
         sock.settimeout(wait + 10)
-        with contextlib.suppress(OSError):  # the driver may refuse before the body is sent
-            sock.sendall(request)
-        received = b""
-        try:
-            while b"\r\n\r\n" not in received or not _complete(received):
-                chunk = sock.recv(65536)
-                if not chunk:
-                    break
-                received += chunk
-        except (TimeoutError, ConnectionResetError) as exc:
-            if not received:
-                return None, f"no response ({exc!r})"
+        received, error = _send_and_read(sock, request)
+    if error is not None and not received:
+        return None, f"no response ({error!r})"
     head, _, body = received.partition(b"\r\n\r\n")
     status_line = head.split(b"\r\n", 1)[0].split()
     if len(status_line) < 2 or not status_line[1].isdigit():
@@ -232,6 +223,25 @@ def _http_exchange(url: str, request: bytes, wait: float) -> tuple[int | None, A
         return int(status_line[1]), json.loads(body)
     except ValueError:
         return int(status_line[1]), None
+
+
+def _send_and_read(sock: socket.socket, request: bytes) -> tuple[bytes, OSError | None]:
+    """Send `request` on `sock` and read one response: the bytes received (to the end of its
+    body, or until the driver closed) and the error that cut the reading short, if any (a
+    timeout, a reset). A refusal before the whole request was sent is not an error: the
+    driver may answer before reading the body."""
+    with contextlib.suppress(OSError):
+        sock.sendall(request)
+    received = b""
+    try:
+        while b"\r\n\r\n" not in received or not _complete(received):
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            received += chunk
+    except OSError as exc:
+        return received, exc
+    return received, None
 
 
 def _complete(received: bytes) -> bool:
@@ -369,14 +379,7 @@ def _hold(address: tuple[str, int], request: bytes) -> tuple[socket.socket, int 
     without `Connection: close`)."""
     sock = socket.create_connection(address, 10)
     sock.settimeout(10)
-    received = b""
-    with contextlib.suppress(OSError):
-        sock.sendall(request)
-        while b"\r\n\r\n" not in received or not _complete(received):
-            chunk = sock.recv(65536)
-            if not chunk:
-                break
-            received += chunk
+    received, _ = _send_and_read(sock, request)
     head = received.partition(b"\r\n\r\n")[0].lower().split(b"\r\n")
     status = head[0].split()[1:2]
     closing = any(line.replace(b" ", b"") == b"connection:close" for line in head[1:])
