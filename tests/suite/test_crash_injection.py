@@ -113,6 +113,31 @@ def test_kill_scenarios_run_in_process_and_count_outcomes(tmp_path: Path) -> Non
     assert verdicts["JF-ATOM-004"] == "pass"
 
 
+def test_kills_that_all_reopen_before_the_publication_pass(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every kill lands before the publication's first write, the last one included, as a
+    slow machine makes a stdio kill 20 ms after the reply land: the reference passes. Stop
+    44's CI: the scenario recorded a round after a last kill that reopened "before", so its
+    next generation had a new key with no reply scripted ("more compress.v2 attempts arrived
+    than the suite scripted", blamed on JF-COMP-001)."""
+    from jfsm_conformance.scenarios import durability
+
+    monkeypatch.setattr(durability, "PUBLICATION_CRASH_POINTS", (0, 0, 0))
+    result = run(
+        Options(
+            driver="python:jfsm.driver:durable_reference_driver",
+            scenarios=["kill-mid-publication"],
+            machines=False,
+            report_dir=tmp_path,
+            progress=lambda line: None,
+        )
+    )
+    assert result.harness_error is None
+    assert result.exit_code == 0, [f.message for f in result.failures]
+    assert result.exercised["kill"] == {"publication: before": 3}, result.exercised["kill"]
+
+
 def test_a_driver_without_crash_injection_skips_the_kills(tmp_path: Path) -> None:
     result = run(
         Options(
