@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from suite_helpers import run_scenarios
 
 from jfsm.driver import ReferenceDriver
 from jfsm.driver.crash import CrashSwitch
@@ -19,6 +20,8 @@ from jfsm.projection import Projection
 from jfsm.stores import FileStore
 from jfsm.stores.file.crashfs import CrashingFileSystem
 from jfsm_conformance.run.runner import Options, run
+
+DURABLE = "python:jfsm.driver:durable_reference_driver"
 
 _ids = itertools.count(1)
 
@@ -91,15 +94,7 @@ def test_the_switch_numbers_a_commit_as_the_suite_lays_out_its_crash_points(
 
 
 def test_kill_scenarios_run_in_process_and_count_outcomes(tmp_path: Path) -> None:
-    result = run(
-        Options(
-            driver="python:jfsm.driver:durable_reference_driver",
-            scenarios=["kill-mid-publication", "kill-mid-operation"],
-            machines=False,
-            report_dir=tmp_path,
-            progress=lambda line: None,
-        )
-    )
+    result = run_scenarios(tmp_path, DURABLE, ["kill-mid-publication", "kill-mid-operation"])
     assert result.harness_error is None
     assert result.exit_code == 0
     assert not [what for what in result.skipped if "kill" in what], result.skipped
@@ -124,30 +119,14 @@ def test_kills_that_all_reopen_before_the_publication_pass(
     from jfsm_conformance.scenarios import durability
 
     monkeypatch.setattr(durability, "PUBLICATION_CRASH_POINTS", (0, 0, 0))
-    result = run(
-        Options(
-            driver="python:jfsm.driver:durable_reference_driver",
-            scenarios=["kill-mid-publication"],
-            machines=False,
-            report_dir=tmp_path,
-            progress=lambda line: None,
-        )
-    )
+    result = run_scenarios(tmp_path, DURABLE, ["kill-mid-publication"])
     assert result.harness_error is None
     assert result.exit_code == 0, [f.message for f in result.failures]
     assert result.exercised["kill"] == {"publication: before": 3}, result.exercised["kill"]
 
 
 def test_a_driver_without_crash_injection_skips_the_kills(tmp_path: Path) -> None:
-    result = run(
-        Options(
-            driver="python:jfsm.driver:reference_driver",
-            scenarios=["kill-mid-operation"],
-            machines=False,
-            report_dir=tmp_path,
-            progress=lambda line: None,
-        )
-    )
+    result = run_scenarios(tmp_path, "python:jfsm.driver:reference_driver", ["kill-mid-operation"])
     assert result.exit_code == 0
     assert "crashInjection" in " ".join(result.skipped.values()), result.skipped
 
