@@ -385,8 +385,12 @@ class _Stdio:
         await asyncio.get_running_loop().run_in_executor(None, groups.end, proc.pid, grace)
         with contextlib.suppress(Exception):
             await asyncio.wait_for(proc.wait(), 10)
-        for task in self.tasks:
+        here = asyncio.current_task()
+        waiting = [task for task in self.tasks if task is not here]
+        for task in waiting:
             task.cancel()
+        if waiting:  # let the cancellations run: a loop closed after must find no task pending
+            await asyncio.wait(waiting, timeout=5)
         for future in self.pending.values():
             if not future.done():
                 future.set_exception(DriverDied("driver killed by the suite (restart)"))

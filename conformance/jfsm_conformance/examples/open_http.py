@@ -34,6 +34,7 @@ import jfsm.driver.http
 HOLES = ("host", "slots", "order", "slots-last", "close")
 _SPEC_LIMITS = jfsm.driver.http.http_limits
 _CHECK_HEAD = jfsm.driver.http._Connection._check_head
+_RESPONSE = jfsm.driver.http.h11.Response
 
 
 def _any_host(value: str) -> bool:
@@ -73,9 +74,6 @@ def _slot_last(self: Any, request: Any) -> bool:
 def _closing_response(*args: Any, headers: Any = (), **kwargs: Any) -> Any:
     """An `h11.Response` that says `Connection: close` (h11 then closes after it)."""
     return _RESPONSE(*args, headers=[*headers, ("Connection", "close")], **kwargs)
-
-
-_RESPONSE = jfsm.driver.http.h11.Response
 
 
 def main(argv: list[str]) -> int:
